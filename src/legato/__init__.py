@@ -1,0 +1,64 @@
+"""legato: LLM agents that run the same on every provider, with verified state and safe effects.
+
+```python
+from legato import Agent, tool
+
+@tool
+def get_weather(city: str) -> str:
+    \"\"\"Current weather for a city.\"\"\"
+    return "sunny"
+
+agent = Agent("anthropic:claude-sonnet-4-5", tools=[get_weather], instructions="Be brief.")
+result = agent.run_sync("Weather in Paris?")
+```
+
+Importing legato has no side effects: no files, no network, no logging configuration.
+"""
+
+from legato._version import __version__
+from legato.agent import Agent, Prompt
+from legato.events import Journal, RunEvent
+from legato.exceptions import LegatoError, ToolError
+from legato.messages import (
+    DocumentPart,
+    ImagePart,
+    Message,
+    ModelResponse,
+    StopReason,
+    TextPart,
+    ThinkingPart,
+    ToolCallPart,
+    ToolResultPart,
+    Usage,
+)
+from legato.models import Model, ModelSettings
+from legato.run import RunResult, replay
+from legato.tools import RunContext, Tool, Toolset, tool
+
+__all__ = [
+    "Agent",
+    "DocumentPart",
+    "ImagePart",
+    "Journal",
+    "LegatoError",
+    "Message",
+    "Model",
+    "ModelResponse",
+    "ModelSettings",
+    "Prompt",
+    "RunContext",
+    "RunEvent",
+    "RunResult",
+    "StopReason",
+    "TextPart",
+    "ThinkingPart",
+    "Tool",
+    "ToolCallPart",
+    "ToolError",
+    "ToolResultPart",
+    "Toolset",
+    "Usage",
+    "__version__",
+    "replay",
+    "tool",
+]

@@ -1,0 +1,270 @@
+"""The events of a run: the journal, and what `agent.stream()` yields.
+
+A run is an append-only journal of the typed events defined here. Everything else is a
+projection of it: the conversation, the usage, the result. The journal serializes to
+JSON lines (`Journal.to_jsonl`) and loads back exactly (`Journal.from_jsonl`), so a run
+can be inspected, replayed without calling any model or tool (`legato.run.replay`), or
+continued.
+
+`agent.stream()` yields the journal events as they are appended, interleaved with the
+model's `TextDelta` / `ThinkingDelta` / `ToolCallDelta` events, which are not journaled
+(the complete response is, in `ModelResponded`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass
+from functools import cache
+from typing import TYPE_CHECKING, Annotated, Literal, TypeAlias
+
+from pydantic import Field
+
+from legato.exceptions import JournalError
+from legato.messages import JsonValue, Message, ModelResponse, ToolCallPart, ToolResultPart, Usage
+from legato.models import TextDelta, ThinkingDelta, ToolCallDelta
+
+if TYPE_CHECKING:
+    from pydantic import TypeAdapter
+
+__all__ = [
+    "JOURNAL_EVENT_TYPES",
+    "Journal",
+    "JournalEvent",
+    "ModelRequested",
+    "ModelResponded",
+    "RunEvent",
+    "RunFailed",
+    "RunFinished",
+    "RunStarted",
+    "StepFinished",
+    "TextDelta",
+    "ThinkingDelta",
+    "ToolCallDelta",
+    "ToolCallFinished",
+    "ToolCallStarted",
+    "ToolOutcome",
+    "UserPrompt",
+    "is_journal_event",
+]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RunStarted:
+    """The first event of every run."""
+
+    run_id: str
+    agent: str
+    """The agent's name."""
+    model: str
+    """The model's `provider:model` name."""
+    instructions: str | None = None
+    history: tuple[Message, ...] = ()
+    """Messages of earlier turns this run continues from."""
+    kind: Literal["run_started"] = "run_started"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class UserPrompt:
+    """A user message: the one that starts the turn, or a retry prompt from the run."""
+
+    message: Message
+    retry: bool = False
+    """The run itself sent this because the model's answer was unusable (empty or invalid)."""
+    kind: Literal["user_prompt"] = "user_prompt"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ModelRequested:
+    """A model call is about to be made."""
+
+    step: int
+    """1 for the first model call of the run, 2 for the next, ..."""
+    model: str
+    kind: Literal["model_requested"] = "model_requested"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ModelResponded:
+    """A model call completed."""
+
+    step: int
+    response: ModelResponse
+    duration: float = 0.0
+    """Seconds the call took."""
+    kind: Literal["model_responded"] = "model_responded"
+
+
+ToolOutcome: TypeAlias = Literal[
+    "ok", "error", "invalid_arguments", "unknown_tool", "timeout", "cancelled", "skipped", "output"
+]
+"""How a tool call ended. `output` marks the call that delivered the run's final result;
+`skipped` marks calls not run because the final result arrived in the same response."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ToolCallStarted:
+    """A tool call's function is about to run."""
+
+    step: int
+    call: ToolCallPart
+    kind: Literal["tool_call_started"] = "tool_call_started"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ToolCallFinished:
+    """A tool call ended; `result` is what the model will see.
+
+    Finished events of one response are appended in the order the model issued the
+    calls, whatever order they completed in.
+    """
+
+    step: int
+    call: ToolCallPart
+    result: ToolResultPart
+    outcome: ToolOutcome = "ok"
+    duration: float = 0.0
+    kind: Literal["tool_call_finished"] = "tool_call_finished"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class StepFinished:
+    """A model step and the tool calls it asked for are complete."""
+
+    step: int
+    kind: Literal["step_finished"] = "step_finished"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RunFinished:
+    """The run produced its final output."""
+
+    output: JsonValue
+    """The output in JSON form (a string for text output)."""
+    usage: Usage
+    cost: float | None = None
+    kind: Literal["run_finished"] = "run_finished"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RunFailed:
+    """The run stopped with an error."""
+
+    error_type: str
+    """The exception's class name, e.g. `MaxStepsExceeded`."""
+    message: str
+    kind: Literal["run_failed"] = "run_failed"
+
+
+JournalEvent: TypeAlias = Annotated[
+    RunStarted
+    | UserPrompt
+    | ModelRequested
+    | ModelResponded
+    | ToolCallStarted
+    | ToolCallFinished
+    | StepFinished
+    | RunFinished
+    | RunFailed,
+    Field(discriminator="kind"),
+]
+"""Any event that is recorded in a journal."""
+
+RunEvent: TypeAlias = (
+    RunStarted
+    | UserPrompt
+    | ModelRequested
+    | ModelResponded
+    | ToolCallStarted
+    | ToolCallFinished
+    | StepFinished
+    | RunFinished
+    | RunFailed
+    | TextDelta
+    | ThinkingDelta
+    | ToolCallDelta
+)
+"""Anything `agent.stream()` yields."""
+
+
+JOURNAL_EVENT_TYPES: tuple[type, ...] = (
+    RunStarted,
+    UserPrompt,
+    ModelRequested,
+    ModelResponded,
+    ToolCallStarted,
+    ToolCallFinished,
+    StepFinished,
+    RunFinished,
+    RunFailed,
+)
+"""The classes of the events that are journaled (the others are stream-only deltas)."""
+
+
+def is_journal_event(event: RunEvent) -> bool:
+    """Whether a streamed event is one the journal records."""
+    return isinstance(event, JOURNAL_EVENT_TYPES)
+
+
+@cache
+def _event_adapter() -> TypeAdapter[JournalEvent]:
+    from pydantic import TypeAdapter
+
+    return TypeAdapter(JournalEvent)
+
+
+class Journal:
+    """The append-only record of one run."""
+
+    __slots__ = ("_events",)
+
+    def __init__(self, events: Iterable[JournalEvent] = ()) -> None:
+        self._events: list[JournalEvent] = list(events)
+
+    def append(self, event: JournalEvent) -> None:
+        """Record one more event."""
+        self._events.append(event)
+
+    @property
+    def events(self) -> Sequence[JournalEvent]:
+        """The events so far, oldest first (a read-only view)."""
+        return tuple(self._events)
+
+    @property
+    def run_id(self) -> str | None:
+        """The run's id, from its `RunStarted` event."""
+        first = self._events[0] if self._events else None
+        return first.run_id if isinstance(first, RunStarted) else None
+
+    def __len__(self) -> int:
+        return len(self._events)
+
+    def __iter__(self) -> Iterator[JournalEvent]:
+        return iter(self._events)
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Journal) and self._events == other._events
+
+    __hash__ = None  # type: ignore[assignment] # mutable container: not hashable
+
+    def to_jsonl(self) -> str:
+        """One JSON object per line, one line per event."""
+        adapter = _event_adapter()
+        return "".join(adapter.dump_json(e).decode() + "\n" for e in self._events)
+
+    @classmethod
+    def from_jsonl(cls, text: str) -> Journal:
+        """Load a journal written by `to_jsonl`; a bad line raises `JournalError` naming it."""
+        from pydantic import ValidationError
+
+        adapter = _event_adapter()
+        events: list[JournalEvent] = []
+        for number, line in enumerate(text.splitlines(), start=1):
+            if not line.strip():
+                continue
+            try:
+                events.append(adapter.validate_json(line))
+            except ValidationError as exc:
+                msg = f"journal line {number} is not a valid event: {exc.errors()[0]['msg']}"
+                raise JournalError(msg) from exc
+        return cls(events)

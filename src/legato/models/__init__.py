@@ -1,0 +1,42 @@
+"""Models: the `Model` protocol, neutral requests and stream events, and the registry.
+
+Provider modules (OpenAI, Anthropic, Gemini, Ollama, llama.cpp, ...) live beside this file,
+one per wire API, and are imported only when a model string names them.
+"""
+
+from legato.models._base import (
+    Model,
+    ModelProfile,
+    ModelRequest,
+    ModelSettings,
+    ModelStreamEvent,
+    OutputSpec,
+    ResponseCompleted,
+    SchemaDialect,
+    TextDelta,
+    ThinkingDelta,
+    ToolCallDelta,
+    ToolChoice,
+    complete,
+)
+from legato.models._registry import ModelFactory, infer_model, known_providers, register_provider
+
+__all__ = [
+    "Model",
+    "ModelFactory",
+    "ModelProfile",
+    "ModelRequest",
+    "ModelSettings",
+    "ModelStreamEvent",
+    "OutputSpec",
+    "ResponseCompleted",
+    "SchemaDialect",
+    "TextDelta",
+    "ThinkingDelta",
+    "ToolCallDelta",
+    "ToolChoice",
+    "complete",
+    "infer_model",
+    "known_providers",
+    "register_provider",
+]

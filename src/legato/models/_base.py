@@ -1,0 +1,183 @@
+"""The `Model` protocol, the neutral request, settings, profiles and stream events."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Mapping
+from dataclasses import dataclass, field, fields, replace
+from typing import Literal, Protocol, TypeAlias, runtime_checkable
+
+from legato.exceptions import StreamInterrupted
+from legato.messages import JsonValue, Message, ModelResponse, ToolDefinition
+
+__all__ = [
+    "Model",
+    "ModelProfile",
+    "ModelRequest",
+    "ModelSettings",
+    "ModelStreamEvent",
+    "OutputSpec",
+    "ResponseCompleted",
+    "SchemaDialect",
+    "TextDelta",
+    "ThinkingDelta",
+    "ToolCallDelta",
+    "ToolChoice",
+    "complete",
+]
+
+ToolChoice: TypeAlias = "Literal['auto', 'required', 'none'] | str"
+"""`auto` lets the model choose; `required` forces some tool; `none` forbids tools; any
+other string forces the tool of that name."""
+
+SchemaDialect = Literal["json_schema", "openai_strict", "anthropic", "gemini"]
+"""Which rewrite of the neutral JSON schema a provider accepts (see `legato.models.dialects`)."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ModelSettings:
+    """Generation settings; None means "the provider's default"."""
+
+    temperature: float | None = None
+    max_tokens: int | None = None
+    top_p: float | None = None
+    stop_sequences: tuple[str, ...] | None = None
+    seed: int | None = None
+    parallel_tool_calls: bool | None = None
+    """Allow several tool calls in one response (where the provider lets us choose)."""
+    timeout: float | None = None
+    """Seconds to wait for the whole response."""
+    thinking_budget: int | None = None
+    """Tokens the model may spend reasoning, for models that reason on request."""
+    extra_headers: Mapping[str, str] | None = None
+    extra_body: Mapping[str, JsonValue] | None = None
+    """Provider-specific request fields, merged into the wire body unchanged."""
+
+    def merged(self, override: ModelSettings | None) -> ModelSettings:
+        """These settings with every non-None field of `override` taking precedence."""
+        if override is None:
+            return self
+        changes = {
+            f.name: getattr(override, f.name)
+            for f in fields(override)
+            if getattr(override, f.name) is not None
+        }
+        return replace(self, **changes) if changes else self
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class OutputSpec:
+    """Ask the provider for JSON matching a schema (native structured output)."""
+
+    name: str
+    schema: dict[str, JsonValue]
+    description: str = ""
+    strict: bool = True
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ModelRequest:
+    """Everything a model needs for one call, in neutral form."""
+
+    messages: tuple[Message, ...]
+    instructions: str | None = None
+    """The system prompt; providers place it where their wire format wants it."""
+    tools: tuple[ToolDefinition, ...] = ()
+    tool_choice: ToolChoice = "auto"
+    settings: ModelSettings = field(default_factory=ModelSettings)
+    output: OutputSpec | None = None
+    """When set, the final answer must be JSON matching this schema."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ModelProfile:
+    """What a model can do. Behaviour branches on these flags, never on model names."""
+
+    supports_tools: bool = True
+    parallel_tool_calls: bool = True
+    tool_choice_required: bool = True
+    """The provider can force a tool call."""
+    native_structured_output: bool = False
+    supports_images: bool = True
+    supports_documents: bool = False
+    supports_thinking: bool = False
+    schema_dialect: SchemaDialect = "json_schema"
+    context_window: int | None = None
+    max_output_tokens: int | None = None
+
+
+# -- stream events --------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class TextDelta:
+    """A piece of answer text."""
+
+    text: str
+    kind: Literal["text_delta"] = "text_delta"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ThinkingDelta:
+    """A piece of reasoning text."""
+
+    text: str
+    kind: Literal["thinking_delta"] = "thinking_delta"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ToolCallDelta:
+    """A piece of a tool call: its start (with name and id) or a fragment of its arguments."""
+
+    index: int
+    """Position of the call among this response's calls (0, 1, ...)."""
+    id: str | None = None
+    name: str | None = None
+    """Set on the first delta of a call."""
+    arguments_delta: str = ""
+    kind: Literal["tool_call_delta"] = "tool_call_delta"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ResponseCompleted:
+    """The last event of every successful stream: the whole response."""
+
+    response: ModelResponse
+    kind: Literal["response_completed"] = "response_completed"
+
+
+ModelStreamEvent: TypeAlias = TextDelta | ThinkingDelta | ToolCallDelta | ResponseCompleted
+"""What `Model.stream` yields."""
+
+
+@runtime_checkable
+class Model(Protocol):
+    """A model behind one wire API. Non-streaming use is a fold over `stream`."""
+
+    @property
+    def name(self) -> str:
+        """`provider:model`, as the registry would resolve it."""
+        ...
+
+    @property
+    def profile(self) -> ModelProfile:
+        """What this model can do."""
+        ...
+
+    def stream(self, request: ModelRequest) -> AsyncIterator[ModelStreamEvent]:
+        """Send the request and yield events; the last one is `ResponseCompleted`."""
+        ...
+
+
+async def complete(model: Model, request: ModelRequest) -> ModelResponse:
+    """Send a request and return the whole response (drains `model.stream`)."""
+    stream = model.stream(request)
+    try:
+        async for event in stream:
+            if isinstance(event, ResponseCompleted):
+                return event.response
+    finally:
+        aclose = getattr(stream, "aclose", None)
+        if aclose is not None:
+            await aclose()
+    msg = f"{model.name}: the stream ended without a complete response"
+    raise StreamInterrupted(msg)

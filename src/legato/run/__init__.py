@@ -1,0 +1,18 @@
+"""Running agents: the loop, its state, results, replay and the sync facade."""
+
+from legato.run._loop import RunConfig, RunDriver
+from legato.run._output import OUTPUT_TOOL, OutputMode, OutputSchema
+from legato.run._replay import replay
+from legato.run._result import RunResult
+from legato.run._state import RunState
+
+__all__ = [
+    "OUTPUT_TOOL",
+    "OutputMode",
+    "OutputSchema",
+    "RunConfig",
+    "RunDriver",
+    "RunResult",
+    "RunState",
+    "replay",
+]

@@ -1,0 +1,299 @@
+"""The agent loop: decide the next step from the run's state, execute it, record the events.
+
+Every event is appended to the journal, applied to the `RunState` projection and yielded to
+the caller, in that order. The loop never keeps facts of its own outside the state, so a
+journal replayed through `RunState` gives the same conversation and result.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from collections.abc import AsyncIterator, Sequence
+from dataclasses import dataclass, field, replace
+from typing import Any, Generic
+
+from typing_extensions import TypeVar
+
+from legato.events import (
+    Journal,
+    JournalEvent,
+    ModelRequested,
+    ModelResponded,
+    RunEvent,
+    RunFailed,
+    RunFinished,
+    RunStarted,
+    StepFinished,
+    UserPrompt,
+)
+from legato.exceptions import (
+    MaxStepsExceeded,
+    OutputRetriesExceeded,
+    StreamInterrupted,
+    ToolDefinitionError,
+    ToolRetriesExceeded,
+    UnexpectedModelBehavior,
+)
+from legato.messages import Message, ModelResponse, ToolCallPart, ToolResultPart
+from legato.models import Model, ModelRequest, ModelSettings, ResponseCompleted
+from legato.run._output import OUTPUT_TOOL, OutputSchema, OutputValidationError
+from legato.run._result import RunResult, result_from_state
+from legato.run._state import RunState
+from legato.run._tools import CallResult, ToolExecutor
+from legato.tools import RunContext, Tool, ToolSource
+
+__all__ = ["RunConfig", "RunDriver"]
+
+OutputT = TypeVar("OutputT", default=str)
+
+
+@dataclass(frozen=True, kw_only=True)
+class RunConfig(Generic[OutputT]):
+    """Everything a run needs, resolved from the agent and the call."""
+
+    agent_name: str
+    model: Model
+    instructions: str | None
+    tool_sources: Sequence[ToolSource]
+    output: OutputSchema[OutputT]
+    settings: ModelSettings = field(default_factory=ModelSettings)
+    max_steps: int = 50
+    output_retries: int = 1
+    unknown_tool_retries: int = 1
+    tool_timeout: float | None = None
+    deps: Any = None
+
+
+class RunDriver(Generic[OutputT]):
+    """Drives one run to its end; iterate `events()` to run it."""
+
+    def __init__(self, config: RunConfig[OutputT], *, journal: Journal | None = None) -> None:
+        self.config = config
+        self.journal = journal or Journal()
+        self.state = RunState.from_events(list(self.journal.events))
+        self._output: OutputT | None = None
+        self._executor = ToolExecutor({}, default_timeout=config.tool_timeout)
+
+    def _record(self, event: JournalEvent) -> JournalEvent:
+        self.journal.append(event)
+        self.state.apply(event)
+        return event
+
+    def start(self, prompt: str | Message | None, history: Sequence[Message]) -> None:
+        """Record the start of a fresh run (nothing is yielded for a resumed journal)."""
+        cfg = self.config
+        self._record(
+            RunStarted(
+                run_id=uuid.uuid4().hex,
+                agent=cfg.agent_name,
+                model=cfg.model.name,
+                instructions=cfg.instructions,
+                history=tuple(history),
+            )
+        )
+        if prompt is not None:
+            message = Message.user(prompt) if isinstance(prompt, str) else prompt
+            self._record(UserPrompt(message=message))
+
+    async def events(self) -> AsyncIterator[RunEvent]:
+        """Run until the run finishes or fails, yielding every event."""
+        for event in self.journal.events:
+            yield event
+        try:
+            while not (self.state.finished or self.state.failed):
+                async for event in self._step():
+                    yield event
+        except Exception as exc:
+            yield self._record(RunFailed(error_type=type(exc).__name__, message=str(exc)))
+            raise
+
+    def result(self) -> RunResult[OutputT]:
+        """The result of a finished run."""
+        output = self._output
+        if output is None:
+            output = self.config.output.from_json(self.state.output)
+        return result_from_state(self.state, output=output, journal=self.journal)
+
+    # -- one step ------------------------------------------------------------------------------
+
+    async def _step(self) -> AsyncIterator[RunEvent]:
+        state = self.state
+        last = state.last_message
+        if last is not None and last.role == "assistant":
+            if state.pending_calls:
+                async for event in self._run_tools(list(state.pending_calls)):
+                    yield event
+            else:
+                async for event in self._handle_answer(last):
+                    yield event
+            return
+        async for event in self._call_model():
+            yield event
+
+    async def _tools(self) -> dict[str, Tool]:
+        tools: dict[str, Tool] = {}
+        for source in self.config.tool_sources:
+            for t in await source.list_tools():
+                if t.name in tools or t.name == OUTPUT_TOOL and not self.config.output.is_text:
+                    msg = f"two tools are named {t.name!r} (the second comes from {source.name!r})"
+                    raise ToolDefinitionError(msg)
+                tools[t.name] = t
+        return tools
+
+    async def _call_model(self) -> AsyncIterator[RunEvent]:
+        cfg, state = self.config, self.state
+        if state.step >= cfg.max_steps:
+            raise MaxStepsExceeded(cfg.max_steps)
+        tools = await self._tools()
+        self._executor = ToolExecutor(tools, default_timeout=cfg.tool_timeout)
+        definitions = [t.definition for t in tools.values()]
+        output_tool = cfg.output.tool_definition()
+        if output_tool is not None:
+            definitions.append(output_tool)
+        request = ModelRequest(
+            messages=tuple(state.messages),
+            instructions=state.instructions,
+            tools=tuple(definitions),
+            tool_choice="required"
+            if output_tool is not None and cfg.model.profile.tool_choice_required
+            else "auto",
+            settings=cfg.settings,
+            output=cfg.output.native_spec(),
+        )
+        step = state.step + 1
+        yield self._record(ModelRequested(step=step, model=cfg.model.name))
+        started = time.perf_counter()
+        response: ModelResponse | None = None
+        async for event in cfg.model.stream(request):
+            if isinstance(event, ResponseCompleted):
+                response = event.response
+            else:
+                yield event
+        if response is None:
+            msg = f"{cfg.model.name}: the stream ended without a complete response"
+            raise StreamInterrupted(msg)
+        if response.usage.requests == 0:
+            response = replace(response, usage=replace(response.usage, requests=1))
+        yield self._record(
+            ModelResponded(step=step, response=response, duration=time.perf_counter() - started)
+        )
+
+    async def _handle_answer(self, message: Message) -> AsyncIterator[RunEvent]:
+        cfg = self.config
+        text = message.text
+        try:
+            if cfg.output.mode == "tool" and not cfg.output.is_text:
+                msg = f"Give your final answer by calling the {OUTPUT_TOOL} tool."
+                raise OutputValidationError(msg)
+            if not text.strip() and cfg.output.is_text:
+                msg = "Your response was empty. Please answer."
+                raise OutputValidationError(msg)
+            self._output = cfg.output.validate_text(text)
+        except OutputValidationError as exc:
+            if self.state.output_failures >= cfg.output_retries:
+                if not text.strip():
+                    msg = f"the model returned an empty response {self.state.output_failures + 1} times"
+                    raise UnexpectedModelBehavior(msg) from exc
+                raise OutputRetriesExceeded(cfg.output_retries, exc.message) from exc
+            yield self._record(UserPrompt(message=Message.user(exc.message), retry=True))
+            return
+        yield self._record(StepFinished(step=self.state.step))
+        yield self._record(
+            RunFinished(
+                output=cfg.output.to_json(self._output),
+                usage=self.state.usage,
+                cost=self.state.cost,
+            )
+        )
+
+    async def _run_tools(self, calls: list[ToolCallPart]) -> AsyncIterator[RunEvent]:
+        cfg, state = self.config, self.state
+        step = state.step
+        special = self._output_calls(calls)
+        messages = tuple(state.messages)
+
+        def context(call: ToolCallPart) -> RunContext[Any]:
+            return RunContext(
+                deps=cfg.deps,
+                run_id=state.run_id,
+                step=step,
+                tool_call_id=call.id,
+                tool_name=call.name,
+                messages=messages,
+                usage=state.usage,
+                retry=state.failures.get(call.name, 0),
+            )
+
+        async for event in self._executor.run_calls(
+            calls, step=step, context=context, special=special
+        ):
+            yield self._record(event)
+        self._check_failures(calls)
+        yield self._record(StepFinished(step=step))
+        if self._output is not None:
+            yield self._record(
+                RunFinished(
+                    output=cfg.output.to_json(self._output), usage=state.usage, cost=state.cost
+                )
+            )
+
+    def _output_calls(self, calls: list[ToolCallPart]) -> dict[str, CallResult]:
+        """Validate `final_result` calls; a valid one makes every other call `skipped`."""
+        if self.config.output.is_text or self.config.output.mode != "tool":
+            return {}
+        special: dict[str, CallResult] = {}
+        for call in calls:
+            if call.name != OUTPUT_TOOL or self._output is not None:
+                continue
+            try:
+                self._output = self.config.output.validate_arguments(call.arguments)
+            except OutputValidationError as exc:
+                special[call.id] = _result(
+                    call,
+                    f"{exc.message}\nFix the output and call {OUTPUT_TOOL} again.",
+                    "invalid_arguments",
+                    error=True,
+                )
+            else:
+                special[call.id] = _result(call, "Final result received.", "output")
+        if self._output is not None:
+            for call in calls:
+                if call.id not in special:
+                    special[call.id] = _result(
+                        call, "Not run: the final result was given in the same response.", "skipped"
+                    )
+        return special
+
+    def _check_failures(self, calls: list[ToolCallPart]) -> None:
+        failures = self.state.failures
+        for call in calls:
+            count = failures.get(call.name, 0)
+            if not count:
+                continue
+            limit = self._retry_limit(call.name)
+            if count > limit:
+                last = next(
+                    (m for m in reversed(self.state.messages) if m.role == "tool"),
+                    Message(role="tool"),
+                )
+                text = next((r.text for r in last.tool_results if r.call_id == call.id), "")
+                if call.name == OUTPUT_TOOL:
+                    raise OutputRetriesExceeded(limit, text)
+                raise ToolRetriesExceeded(call.name, limit, text)
+
+    def _retry_limit(self, name: str) -> int:
+        if name == OUTPUT_TOOL:
+            return self.config.output_retries
+        tool = self._executor.get(name)
+        return tool.max_retries if tool is not None else self.config.unknown_tool_retries
+
+
+def _result(call: ToolCallPart, text: str, outcome: Any, *, error: bool = False) -> CallResult:
+    return CallResult(
+        result=ToolResultPart.text_result(
+            call_id=call.id, name=call.name, text=text, is_error=error
+        ),
+        outcome=outcome,
+        duration=0.0,
+    )
