@@ -2,7 +2,6 @@
 PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
-EXTRAS ?= dev
 
 .PHONY: demo test lint typecheck pytest bench clean
 
@@ -10,12 +9,12 @@ $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
 
-# Reinstall whenever the project's dependencies change.
-$(VENV)/.installed-$(EXTRAS): pyproject.toml | $(BIN)/python
-	$(BIN)/python -m pip install -q -e ".[$(EXTRAS)]"
+# `.venv/.installed-<extras>` installs legato with those extras; redone when pyproject.toml changes.
+$(VENV)/.installed-%: pyproject.toml | $(BIN)/python
+	$(BIN)/python -m pip install -q -e ".[$*]"
 	touch $@
 
-demo: $(VENV)/.installed-$(EXTRAS)
+demo: $(VENV)/.installed-demo
 	$(BIN)/python examples/demo.py
 
 lint: $(VENV)/.installed-dev

@@ -16,9 +16,10 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from functools import cache
-from typing import TYPE_CHECKING, Annotated, Literal, TypeAlias
+from typing import TYPE_CHECKING, Annotated, Literal, TypeAlias, get_args
 
 from pydantic import Field
+from typing_extensions import TypeIs
 
 from legato.exceptions import JournalError
 from legato.messages import JsonValue, Message, ModelResponse, ToolCallPart, ToolResultPart, Usage
@@ -29,6 +30,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "JOURNAL_EVENT_TYPES",
+    "AnyJournalEvent",
     "Journal",
     "JournalEvent",
     "ModelRequested",
@@ -156,21 +158,7 @@ class RunFailed:
     kind: Literal["run_failed"] = "run_failed"
 
 
-JournalEvent: TypeAlias = Annotated[
-    RunStarted
-    | UserPrompt
-    | ModelRequested
-    | ModelResponded
-    | ToolCallStarted
-    | ToolCallFinished
-    | StepFinished
-    | RunFinished
-    | RunFailed,
-    Field(discriminator="kind"),
-]
-"""Any event that is recorded in a journal."""
-
-RunEvent: TypeAlias = (
+AnyJournalEvent: TypeAlias = (
     RunStarted
     | UserPrompt
     | ModelRequested
@@ -180,28 +168,21 @@ RunEvent: TypeAlias = (
     | StepFinished
     | RunFinished
     | RunFailed
-    | TextDelta
-    | ThinkingDelta
-    | ToolCallDelta
 )
+"""Any event that is recorded in a journal (the plain union)."""
+
+JournalEvent: TypeAlias = Annotated[AnyJournalEvent, Field(discriminator="kind")]
+"""Any event that is recorded in a journal, tagged by `kind` for JSON."""
+
+RunEvent: TypeAlias = AnyJournalEvent | TextDelta | ThinkingDelta | ToolCallDelta
 """Anything `agent.stream()` yields."""
 
 
-JOURNAL_EVENT_TYPES: tuple[type, ...] = (
-    RunStarted,
-    UserPrompt,
-    ModelRequested,
-    ModelResponded,
-    ToolCallStarted,
-    ToolCallFinished,
-    StepFinished,
-    RunFinished,
-    RunFailed,
-)
+JOURNAL_EVENT_TYPES: tuple[type, ...] = get_args(AnyJournalEvent)
 """The classes of the events that are journaled (the others are stream-only deltas)."""
 
 
-def is_journal_event(event: RunEvent) -> bool:
+def is_journal_event(event: RunEvent) -> TypeIs[AnyJournalEvent]:
     """Whether a streamed event is one the journal records."""
     return isinstance(event, JOURNAL_EVENT_TYPES)
 

@@ -19,7 +19,6 @@ import contextlib
 import inspect
 import ipaddress
 import itertools
-import json
 import socket
 from collections.abc import (
     AsyncIterator,
@@ -102,7 +101,7 @@ def reply(
 
 def estimate_usage(request: ModelRequest, response: ModelResponse) -> Usage:
     """Deterministic token counts for test responses (about four characters a token)."""
-    prompt = sum(len(json.dumps(p, default=str)) for p in _request_texts(request))
+    prompt = sum(len(text) for text in _request_texts(request))
     answer = sum(
         len(p.text) if isinstance(p, TextPart) else len(getattr(p, "raw_arguments", ""))
         for p in response.message.parts
