@@ -25,7 +25,7 @@ def test_doc_examples_run(path: Path, tmp_path: Path, monkeypatch: pytest.Monkey
     monkeypatch.chdir(tmp_path)
     namespace: dict[str, object] = {"__name__": f"docs_{path.stem}"}
     for number, block in enumerate(python_blocks(path), start=1):
-        code = compile(block, f"{path.name}[block {number}]", "exec")
+        code = compile(block, f"{path.name}[block {number}]", "exec", dont_inherit=True)
         exec(code, namespace)
 
 

@@ -97,6 +97,25 @@ def test_from_schema_checks_top_level_arguments() -> None:
         )
 
 
+def test_from_schema_drops_nulls_for_optional_non_nullable_properties() -> None:
+    t = Tool.from_schema(
+        name="opt",
+        description="",
+        parameters={
+            "type": "object",
+            "properties": {
+                "q": {"type": "string"},
+                "limit": {"type": "integer"},
+                "note": {"anyOf": [{"type": "string"}, {"type": "null"}]},
+            },
+            "required": ["q"],
+        },
+        function=dict,
+    )
+    assert t.validate({"q": "x", "limit": None, "note": None}) == {"q": "x", "note": None}
+    assert t.validate({"q": None}) == {"q": None}  # required: the callee decides
+
+
 def test_from_schema_can_take_the_run_context() -> None:
     def handler(ctx: RunContext[None], **kwargs: object) -> str:
         return f"{ctx.run_id}:{kwargs}"

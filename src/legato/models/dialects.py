@@ -96,8 +96,8 @@ def to_openai_strict(schema: Mapping[str, JsonValue]) -> Schema:
 
     - `required` lists all properties and `additionalProperties` is `false`;
     - a property that was optional becomes nullable (`anyOf [..., {"type": "null"}]`): the model
-      sends `null` for "not given", which `FunctionSchema.validate` maps back to the default
-      for top-level parameters (a nested model field with a non-null default rejects it);
+      sends `null` for "not given", and `FunctionSchema.validate` drops such nulls (at any
+      depth) so the default applies;
     - keywords outside strict mode's subset are dropped (`default`, `title`, `minLength`,
       `uniqueItems`, formats it does not know, ...); legato's own validation still enforces
       them and sends the model a retry message;
@@ -305,8 +305,7 @@ def _gemini_nullable(schema: Schema) -> Schema:
             schema["nullable"] = True
         if len(rest) == 1 and isinstance(rest[0], dict):
             del schema["anyOf"]
-            schema = {**_simplify(rest[0]), **schema}
-            return _gemini_nullable(schema) if "anyOf" in schema else schema
+            return _gemini_nullable({**_simplify(rest[0]), **schema})
         schema["anyOf"] = rest
     return schema
 

@@ -62,16 +62,16 @@ class FunctionSchema:
     _model: type[BaseModel] = field(repr=False, compare=False)
     _fields: tuple[tuple[str, str], ...] = field(repr=False, compare=False)
     """(model field, parameter name) pairs, in signature order."""
-    _null_means_default: frozenset[str] = field(default=frozenset(), repr=False, compare=False)
-    """Parameters with a default that do not accept null: a null argument means "not given"."""
+    _nulls_to_drop: bool = field(default=False, repr=False, compare=False)
+    """Some optional property does not accept null, so a null sent for it means "not given"."""
 
     def validate(self, arguments: JsonValue) -> dict[str, Any]:
         """Check the model's arguments and return the keyword arguments to call the function with.
 
         Values are converted by pydantic (nested models, dataclasses, enums, dates become real
-        instances) and defaults are filled in. A null given for a parameter that has a default
-        but does not accept null counts as "not given" (strict providers send null for every
-        optional argument the model leaves out).
+        instances) and defaults are filled in. A null sent for an optional parameter or field
+        that does not accept null counts as "not given", so its default applies (OpenAI strict
+        mode makes every optional property nullable and the model sends null for it).
 
         Raises:
             ToolArgumentsInvalid: one problem per line, e.g. `city: missing required argument`.
@@ -79,12 +79,8 @@ class FunctionSchema:
         if not isinstance(arguments, dict):
             problem = f"arguments: expected a JSON object, got {_short(arguments)}"
             raise ToolArgumentsInvalid(self.name, [problem])
-        if self._null_means_default:
-            arguments = {
-                k: v
-                for k, v in arguments.items()
-                if v is not None or k not in self._null_means_default
-            }
+        if self._nulls_to_drop:
+            arguments = _drop_nulls(arguments, self.parameters, self.parameters.get("$defs"))
         try:
             model = self._model.model_validate(arguments)
         except ValidationError as exc:
@@ -117,7 +113,7 @@ def function_schema(
     fields: dict[str, Any] = {}
     pairs: list[tuple[str, str]] = []
     for index, param in enumerate(params):
-        hint = hints[param.name]
+        hint = hints.get(param.name, param.annotation)
         if _is_run_context(hint):
             if context_parameter is not None:
                 msg = (
@@ -130,7 +126,7 @@ def function_schema(
         attr = f"p{index}"
         fields[attr] = _field(param, hint, doc.params.get(param.name))
         pairs.append((attr, param.name))
-    model, parameters = _build(name, fields, {p: hints[p] for _, p in pairs})
+    model, parameters = _build(name, fields, {p: hints.get(p) for _, p in pairs})
     return FunctionSchema(
         name=name,
         description=doc.description,
@@ -138,7 +134,7 @@ def function_schema(
         context_parameter=context_parameter,
         _model=model,
         _fields=tuple(pairs),
-        _null_means_default=_nullable_defaults(parameters, params),
+        _nulls_to_drop=_has_droppable_nulls(parameters, parameters.get("$defs")),
     )
 
 
@@ -221,7 +217,7 @@ def _parse_docstring(fn: Callable[..., Any], tool: str, style: DocstringFormat) 
         msg = f"tool {tool!r} ({_qualname(fn)}): cannot parse the {style} docstring: {exc}"
         raise ToolDefinitionError(msg) from exc
     params = {p.arg_name: _reflow(p.description) for p in parsed.params if p.description}
-    return _Doc(parsed.description or "", params)
+    return _Doc((parsed.description or "").strip(), params)
 
 
 def _reflow(text: str) -> str:
@@ -319,26 +315,86 @@ def _strip_any(value: JsonValue) -> JsonValue:
     return value
 
 
-def _nullable_defaults(
-    schema: dict[str, JsonValue], params: Sequence[inspect.Parameter]
-) -> frozenset[str]:
-    props = schema["properties"]
+def _has_droppable_nulls(schema: JsonValue, defs: JsonValue) -> bool:
+    """Whether any object in the schema has an optional property that rejects null."""
+    if isinstance(schema, list):
+        return any(_has_droppable_nulls(s, defs) for s in schema)
+    if not isinstance(schema, dict):
+        return False
+    props = schema.get("properties")
+    if isinstance(props, dict):
+        required = _as_list(schema.get("required"))
+        if any(k not in required and not _accepts_null(v, defs) for k, v in props.items()):
+            return True
+    return any(_has_droppable_nulls(v, defs) for v in schema.values())
+
+
+def _drop_nulls(
+    arguments: dict[str, JsonValue], schema: dict[str, JsonValue], defs: JsonValue
+) -> dict[str, JsonValue]:
+    """The arguments without nulls sent for optional properties that do not accept null."""
+    props = schema.get("properties")
     if not isinstance(props, dict):
-        return frozenset()
-    with_default = {p.name for p in params if p.default is not p.empty}
-    return frozenset(
-        name for name, prop in props.items() if name in with_default and not _accepts_null(prop)
-    )
+        return arguments
+    required = _as_list(schema.get("required"))
+    out: dict[str, JsonValue] = {}
+    for key, value in arguments.items():
+        prop = props.get(key)
+        if prop is None:
+            out[key] = value
+        elif value is None and key not in required and not _accepts_null(prop, defs):
+            continue
+        else:
+            out[key] = _drop_nulls_in(value, prop, defs)
+    return out
 
 
-def _accepts_null(schema: JsonValue) -> bool:
+def _drop_nulls_in(value: JsonValue, schema: JsonValue, defs: JsonValue) -> JsonValue:
+    schema = _deref(schema, defs)
+    if not isinstance(schema, dict):
+        return value
+    branches = [b for b in _as_list(schema.get("anyOf")) if not _is_null(b)]
+    if len(branches) == 1:
+        schema = _deref(branches[0], defs)
+        if not isinstance(schema, dict):
+            return value
+    if isinstance(value, dict):
+        return _drop_nulls(value, schema, defs)
+    if isinstance(value, list):
+        prefix = _as_list(schema.get("prefixItems"))
+        items = schema.get("items")
+        return [
+            _drop_nulls_in(v, prefix[i] if i < len(prefix) else items, defs)
+            for i, v in enumerate(value)
+        ]
+    return value
+
+
+def _deref(schema: JsonValue, defs: JsonValue) -> JsonValue:
+    for _ in range(32):  # a chain of plain aliases; recursion is not followed further
+        ref = schema.get("$ref") if isinstance(schema, dict) else None
+        if not isinstance(ref, str) or not isinstance(defs, dict):
+            return schema
+        schema = defs.get(ref.rsplit("/", 1)[-1])
+    return schema
+
+
+def _accepts_null(schema: JsonValue, defs: JsonValue) -> bool:
+    schema = _deref(schema, defs)
     if not isinstance(schema, dict) or not schema:
-        return True  # `{}` (Any) and boolean schemas
+        return True  # `{}` (Any), boolean schemas, unknown references
     kind = schema.get("type")
-    if kind == "null" or (isinstance(kind, list) and "null" in kind):
+    if _is_null(schema) or (isinstance(kind, list) and "null" in kind):
         return True
-    branches = schema.get("anyOf")
-    return isinstance(branches, list) and any(_accepts_null(b) for b in branches)
+    return any(_accepts_null(b, defs) for b in _as_list(schema.get("anyOf")))
+
+
+def _is_null(schema: JsonValue) -> bool:
+    return isinstance(schema, dict) and schema.get("type") == "null"
+
+
+def _as_list(value: JsonValue) -> list[JsonValue]:
+    return value if isinstance(value, list) else []
 
 
 # -- validation errors as one line per problem ------------------------------------------------------
@@ -368,6 +424,8 @@ _EXPECTED: Mapping[str, str] = {
     "none_required": "null",
 }
 
+_MISSING = frozenset({"missing", "missing_argument", "missing_keyword_only_argument"})
+_UNEXPECTED = frozenset({"extra_forbidden", "unexpected_keyword_argument"})
 _SHOULD = re.compile(r"^(?:Input|String|List|Tuple|Set|Dictionary|Value|Object|Data) should ")
 
 
@@ -375,7 +433,7 @@ def _problems(error: ValidationError, arguments: dict[str, JsonValue]) -> list[s
     """One line per problem; wrong-type errors at one path (union branches) are merged."""
     found: list[tuple[str, list[str] | None, str]] = []  # (path, expected, got-or-message)
     for err in error.errors(include_url=False):
-        parts = _path(err["loc"], arguments, keep_last=err["type"] == "missing")
+        parts = _path(err["loc"], arguments, keep_last=err["type"] in _MISSING)
         path = ".".join(str(p) for p in parts) or "arguments"
         expected = _EXPECTED.get(err["type"])
         if expected is None:
@@ -417,9 +475,9 @@ def _message(err: ErrorDetails, parts: Sequence[int | str]) -> str:
     noun = "item" if parts and isinstance(parts[-1], int) else "argument"
     if len(parts) > 1 and noun == "argument":
         noun = "field"
-    if kind == "missing":
+    if kind in _MISSING:
         return f"missing required {noun}"
-    if kind == "extra_forbidden":
+    if kind in _UNEXPECTED:
         return f"unexpected {noun}"
     ctx = err.get("ctx") or {}
     if kind in ("enum", "literal_error") and "expected" in ctx:

@@ -56,7 +56,8 @@ class Tool:
     timeout: float | None = None
     """Seconds a call may take before it fails with a timeout error the model sees."""
     max_retries: int = 1
-    """Failed calls allowed per run before the run stops with `ToolRetriesExceeded`."""
+    """Consecutive failed calls (reset by a success) allowed before the run stops with
+    `ToolRetriesExceeded`."""
     sequential: bool = False
     """Never run concurrently with other calls of the same response."""
     strict: bool | None = None
@@ -127,6 +128,7 @@ class Tool:
         max_retries: int = 1,
         sequential: bool = False,
         takes_context: bool = False,
+        strict: bool | None = None,
         metadata: Mapping[str, JsonValue] | None = None,
     ) -> Tool:
         """Build a tool from a raw JSON schema and a callable (MCP servers, catalogs).
@@ -134,7 +136,8 @@ class Tool:
         The callable receives the arguments as keyword arguments (plus `ctx=` when
         `takes_context`). Arguments are checked against the schema's top-level `required`
         and `properties` (and `additionalProperties: false`) before the call; deeper
-        validation is the callee's.
+        validation is the callee's. A null sent for an optional property whose schema does
+        not allow null (strict providers send those) is dropped, as if omitted.
         """
         params = dict(parameters)
         if params.get("type", "object") != "object":
@@ -151,6 +154,7 @@ class Tool:
             timeout=timeout,
             max_retries=max_retries,
             sequential=sequential,
+            strict=strict,
             metadata=dict(metadata or {}),
         )
 
@@ -232,7 +236,26 @@ class _SchemaValidator:
             ]
         if problems:
             raise ToolArgumentsInvalid(self._name, problems)
-        return dict(arguments)
+        return {
+            k: v
+            for k, v in arguments.items()
+            if not (
+                v is None and k not in self._required and not _allows_null(self._properties.get(k))
+            )
+        }
+
+
+def _allows_null(schema: JsonValue) -> bool:
+    """Whether a property schema admits null (unknown shapes are given the benefit of the doubt)."""
+    if not isinstance(schema, dict) or not schema:
+        return True
+    kind = schema.get("type")
+    if kind == "null" or (isinstance(kind, list) and "null" in kind):
+        return True
+    options = schema.get("anyOf", schema.get("oneOf"))
+    if isinstance(options, list):
+        return any(_allows_null(o) for o in options)
+    return kind is None and "$ref" not in schema and "enum" not in schema and "const" not in schema
 
 
 ToolFunction = Callable[..., Any]
