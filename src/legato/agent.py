@@ -57,7 +57,7 @@ class Agent(Generic[OutputT]):
         max_steps: int = 50,
         model_settings: ModelSettings | None = None,
         output_retries: int = 1,
-        tool_timeout: float | None = None,
+        tool_timeout: float | None = 300.0,
     ) -> None: ...
 
     @overload
@@ -73,7 +73,7 @@ class Agent(Generic[OutputT]):
         max_steps: int = 50,
         model_settings: ModelSettings | None = None,
         output_retries: int = 1,
-        tool_timeout: float | None = None,
+        tool_timeout: float | None = 300.0,
     ) -> None: ...
 
     def __init__(
@@ -88,7 +88,7 @@ class Agent(Generic[OutputT]):
         max_steps: int = 50,
         model_settings: ModelSettings | None = None,
         output_retries: int = 1,
-        tool_timeout: float | None = None,
+        tool_timeout: float | None = 300.0,
     ) -> None:
         """Configure an agent.
 
@@ -103,7 +103,9 @@ class Agent(Generic[OutputT]):
             max_steps: Model calls allowed per run.
             model_settings: Default generation settings.
             output_retries: Invalid final answers tolerated before the run fails.
-            tool_timeout: Seconds any tool call may take unless the tool sets its own.
+            tool_timeout: Seconds any tool call may take unless the tool sets its own
+                (None: no limit). A timed-out call becomes an error result; a sync tool's
+                worker thread cannot be killed, so its late result is discarded.
         """
         if max_steps < 1:
             msg = "max_steps must be at least 1"

@@ -19,7 +19,6 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Annotated, Any, Literal, TypeAlias, get_args, get_origin
 
-import docstring_parser
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError, create_model
 from pydantic.errors import PydanticUndefinedAnnotation, PydanticUserError
 from pydantic.fields import FieldInfo
@@ -34,12 +33,13 @@ __all__ = ["DocstringFormat", "FunctionSchema", "function_schema"]
 DocstringFormat: TypeAlias = Literal["auto", "google", "numpy", "sphinx"]
 """Docstring style to parse; `auto` picks whichever style yields the most structure."""
 
-_STYLES: Mapping[DocstringFormat, docstring_parser.DocstringStyle] = {
-    "auto": docstring_parser.DocstringStyle.AUTO,
-    "google": docstring_parser.DocstringStyle.GOOGLE,
-    "numpy": docstring_parser.DocstringStyle.NUMPYDOC,
-    "sphinx": docstring_parser.DocstringStyle.REST,
+_STYLES: Mapping[DocstringFormat, str] = {
+    "auto": "AUTO",
+    "google": "GOOGLE",
+    "numpy": "NUMPYDOC",
+    "sphinx": "REST",
 }
+"""docstring_parser's style names; the parser is imported on first use, not with legato."""
 
 _CONFIG = ConfigDict(extra="forbid")
 _ANNOTATED: Any = Annotated  # subscripted with runtime types below
@@ -209,8 +209,10 @@ def _parse_docstring(fn: Callable[..., Any], tool: str, style: DocstringFormat) 
     text = inspect.getdoc(fn)
     if not text:
         return _Doc("", {})
+    import docstring_parser
+
     try:
-        parsed = docstring_parser.parse(text, style=_STYLES[style])
+        parsed = docstring_parser.parse(text, style=docstring_parser.DocstringStyle[_STYLES[style]])
     except docstring_parser.ParseError as exc:
         if style == "auto":
             return _Doc(text, {})
