@@ -9,20 +9,30 @@ import statistics
 import subprocess
 import sys
 
-SNIPPET = "import time; t = time.perf_counter(); import {module}; print(time.perf_counter() - t)"
+SNIPPET = (
+    "import time; t = time.perf_counter(); c = time.process_time(); {statement}; "
+    "print(time.perf_counter() - t, time.process_time() - c)"
+)
 
 
-def measure(module: str, runs: int) -> list[float]:
-    times: list[float] = []
+def measure(statement: str, runs: int) -> tuple[list[float], list[float]]:
+    """Wall and CPU milliseconds of the import, one fresh interpreter per run.
+
+    CPU time is what to compare on a shared machine: other processes inflate wall time.
+    """
+    wall: list[float] = []
+    cpu: list[float] = []
     for _ in range(runs):
         out = subprocess.run(
-            [sys.executable, "-c", SNIPPET.format(module=module)],
+            [sys.executable, "-c", SNIPPET.format(statement=statement)],
             check=True,
             capture_output=True,
             text=True,
         )
-        times.append(float(out.stdout.strip()) * 1000)
-    return times
+        w, c = out.stdout.split()
+        wall.append(float(w) * 1000)
+        cpu.append(float(c) * 1000)
+    return wall, cpu
 
 
 def heaviest_imports(limit: int = 8) -> list[tuple[int, str]]:
@@ -45,14 +55,15 @@ def heaviest_imports(limit: int = 8) -> list[tuple[int, str]]:
 
 def main() -> None:
     runs = int(sys.argv[1]) if len(sys.argv) > 1 else 30
-    measure("legato", 3)  # warm the file cache
-    legato = measure("legato", runs)
-    pydantic = measure("pydantic", runs)
+    measure("import legato", 3)  # warm the file cache
+    legato = measure("import legato", runs)
+    pydantic = measure("from pydantic import BaseModel, TypeAdapter; import asyncio", runs)
     print(f"python {sys.version.split()[0]}, {runs} runs each")
-    for name, times in (("legato", legato), ("pydantic (dependency)", pydantic)):
-        q = statistics.quantiles(times, n=10)
+    for name, (wall, cpu) in (("legato", legato), ("pydantic + asyncio alone", pydantic)):
+        q = statistics.quantiles(wall, n=10)
         print(
-            f"  import {name:<22} median {statistics.median(times):6.1f} ms   p10 {q[0]:6.1f}   p90 {q[-1]:6.1f}"
+            f"  import {name:<22} wall median {statistics.median(wall):6.1f} ms "
+            f"(p10 {q[0]:6.1f}, p90 {q[-1]:6.1f});  CPU median {statistics.median(cpu):6.1f} ms"
         )
     print("  heaviest top-level imports (cumulative µs, one run):")
     for micros, name in heaviest_imports():
