@@ -30,6 +30,8 @@ if TYPE_CHECKING:
 
 __all__ = [
     "JOURNAL_EVENT_TYPES",
+    "ChildEvent",
+    "Lineage",
     "AnyJournalEvent",
     "Journal",
     "JournalEvent",
@@ -149,6 +151,34 @@ class RunFinished:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class Lineage:
+    """Where a child run sits in the tree of runs."""
+
+    run_id: str
+    """The child's run id."""
+    parent_run_id: str
+    parent_step: int
+    parent_call_id: str | None
+    """The parent's tool call that started the child."""
+    agent: str
+    depth: int = 1
+    """1 for a child of the root run, 2 for a grandchild, ..."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ChildEvent:
+    """An event of a child run, forwarded into its parent's stream (not journaled there).
+
+    The child's own journal has the event; the parent's journal records only the
+    child's start and end.
+    """
+
+    lineage: Lineage
+    event: RunEvent
+    kind: Literal["child_event"] = "child_event"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class RunFailed:
     """The run stopped with an error."""
 
@@ -174,7 +204,7 @@ AnyJournalEvent: TypeAlias = (
 JournalEvent: TypeAlias = Annotated[AnyJournalEvent, Field(discriminator="kind")]
 """Any event that is recorded in a journal, tagged by `kind` for JSON."""
 
-RunEvent: TypeAlias = AnyJournalEvent | TextDelta | ThinkingDelta | ToolCallDelta
+RunEvent: TypeAlias = AnyJournalEvent | TextDelta | ThinkingDelta | ToolCallDelta | ChildEvent
 """Anything `agent.stream()` yields."""
 
 

@@ -8,6 +8,7 @@ from rich.console import Console
 from rich.markup import escape
 
 from legato.events import (
+    ChildEvent,
     Journal,
     ModelRequested,
     ModelResponded,
@@ -67,6 +68,13 @@ def render_event(console: Console, event: RunEvent) -> None:
             )
         case RunStarted() | UserPrompt():
             pass
+        case ChildEvent():
+            inner = event.event
+            if not isinstance(inner, TextDelta | ThinkingDelta | ToolCallDelta):
+                console.print(
+                    f"[blue]{'  ' * event.lineage.depth}[{escape(event.lineage.agent)}][/]", end=" "
+                )
+                render_event(console, inner)
 
 
 def render_journal(console: Console, journal: Journal) -> None:

@@ -26,6 +26,7 @@ from legato.events import (
     RunStarted,
     StepFinished,
     UserPrompt,
+    is_journal_event,
 )
 from legato.exceptions import (
     MaxStepsExceeded,
@@ -39,6 +40,7 @@ from legato.messages import Message, ModelResponse, ToolCallPart, ToolResultPart
 from legato.models import Model, ModelRequest, ModelSettings, ResponseCompleted
 from legato.run._output import OUTPUT_TOOL, OutputSchema, OutputValidationError
 from legato.run._result import RunResult, result_from_state
+from legato.run._scope import Scope
 from legato.run._state import RunState
 from legato.run._tools import CallResult, ToolExecutor
 from legato.tools import RunContext, Tool, ToolSource
@@ -74,6 +76,7 @@ class RunDriver(Generic[OutputT]):
         self.state = RunState.from_events(list(self.journal.events))
         self._output: OutputT | None = None
         self._executor = ToolExecutor({}, default_timeout=config.tool_timeout)
+        self._scope = Scope()
 
     def _record(self, event: JournalEvent) -> JournalEvent:
         self.journal.append(event)
@@ -104,9 +107,19 @@ class RunDriver(Generic[OutputT]):
             while not (self.state.finished or self.state.failed):
                 async for event in self._step():
                     yield event
+                for event in self._scope.pending():
+                    yield self._record_if_journaled(event)
         except Exception as exc:
             yield self._record(RunFailed(error_type=type(exc).__name__, message=str(exc)))
             raise
+        finally:
+            await self._scope.close()
+
+    def _record_if_journaled(self, event: RunEvent) -> RunEvent:
+        """Journal the journal events among those that arrive through the scope."""
+        if is_journal_event(event):
+            self._record(event)
+        return event
 
     def result(self) -> RunResult[OutputT]:
         """The result of a finished run."""
@@ -223,12 +236,13 @@ class RunDriver(Generic[OutputT]):
                 messages=messages,
                 usage=state.usage,
                 retry=state.failures.get(call.name, 0),
+                scope=self._scope,
             )
 
         async for event in self._executor.run_calls(
-            calls, step=step, context=context, special=special
+            calls, step=step, context=context, scope=self._scope, special=special
         ):
-            yield self._record(event)
+            yield self._record_if_journaled(event)
         self._check_failures(calls)
         yield self._record(StepFinished(step=step))
         if self._output is not None:

@@ -15,9 +15,10 @@ from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from legato.events import ToolCallFinished, ToolCallStarted, ToolOutcome
+from legato.events import RunEvent, ToolCallFinished, ToolCallStarted, ToolOutcome
 from legato.exceptions import ToolArgumentsInvalid, ToolError
 from legato.messages import ToolCallPart, ToolResultPart
+from legato.run._scope import Scope
 from legato.tools import RunContext, Tool, to_content
 
 __all__ = ["CallResult", "ToolExecutor"]
@@ -96,28 +97,34 @@ class ToolExecutor:
         *,
         step: int,
         context: Callable[[ToolCallPart], RunContext[Any]],
+        scope: Scope,
         special: Mapping[str, CallResult] | None = None,
-    ) -> AsyncIterator[ToolCallStarted | ToolCallFinished]:
+    ) -> AsyncIterator[RunEvent]:
         """Run the calls; yield each start, then each finish in the model's order.
 
         `special` holds results decided without running anything (the output tool,
-        skipped calls); they are reported in their place in the order.
+        skipped calls); they are reported in their place in the order. Events the tools
+        emit through the run's scope (a sub-agent's stream) are yielded while waiting.
         """
         special = special or {}
         tasks: dict[str, asyncio.Task[CallResult]] = {}
         try:
             for group, sequential in _groups(calls, self._tools, special):
                 if sequential and tasks:
-                    await asyncio.wait(list(tasks.values()))
+                    async for event in scope.wait(tasks.values()):
+                        yield event
                 for call in group:
                     yield ToolCallStarted(step=step, call=call)
                     tasks[call.id] = asyncio.create_task(self.run_call(call, context(call)))
                 if sequential:
-                    await asyncio.wait([tasks[group[0].id]])
+                    async for event in scope.wait([tasks[group[0].id]]):
+                        yield event
             for call in calls:
                 done = special.get(call.id)
                 if done is None:
-                    done = await tasks[call.id]
+                    async for event in scope.wait([tasks[call.id]]):
+                        yield event
+                    done = tasks[call.id].result()
                 yield ToolCallFinished(
                     step=step,
                     call=call,

@@ -1,6 +1,6 @@
 """Tools: `@tool`, `Tool`, `Toolset`, schemas from type hints, and `RunContext`."""
 
-from legato.tools._context import RunContext
+from legato.tools._context import RunContext, RunScope
 from legato.tools._results import to_content
 from legato.tools._schema import DocstringFormat, FunctionSchema, function_schema
 from legato.tools._tool import SideEffects, Tool, tool
@@ -10,6 +10,7 @@ __all__ = [
     "DocstringFormat",
     "FunctionSchema",
     "RunContext",
+    "RunScope",
     "SideEffects",
     "Tool",
     "ToolSource",

@@ -2,17 +2,34 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import asyncio
+from collections.abc import Coroutine, Sequence
 from dataclasses import dataclass, field
-from typing import Generic
+from typing import Any, Generic, Protocol
 
 from typing_extensions import TypeVar
 
 from legato.messages import Message, Usage
 
-__all__ = ["RunContext"]
+__all__ = ["RunContext", "RunScope"]
 
 DepsT = TypeVar("DepsT", default=None)
+
+
+class RunScope(Protocol):
+    """What a tool may ask of the run it belongs to, beyond its own call.
+
+    Sub-agents use it to stream their events through the parent's stream and to keep
+    background children alive no longer than the parent run.
+    """
+
+    def emit(self, event: Any) -> None:
+        """Send an event into the run's stream (journal events are also journaled)."""
+        ...
+
+    def start_task(self, coro: Coroutine[Any, Any, Any], *, name: str) -> asyncio.Task[Any]:
+        """Start a task owned by the run: it is cancelled and awaited when the run ends."""
+        ...
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -38,3 +55,5 @@ class RunContext(Generic[DepsT]):
     """Usage of the run so far."""
     retry: int = 0
     """How many times this tool has already failed in this run."""
+    scope: RunScope | None = None
+    """The run's scope (event stream and owned tasks); None outside a run."""
