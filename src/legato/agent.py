@@ -160,8 +160,12 @@ class Agent(Generic[OutputT]):
             tool_timeout=self.tool_timeout,
             deps=deps,
         )
+        message = _prompt_message(prompt)
+        if message is None and not message_history:
+            msg = "nothing to run: pass a prompt or a message_history to continue"
+            raise ConfigurationError(msg)
         driver = RunDriver(config)
-        driver.start(_prompt_message(prompt), message_history)
+        driver.start(message, message_history)
         return driver
 
     async def run(

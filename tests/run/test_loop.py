@@ -21,6 +21,7 @@ from legato.events import (
     ToolCallStarted,
 )
 from legato.exceptions import (
+    ConfigurationError,
     MaxStepsExceeded,
     OutputRetriesExceeded,
     ToolDefinitionError,
@@ -388,6 +389,15 @@ def test_run_sync_from_a_thread_whose_loop_is_running() -> None:
     thread.start()
     thread.join(30)
     assert outputs == ["ok"]
+
+
+def test_a_run_needs_a_prompt_or_history() -> None:
+    with pytest.raises(ConfigurationError, match="nothing to run"):
+        Agent(ScriptedModel([])).run_sync()
+    model = ScriptedModel(["continued"])
+    result = Agent(model).run_sync(message_history=[Message.user("earlier question")])
+    assert result.output == "continued"
+    assert model.requests[0].messages[-1].text == "earlier question"
 
 
 def test_unknown_model_string_is_a_typed_error() -> None:
