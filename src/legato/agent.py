@@ -9,8 +9,10 @@ from __future__ import annotations
 from collections.abc import AsyncIterator, Callable, Iterator, Sequence
 from typing import Any, Generic, cast, overload
 
+from pydantic import BaseModel
 from typing_extensions import TypeVar
 
+from legato.contracts import State, StateOptions
 from legato.events import RunEvent
 from legato.exceptions import ConfigurationError
 from legato.messages import ContentPart, Message
@@ -26,6 +28,13 @@ __all__ = ["Agent", "Prompt"]
 OutputT = TypeVar("OutputT", default=str)
 Prompt = str | Message | Sequence[ContentPart]
 """What a run starts from: text, a user message, or content parts (text, images, ...)."""
+
+
+def _as_state(state: State[Any] | BaseModel | None) -> State[Any] | None:
+    """A `State` for the `state=` argument (a model instance is its initial values)."""
+    if state is None or isinstance(state, State):
+        return state
+    return State(state)
 
 
 def _prompt_message(prompt: Prompt | None) -> Message | None:
@@ -58,6 +67,8 @@ class Agent(Generic[OutputT]):
         model_settings: ModelSettings | None = None,
         output_retries: int = 1,
         tool_timeout: float | None = None,
+        state: State[Any] | BaseModel | None = None,
+        state_options: StateOptions | None = None,
     ) -> None: ...
 
     @overload
@@ -74,6 +85,8 @@ class Agent(Generic[OutputT]):
         model_settings: ModelSettings | None = None,
         output_retries: int = 1,
         tool_timeout: float | None = None,
+        state: State[Any] | BaseModel | None = None,
+        state_options: StateOptions | None = None,
     ) -> None: ...
 
     def __init__(
@@ -89,6 +102,8 @@ class Agent(Generic[OutputT]):
         model_settings: ModelSettings | None = None,
         output_retries: int = 1,
         tool_timeout: float | None = None,
+        state: State[Any] | BaseModel | None = None,
+        state_options: StateOptions | None = None,
     ) -> None:
         """Configure an agent.
 
@@ -104,6 +119,9 @@ class Agent(Generic[OutputT]):
             model_settings: Default generation settings.
             output_retries: Invalid final answers tolerated before the run fails.
             tool_timeout: Seconds any tool call may take unless the tool sets its own.
+            state: The verified state runs start from (`legato.contracts.State`, or an
+                instance of its pydantic model); tools with contracts change it.
+            state_options: How the model sees the state, and the per-run rejection limit.
         """
         if max_steps < 1:
             msg = "max_steps must be at least 1"
@@ -114,6 +132,8 @@ class Agent(Generic[OutputT]):
         self.model_settings = model_settings or ModelSettings()
         self.output_retries = output_retries
         self.tool_timeout = tool_timeout
+        self.state = _as_state(state)
+        self.state_options = state_options
         self._model_spec = model
         self._model: Model | None = None if isinstance(model, str) else model
         self._output = cast(OutputSchema[OutputT], OutputSchema.build(output_type, output_mode))
@@ -145,6 +165,7 @@ class Agent(Generic[OutputT]):
         model: Model | str | None,
         model_settings: ModelSettings | None,
         max_steps: int | None,
+        state: State[Any] | BaseModel | None = None,
     ) -> RunDriver[OutputT]:
         config: RunConfig[OutputT] = RunConfig(
             agent_name=self.name,
@@ -157,6 +178,8 @@ class Agent(Generic[OutputT]):
             output_retries=self.output_retries,
             tool_timeout=self.tool_timeout,
             deps=deps,
+            state=_as_state(state) if state is not None else self.state,
+            state_options=self.state_options,
         )
         driver = RunDriver(config)
         driver.start(_prompt_message(prompt), message_history)
@@ -171,6 +194,7 @@ class Agent(Generic[OutputT]):
         model: Model | str | None = None,
         model_settings: ModelSettings | None = None,
         max_steps: int | None = None,
+        state: State[Any] | BaseModel | None = None,
     ) -> RunResult[OutputT]:
         """Run the agent to its final answer.
 
@@ -181,6 +205,8 @@ class Agent(Generic[OutputT]):
             model: Use another model for this run.
             model_settings: Settings overriding the agent's for this run.
             max_steps: Override the agent's step allowance for this run.
+            state: Start from this verified state instead of the agent's (e.g. the
+                `result.state` of an earlier run).
         """
         driver = self._driver(
             prompt,
@@ -189,6 +215,7 @@ class Agent(Generic[OutputT]):
             model=model,
             model_settings=model_settings,
             max_steps=max_steps,
+            state=state,
         )
         async for _ in driver.events():
             pass
@@ -203,6 +230,7 @@ class Agent(Generic[OutputT]):
         model: Model | str | None = None,
         model_settings: ModelSettings | None = None,
         max_steps: int | None = None,
+        state: State[Any] | BaseModel | None = None,
     ) -> RunResult[OutputT]:
         """`run` for synchronous code; works inside a running event loop too."""
         return run_sync(
@@ -213,6 +241,7 @@ class Agent(Generic[OutputT]):
                 model=model,
                 model_settings=model_settings,
                 max_steps=max_steps,
+                state=state,
             )
         )
 
@@ -225,6 +254,7 @@ class Agent(Generic[OutputT]):
         model: Model | str | None = None,
         model_settings: ModelSettings | None = None,
         max_steps: int | None = None,
+        state: State[Any] | BaseModel | None = None,
     ) -> AsyncIterator[RunEvent]:
         """Run the agent, yielding every event: text deltas, tool calls, results, the end."""
         driver = self._driver(
@@ -234,6 +264,7 @@ class Agent(Generic[OutputT]):
             model=model,
             model_settings=model_settings,
             max_steps=max_steps,
+            state=state,
         )
         async for event in driver.events():
             yield event
@@ -247,6 +278,7 @@ class Agent(Generic[OutputT]):
         model: Model | str | None = None,
         model_settings: ModelSettings | None = None,
         max_steps: int | None = None,
+        state: State[Any] | BaseModel | None = None,
     ) -> Iterator[RunEvent]:
         """`stream` for synchronous code; works inside a running event loop too."""
         return iterate_sync(
@@ -257,6 +289,7 @@ class Agent(Generic[OutputT]):
                 model=model,
                 model_settings=model_settings,
                 max_steps=max_steps,
+                state=state,
             )
         )
 

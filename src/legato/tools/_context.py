@@ -9,6 +9,7 @@ from typing import Generic
 from typing_extensions import TypeVar
 
 from legato.messages import Message, Usage
+from legato.tools._contract import StateAccess
 
 __all__ = ["RunContext"]
 
@@ -38,3 +39,6 @@ class RunContext(Generic[DepsT]):
     """Usage of the run so far."""
     retry: int = 0
     """How many times this tool has already failed in this run."""
+    state: StateAccess | None = None
+    """The run's verified state: a draft the tool may write when it has a contract, a
+    read-only snapshot otherwise; None when the agent has no state."""
