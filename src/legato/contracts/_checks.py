@@ -11,7 +11,7 @@ import inspect
 import operator
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any, TypeAlias
+from typing import Any, TypeAlias, overload
 
 from legato.contracts._contract import Check, Reject
 from legato.contracts._state import Snapshot
@@ -264,6 +264,28 @@ def _first_difference(old: Any, new: Any, skip: list[tuple[Any, ...]], where: st
 
 
 # -- plain predicates, named -------------------------------------------------------------------
+
+
+@overload
+def check(
+    function: Callable[[Snapshot[Any], Mapping[str, Any]], object],
+    /,
+    *,
+    name: str | None = None,
+    message: str | None = None,
+    keys: Iterable[str] = (),
+) -> Check: ...
+
+
+@overload
+def check(
+    function: Callable[[Snapshot[Any], Snapshot[Any], Mapping[str, Any], Any], object],
+    /,
+    *,
+    name: str | None = None,
+    message: str | None = None,
+    keys: Iterable[str] = (),
+) -> Check: ...
 
 
 def check(

@@ -18,6 +18,7 @@ from legato.contracts._state import Schema, Snapshot
 from legato.exceptions import ContractViolation, StateError, UndeclaredStateKey
 from legato.messages import JsonValue
 from legato.tools import Tool, ToolContract
+from legato.tools._contract import Postcondition, Precondition
 
 __all__ = [
     "Allow",
@@ -123,8 +124,8 @@ class Contract:
     earlier commit of the same step changed anything).
     """
 
-    requires: tuple[Predicate, ...] = ()
-    ensures: tuple[Predicate, ...] = ()
+    requires: tuple[Precondition, ...] = ()
+    ensures: tuple[Postcondition, ...] = ()
     reads: frozenset[str] | None = None
     writes: frozenset[str] = field(default_factory=lambda: frozenset[str]())
 
@@ -254,7 +255,15 @@ def _evidence(
 # -- building contracts ------------------------------------------------------------------------
 
 
-def _as_tuple(items: Predicate | Iterable[Predicate] | None) -> tuple[Predicate, ...]:
+def _pre(items: Precondition | Iterable[Precondition] | None) -> tuple[Precondition, ...]:
+    if items is None:
+        return ()
+    if callable(items):
+        return (items,)
+    return tuple(items)
+
+
+def _post(items: Postcondition | Iterable[Postcondition] | None) -> tuple[Postcondition, ...]:
     if items is None:
         return ()
     if callable(items):
@@ -264,15 +273,15 @@ def _as_tuple(items: Predicate | Iterable[Predicate] | None) -> tuple[Predicate,
 
 def contract(
     *,
-    requires: Predicate | Iterable[Predicate] | None = None,
-    ensures: Predicate | Iterable[Predicate] | None = None,
+    requires: Precondition | Iterable[Precondition] | None = None,
+    ensures: Postcondition | Iterable[Postcondition] | None = None,
     reads: Iterable[str] | None = None,
     writes: Iterable[str] = (),
 ) -> Contract:
     """A `Contract`: pass it as `@tool(contract=...)` or `Tool(..., contract=...)`."""
     return Contract(
-        requires=_as_tuple(requires),
-        ensures=_as_tuple(ensures),
+        requires=_pre(requires),
+        ensures=_post(ensures),
         reads=None if reads is None else frozenset(reads),
         writes=frozenset(writes),
     )
@@ -281,8 +290,8 @@ def contract(
 def _extend(
     target: Tool,
     *,
-    requires: tuple[Predicate, ...] = (),
-    ensures: tuple[Predicate, ...] = (),
+    requires: tuple[Precondition, ...] = (),
+    ensures: tuple[Postcondition, ...] = (),
     reads: Iterable[str] | None,
     writes: Iterable[str],
 ) -> Tool:
@@ -301,14 +310,14 @@ def _extend(
 
 
 def requires(
-    *checks: Predicate, reads: Iterable[str] | None = None, writes: Iterable[str] = ()
+    *checks: Precondition, reads: Iterable[str] | None = None, writes: Iterable[str] = ()
 ) -> Callable[[Tool], Tool]:
     """Decorate a `Tool` (put it above `@tool`) with more preconditions."""
     return lambda target: _extend(target, requires=checks, reads=reads, writes=writes)
 
 
 def ensures(
-    *checks: Predicate, reads: Iterable[str] | None = None, writes: Iterable[str] = ()
+    *checks: Postcondition, reads: Iterable[str] | None = None, writes: Iterable[str] = ()
 ) -> Callable[[Tool], Tool]:
     """Decorate a `Tool` (put it above `@tool`) with more postconditions."""
     return lambda target: _extend(target, ensures=checks, reads=reads, writes=writes)

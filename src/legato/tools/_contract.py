@@ -7,14 +7,25 @@ and hand a tool function the state view the run gives it.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol, runtime_checkable
+from typing import Any, Protocol, TypeVar, runtime_checkable
 
-__all__ = ["Conditions", "StateAccess", "ToolContract", "conditions"]
+__all__ = [
+    "Conditions",
+    "Postcondition",
+    "Precondition",
+    "StateAccess",
+    "ToolContract",
+    "conditions",
+]
 
+Precondition = Callable[[Any, Mapping[str, Any]], object]
+"""A check before the call, over `(state, args)`."""
+Postcondition = Callable[[Any, Any, Mapping[str, Any], Any], object]
+"""A check after the call, over `(old, new, args, result)`."""
 Predicate = Callable[..., object]
-"""A precondition `(state, args)` or a postcondition `(old, new, args, result)`."""
+"""A precondition or a postcondition."""
 
 
 @runtime_checkable
@@ -22,12 +33,12 @@ class ToolContract(Protocol):
     """A tool's pre- and postconditions over the run's state (`legato.contracts.Contract`)."""
 
     @property
-    def requires(self) -> Sequence[Predicate]:
+    def requires(self) -> Sequence[Precondition]:
         """Preconditions: `(state, args)`; all must allow before the call runs."""
         ...
 
     @property
-    def ensures(self) -> Sequence[Predicate]:
+    def ensures(self) -> Sequence[Postcondition]:
         """Postconditions: `(old, new, args, result)`; all must allow before the commit."""
         ...
 
@@ -64,13 +75,16 @@ class StateAccess(Protocol):
 class Conditions:
     """The contract `@tool(requires=..., ensures=...)` builds: plain data, checked by the run."""
 
-    requires: tuple[Predicate, ...] = ()
-    ensures: tuple[Predicate, ...] = ()
+    requires: tuple[Precondition, ...] = ()
+    ensures: tuple[Postcondition, ...] = ()
     reads: frozenset[str] | None = None
     writes: frozenset[str] = field(default_factory=lambda: frozenset[str]())
 
 
-def _tuple(items: Predicate | Iterable[Predicate] | None) -> tuple[Predicate, ...]:
+P = TypeVar("P", Precondition, Postcondition)
+
+
+def _tuple(items: P | Iterable[P] | None) -> tuple[P, ...]:
     if items is None:
         return ()
     if callable(items):
@@ -80,8 +94,8 @@ def _tuple(items: Predicate | Iterable[Predicate] | None) -> tuple[Predicate, ..
 
 def conditions(
     *,
-    requires: Predicate | Iterable[Predicate] | None = None,
-    ensures: Predicate | Iterable[Predicate] | None = None,
+    requires: Precondition | Iterable[Precondition] | None = None,
+    ensures: Postcondition | Iterable[Postcondition] | None = None,
     reads: Iterable[str] | None = None,
     writes: Iterable[str] | None = None,
 ) -> Conditions | None:

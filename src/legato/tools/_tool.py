@@ -12,7 +12,7 @@ from typing import Any, Literal, TypeAlias, overload
 from legato.exceptions import ToolArgumentsInvalid, ToolDefinitionError
 from legato.messages import JsonValue, ToolDefinition
 from legato.tools._context import RunContext
-from legato.tools._contract import Predicate, ToolContract, conditions
+from legato.tools._contract import Postcondition, Precondition, ToolContract, conditions
 from legato.tools._schema import DocstringFormat, function_schema
 
 __all__ = ["SideEffects", "Tool", "tool"]
@@ -260,8 +260,8 @@ def tool(
     max_retries: int = 1,
     sequential: bool = False,
     strict: bool | None = None,
-    requires: Predicate | Iterable[Predicate] | None = None,
-    ensures: Predicate | Iterable[Predicate] | None = None,
+    requires: Precondition | Iterable[Precondition] | None = None,
+    ensures: Postcondition | Iterable[Postcondition] | None = None,
     reads: Iterable[str] | None = None,
     writes: Iterable[str] | None = None,
     contract: ToolContract | None = None,
@@ -280,8 +280,8 @@ def tool(
     max_retries: int = 1,
     sequential: bool = False,
     strict: bool | None = None,
-    requires: Predicate | Iterable[Predicate] | None = None,
-    ensures: Predicate | Iterable[Predicate] | None = None,
+    requires: Precondition | Iterable[Precondition] | None = None,
+    ensures: Postcondition | Iterable[Postcondition] | None = None,
     reads: Iterable[str] | None = None,
     writes: Iterable[str] | None = None,
     contract: ToolContract | None = None,
