@@ -113,6 +113,7 @@ def test_check_names_plain_predicates_and_checks_arity() -> None:
     assert positive(snap(), {"n": 0}) == Reject("n must be > 0")
     after = check(lambda old, new, args, result: result == "ok", name="ok result")
     assert after(snap(), snap(), {}, "ok") is True
+
     def one(state: Any) -> bool:
         return True
 

@@ -132,7 +132,11 @@ class ToolExecutor:
             async with asyncio.timeout(timeout):
                 value = await tool.invoke(kwargs, ctx)
         except TimeoutError as exc:
-            text = f"tool {call.name!r} timed out after {timeout:g} seconds"
+            text = (
+                f"tool {call.name!r} timed out after {timeout:g} seconds"
+                if timeout is not None
+                else f"TimeoutError: {exc}"
+            )
             return _error(call, text, "timeout", started, pending=pending, exception=exc)
         except ToolError as exc:
             return _error(call, str(exc), "error", started, pending=pending, exception=exc)
