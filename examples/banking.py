@@ -136,8 +136,9 @@ def run_demo(model: Model | str | None = None, *, backend: Backend | None = None
     )
 
 
-def main() -> None:
-    result = run_demo(sys.argv[1] if len(sys.argv) > 1 else None)
+def main(argv: list[str] | None = None) -> None:
+    args = sys.argv[1:] if argv is None else argv
+    result = run_demo(args[0] if args else None)
     print(result.output)
     assert result.state is not None
     print(f"state v{result.state.version}: {result.state.as_model()}")

@@ -84,6 +84,7 @@ def _booking_recorded(
     ],
     reads=["free", "bookings"],
     writes=["free", "bookings"],
+    max_retries=3,
 )
 def book(ctx: RunContext[Desk], hotel: str, guest: str, rooms: int) -> str:
     """Book rooms in a hotel; returns the booking id.
@@ -170,8 +171,9 @@ def run_demo(model: Model | str | None = None, *, desk: Desk | None = None) -> R
     )
 
 
-def main() -> None:
-    result = run_demo(sys.argv[1] if len(sys.argv) > 1 else None)
+def main(argv: list[str] | None = None) -> None:
+    args = sys.argv[1:] if argv is None else argv
+    result = run_demo(args[0] if args else None)
     print(result.output)
     assert result.state is not None
     print(f"state v{result.state.version}: {result.state.as_model()}")
