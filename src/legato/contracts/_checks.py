@@ -81,7 +81,10 @@ def _label(path: Path, args: Mapping[str, Any]) -> str:
 
 
 def _resolve(view: Snapshot[Any], path: Path, args: Mapping[str, Any]) -> Any:
-    key, rest = _parts(path)
+    if isinstance(path, str):
+        return view.raw(path)
+    key, rest = path[0], path[1:]
+    assert isinstance(key, str)  # checked by _parts when the check was built
     value = view.raw(key)
     for item in rest:
         name = _arg(args, item.name) if isinstance(item, Arg) else item
@@ -115,6 +118,7 @@ def _state_check(
     test: Callable[[Any, Mapping[str, Any]], str | None],
 ) -> Check:
     """A check of one path; `test` returns None (pass) or what is wrong."""
+    _parts(path)  # refuse a malformed path now, not at the first call
 
     def on(view: Snapshot[Any], args: Mapping[str, Any]) -> object:
         try:
@@ -188,7 +192,7 @@ def less(path: Path, bound: Operand) -> Check:
 
 
 def _changed_by(path: Path, amount: Operand, sign: int, word: str) -> Check:
-    name = f"{_show(path)} {word} by {_show_operand(amount)}"
+    name = f"{_show(path)} {word} by {_show_operand(amount)}"  # also checks the path
 
     def after(old: Snapshot[Any], new: Snapshot[Any], args: Mapping[str, Any], _: Any) -> object:
         try:

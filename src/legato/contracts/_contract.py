@@ -115,6 +115,25 @@ def predicate_name(predicate: Predicate, stage: Stage, index: int) -> str:
     return name
 
 
+Compiled: TypeAlias = tuple[tuple[str, Callable[..., object]], ...]
+
+
+def _compile(predicates: tuple[Predicate, ...], stage: Stage) -> Compiled:
+    """Each predicate's name and the function to call for this stage (a check's own side)."""
+    compiled: list[tuple[str, Callable[..., object]]] = []
+    for index, predicate in enumerate(predicates):
+        if not callable(predicate):
+            msg = f"{stage}condition #{index + 1} is not callable: {predicate!r}"
+            raise ContractViolation(msg)
+        side = (
+            (predicate.pre if stage == "pre" else predicate.post)
+            if isinstance(predicate, Check)
+            else predicate
+        )
+        compiled.append((predicate_name(predicate, stage, index), side or predicate))
+    return tuple(compiled)
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Contract:
     """Pre- and postconditions of a tool, and the state keys it reads and writes.
@@ -128,6 +147,19 @@ class Contract:
     ensures: tuple[Postcondition, ...] = ()
     reads: frozenset[str] | None = None
     writes: frozenset[str] = field(default_factory=lambda: frozenset[str]())
+    _pre: Compiled = field(init=False, repr=False, compare=False)
+    _post: Compiled = field(init=False, repr=False, compare=False)
+    _pre_ok: Verdict = field(init=False, repr=False, compare=False)
+    _post_ok: Verdict = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        pre, post = _compile(self.requires, "pre"), _compile(self.ensures, "post")
+        object.__setattr__(self, "_pre", pre)
+        object.__setattr__(self, "_post", post)
+        object.__setattr__(self, "_pre_ok", Verdict(outcome=ALLOW, passed=tuple(n for n, _ in pre)))
+        object.__setattr__(
+            self, "_post_ok", Verdict(outcome=ALLOW, passed=tuple(n for n, _ in post))
+        )
 
     @classmethod
     def of(cls, spec: ToolContract) -> Contract:
@@ -145,10 +177,7 @@ class Contract:
         """Check every key the contract names against the schema; raise if one is undeclared."""
         named = set(self.writes) | set(self.reads or ())
         for stage, predicates in (("pre", self.requires), ("post", self.ensures)):
-            for index, predicate in enumerate(predicates):
-                if not callable(predicate):
-                    msg = f"{stage}condition #{index + 1} is not callable: {predicate!r}"
-                    raise ContractViolation(msg, tool=tool)
+            for predicate in predicates:
                 if isinstance(predicate, Check):
                     usable = predicate.pre if stage == "pre" else predicate.post
                     if usable is None:
@@ -177,7 +206,7 @@ class Contract:
 
     def precondition(self, state: Snapshot[Any], args: Mapping[str, Any], *, tool: str) -> Verdict:
         """Evaluate the preconditions in order; the first that does not allow decides."""
-        return _evaluate(self.requires, "pre", (state, args), (state,), args, tool)
+        return _evaluate(self._pre, self._pre_ok, "pre", (state, args), (state,), args, tool)
 
     def postcondition(
         self,
@@ -189,35 +218,23 @@ class Contract:
         tool: str,
     ) -> Verdict:
         """Evaluate the postconditions in order; the first that does not allow decides."""
-        return _evaluate(self.ensures, "post", (old, new, args, result), (old, new), args, tool)
+        call = (old, new, args, result)
+        return _evaluate(self._post, self._post_ok, "post", call, (old, new), args, tool)
 
 
 def _evaluate(
-    predicates: tuple[Predicate, ...],
+    compiled: Compiled,
+    ok: Verdict,
     stage: Stage,
     call: tuple[Any, ...],
     views: tuple[Snapshot[Any], ...],
     args: Mapping[str, Any],
     tool: str,
 ) -> Verdict:
-    passed: list[str] = []
-    for index, predicate in enumerate(predicates):
-        seen = [view._track() for view in views]  # pyright: ignore[reportPrivateUsage]
-        try:
-            out = predicate(*call)
-        except StateError:
-            raise
-        except Exception as exc:
-            name = predicate_name(predicate, stage, index)
-            msg = f"{stage}condition {name!r} raised {type(exc).__name__}: {exc}"
-            raise ContractViolation(msg, tool=tool) from exc
-        finally:
-            for view in views:
-                view._seen = None  # pyright: ignore[reportPrivateUsage]
-        if out is True or isinstance(out, Allow):
-            passed.append(predicate_name(predicate, stage, index))
+    for index, (name, predicate) in enumerate(compiled):
+        out = _run(predicate, call, name, stage, tool)
+        if out is True or type(out) is Allow:
             continue
-        name = predicate_name(predicate, stage, index)
         if out is False:
             kind = "precondition" if stage == "pre" else "postcondition"
             outcome: Outcome = Reject(f"{kind} {name!r} does not hold")
@@ -232,16 +249,43 @@ def _evaluate(
         return Verdict(
             outcome=outcome,
             predicate=name,
-            passed=tuple(passed),
-            evidence=_evidence(views, seen, args),
+            passed=tuple(n for n, _ in compiled[:index]),
+            evidence=_evidence(predicate, call, views, args),
         )
-    return Verdict(outcome=ALLOW, passed=tuple(passed))
+    return ok
+
+
+def _run(
+    predicate: Callable[..., object], call: tuple[Any, ...], name: str, stage: Stage, tool: str
+) -> object:
+    try:
+        return predicate(*call)
+    except StateError:
+        raise
+    except Exception as exc:
+        msg = f"{stage}condition {name!r} raised {type(exc).__name__}: {exc}"
+        raise ContractViolation(msg, tool=tool) from exc
 
 
 def _evidence(
-    views: tuple[Snapshot[Any], ...], seen: list[set[str]], args: Mapping[str, Any]
+    predicate: Callable[..., object],
+    call: tuple[Any, ...],
+    views: tuple[Snapshot[Any], ...],
+    args: Mapping[str, Any],
 ) -> dict[str, JsonValue]:
-    """The values a failing predicate read, as JSON: state keys (`old.`/`new.` after a call)."""
+    """The values a failing predicate read, as JSON: state keys (`old.`/`new.` after a call).
+
+    Predicates are pure, so the failing one runs once more with its reads recorded; the
+    passing path pays nothing for evidence.
+    """
+    seen = [view._track() for view in views]  # pyright: ignore[reportPrivateUsage]
+    try:
+        predicate(*call)
+    except Exception:  # it failed the same way a moment ago; only its reads matter
+        pass
+    finally:
+        for view in views:
+            view._seen = None  # pyright: ignore[reportPrivateUsage]
     evidence: dict[str, JsonValue] = {}
     labels = ("",) if len(views) == 1 else ("old.", "new.")
     for label, view, keys in zip(labels, views, seen, strict=True):

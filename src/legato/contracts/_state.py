@@ -54,8 +54,27 @@ _ATOMIC: frozenset[type] = frozenset(
 
 
 def private(value: Any) -> Any:
-    """A copy the caller may change freely (immutable values are returned as they are)."""
-    return value if type(value) in _ATOMIC else copy.deepcopy(value)
+    """A copy the caller may change freely (immutable values are returned as they are).
+
+    Plain containers are copied by a fast path; anything else goes through `deepcopy`.
+    """
+    kind: type[Any] = value.__class__
+    if kind in _ATOMIC:
+        return value
+    if kind is dict:
+        return {
+            k: v if type(v) in _ATOMIC else private(v)
+            for k, v in cast(dict[Any, Any], value).items()
+        }
+    if kind is list:
+        return [v if type(v) in _ATOMIC else private(v) for v in cast(list[Any], value)]
+    if kind is tuple and all(type(v) in _ATOMIC for v in cast(tuple[Any, ...], value)):
+        return value
+    if kind is set:
+        return set(cast(set[Any], value))  # members are hashable, hence treated as immutable
+    if kind is frozenset:
+        return value
+    return copy.deepcopy(value)
 
 
 # -- the schema ----------------------------------------------------------------------------------
@@ -322,12 +341,15 @@ class Draft(Generic[M]):
 class Change:
     """One key's change in a commit; `old` and `new` return private copies."""
 
-    __slots__ = ("_new", "_old", "key")
+    __slots__ = ("_json", "_new", "_old", "key")
 
-    def __init__(self, key: str, old: Any, new: Any) -> None:
+    def __init__(
+        self, key: str, old: Any, new: Any, *, json: tuple[JsonValue, JsonValue] | None = None
+    ) -> None:
         self.key = key
         self._old = old
         self._new = new
+        self._json = json
 
     @property
     def old(self) -> Any:
@@ -559,9 +581,10 @@ class State(Generic[M]):
         parts: list[Change] = []
         for key, value in real.items():
             stored = private(value)
-            parts.append(Change(key, values[key], stored))
+            encoded = self._schema.to_json(key, stored)
+            parts.append(Change(key, values[key], stored, json=(json[key], encoded)))
             values[key] = stored
-            json[key] = self._schema.to_json(key, stored)
+            json[key] = encoded
         self._version += 1
         commit = Commit(
             version=self._version,
@@ -600,14 +623,7 @@ class State(Generic[M]):
         schema = self._schema
         return StateCommitted(
             version=commit.version,
-            changes=tuple(
-                StateChange(
-                    key=c.key,
-                    old=schema.to_json(c.key, c._old),  # pyright: ignore[reportPrivateUsage]
-                    new=schema.to_json(c.key, c._new),  # pyright: ignore[reportPrivateUsage]
-                )
-                for c in commit.changes
-            ),
+            changes=tuple(_journal_change(schema, c) for c in commit.changes),
             tool=commit.tool,
             call_id=commit.call_id,
             checks=commit.checks,
@@ -648,6 +664,16 @@ class State(Generic[M]):
 
     def __repr__(self) -> str:
         return f"State[{self._schema.name}](version={self._version}, {self._values!r})"
+
+
+def _journal_change(schema: Schema, change: Change) -> StateChange:
+    encoded = change._json  # pyright: ignore[reportPrivateUsage]
+    if encoded is None:
+        encoded = (
+            schema.to_json(change.key, change._old),  # pyright: ignore[reportPrivateUsage]
+            schema.to_json(change.key, change._new),  # pyright: ignore[reportPrivateUsage]
+        )
+    return StateChange(key=change.key, old=encoded[0], new=encoded[1])
 
 
 @cache
