@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import io
+from dataclasses import replace
 from collections.abc import Mapping
 from typing import Any
 
@@ -676,3 +677,98 @@ def test_trace_shows_checks_commits_and_rejections() -> None:
     assert 'balances: {"ann": 100, "bob": 20} → {"ann": 70, "bob": 50}' in text
     assert "passed: has user; balances.<source> >= <amount>" in text
     assert "[rejected]" in text
+
+
+# -- sequential tools, resume, the CLI -------------------------------------------------------------
+
+
+def test_a_sequential_call_sees_the_commits_of_earlier_calls() -> None:
+    both = [
+        reply(
+            call("login", {"name": "ann"}),
+            call("transfer", {"source": "ann", "target": "bob", "amount": 5}),
+        ),
+        "done",
+    ]
+    # concurrent: the transfer is checked against the snapshot it started from (nobody in)
+    agent, _ = bank_agent(both)
+    result = agent.run_sync("go")
+    (rejected,) = of_type(result.journal, StateRejected)
+    assert (rejected.tool, rejected.predicate) == ("transfer", "has user")
+    # sequential: it starts after the login is committed, and sees it
+    agent, _ = bank_agent(both, login, transfer.replace(sequential=True))
+    result = agent.run_sync("go")
+    assert of_type(result.journal, StateRejected) == []
+    assert [(c.tool, c.version) for c in of_type(result.journal, StateCommitted)] == [
+        ("login", 1),
+        ("transfer", 2),
+    ]
+    kinds = [type(e).__name__ for e in result.journal]
+    second_start = [i for i, k in enumerate(kinds) if k == "ToolCallStarted"][1]
+    assert kinds.index("StateCommitted") < second_start
+
+
+async def test_a_resumed_run_rebuilds_its_state_from_the_journal() -> None:
+    from legato.run import RunConfig, RunDriver
+    from legato.run._output import OutputSchema
+
+    turns: list[Any] = [
+        reply(call("login", {"name": "ann"})),
+        reply(call("transfer", {"source": "ann", "target": "bob", "amount": 30})),
+        "done",
+    ]
+    config: RunConfig[str] = RunConfig(
+        agent_name="bank",
+        model=ScriptedModel(turns),
+        instructions=None,
+        tool_sources=[Agent(ScriptedModel([]), tools=[login, transfer]).toolset],
+        output=OutputSchema.build(str),
+        state=State(initial()),
+    )
+    first = RunDriver(config)
+    first.start("go", [])
+    events = [e async for e in first.events()]
+    cut = next(i for i, e in enumerate(events) if isinstance(e, StateCommitted)) + 2
+    partial = Journal([e for e in events[:cut] if is_journal_event(e)])  # type: ignore[misc] # journal events only
+    resumed = RunDriver(replace(config, model=ScriptedModel(turns[1:])), journal=partial)
+    async for _ in resumed.events():
+        pass
+    result = resumed.result()
+    assert result.state is not None
+    assert result.state.version == 2
+    assert [c.tool for c in result.state.commits] == ["login", "transfer"]
+    assert result.state["balances"] == {"ann": 70, "bob": 50}
+
+
+def test_legato_trace_prints_state_events(tmp_path: Any) -> None:
+    from typer.testing import CliRunner
+
+    from legato.cli._app import app
+
+    agent, _ = bank_agent([reply(call("login", {"name": "ann"})), "in"])
+    result = agent.run_sync("go")
+    path = tmp_path / "run.jsonl"
+    path.write_text(result.journal.to_jsonl(), encoding="utf-8")
+    out = CliRunner().invoke(app, ["trace", str(path)], terminal_width=200)
+    assert out.exit_code == 0, out.output
+    assert "✓ state v1 committed by login" in out.output
+    assert 'user: null → "ann"' in out.output
+
+
+def test_streamed_state_events_render_one_line_each() -> None:
+    from legato.cli._render import render_event
+
+    agent, _ = bank_agent(
+        [
+            reply(call("transfer", {"source": "ann", "target": "bob", "amount": 1})),
+            reply(call("login", {"name": "ann"})),
+            "in",
+        ]
+    )
+    out = io.StringIO()
+    console = Console(file=out, width=200, no_color=True)
+    for event in agent.stream_sync("go"):
+        render_event(console, event)
+    text = out.getvalue()
+    assert "✗ contract rejected transfer at pre (has user)" in text
+    assert "✓ state v1 committed by login" in text

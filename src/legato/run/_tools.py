@@ -159,6 +159,26 @@ class ToolExecutor:
             return None
         return self._state.begin(tool, call.id, kwargs)
 
+    def _report(
+        self, call: ToolCallPart, step: int, done: CallResult
+    ) -> tuple[list[ToolCallFinished | StateCommitted | StateRejected], StateError | None]:
+        """A finished call's events: its commit or rejection, then its finish.
+
+        Also returns the contract's halt, to raise after the events are out.
+        """
+        state_event, done, halt = self._settle(done)
+        finished = ToolCallFinished(
+            step=step,
+            call=call,
+            result=done.result,
+            outcome=done.outcome,
+            duration=done.duration,
+        )
+        events: list[ToolCallFinished | StateCommitted | StateRejected] = [finished]
+        if state_event is not None:
+            events.insert(0, state_event)
+        return events, halt
+
     def _settle(
         self, done: CallResult
     ) -> tuple[StateCommitted | StateRejected | None, CallResult, StateError | None]:
@@ -196,29 +216,34 @@ class ToolExecutor:
         """
         special = special or {}
         tasks: dict[str, asyncio.Task[CallResult]] = {}
+        position = {call.id: index for index, call in enumerate(calls)}
+        reported = 0
         try:
             for group, sequential in _groups(calls, self._tools, special):
                 if sequential and tasks:
                     await asyncio.wait(list(tasks.values()))
+                if sequential and self._state is not None:
+                    # -- commit point: a sequential call sees every earlier call committed --
+                    for call in calls[reported : position[group[0].id]]:
+                        done = special.get(call.id) or tasks[call.id].result()
+                        events, halt = self._report(call, step, done)
+                        for event in events:
+                            yield event
+                        if halt is not None:
+                            raise halt
+                    reported = position[group[0].id]
                 for call in group:
                     yield ToolCallStarted(step=step, call=call)
                     tasks[call.id] = asyncio.create_task(self.run_call(call, context(call)))
                 if sequential:
                     await asyncio.wait([tasks[group[0].id]])
-            for call in calls:
+            for call in calls[reported:]:
                 done = special.get(call.id)
                 if done is None:
                     done = await tasks[call.id]
-                state_event, done, halt = self._settle(done)
-                if state_event is not None:
-                    yield state_event
-                yield ToolCallFinished(
-                    step=step,
-                    call=call,
-                    result=done.result,
-                    outcome=done.outcome,
-                    duration=done.duration,
-                )
+                events, halt = self._report(call, step, done)
+                for event in events:
+                    yield event
                 if halt is not None:
                     raise halt
         finally:
