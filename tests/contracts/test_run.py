@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import asyncio
 import io
-from dataclasses import replace
 from collections.abc import Mapping
+from dataclasses import replace
 from typing import Any
 
 import pytest
