@@ -9,8 +9,10 @@ from __future__ import annotations
 from collections.abc import AsyncIterator, Callable, Iterator, Sequence
 from typing import Any, Generic, cast, overload
 
+from pydantic import BaseModel
 from typing_extensions import TypeVar
 
+from legato.contracts import State, StateOptions
 from legato.events import RunEvent
 from legato.exceptions import ConfigurationError
 from legato.messages import ContentPart, Message
@@ -26,6 +28,13 @@ __all__ = ["Agent", "Prompt"]
 OutputT = TypeVar("OutputT", default=str)
 Prompt = str | Message | Sequence[ContentPart]
 """What a run starts from: text, a user message, or content parts (text, images, ...)."""
+
+
+def _as_state(state: State[Any] | BaseModel | None) -> State[Any] | None:
+    """A `State` for the `state=` argument (a model instance is its initial values)."""
+    if state is None or isinstance(state, State):
+        return state
+    return State(state)
 
 
 def _prompt_message(prompt: Prompt | None) -> Message | None:
@@ -58,6 +67,8 @@ class Agent(Generic[OutputT]):
         model_settings: ModelSettings | None = None,
         output_retries: int = 1,
         tool_timeout: float | None = 300.0,
+        state: State[Any] | BaseModel | None = None,
+        state_options: StateOptions | None = None,
     ) -> None: ...
 
     @overload
@@ -74,6 +85,8 @@ class Agent(Generic[OutputT]):
         model_settings: ModelSettings | None = None,
         output_retries: int = 1,
         tool_timeout: float | None = 300.0,
+        state: State[Any] | BaseModel | None = None,
+        state_options: StateOptions | None = None,
     ) -> None: ...
 
     def __init__(
@@ -89,6 +102,8 @@ class Agent(Generic[OutputT]):
         model_settings: ModelSettings | None = None,
         output_retries: int = 1,
         tool_timeout: float | None = 300.0,
+        state: State[Any] | BaseModel | None = None,
+        state_options: StateOptions | None = None,
     ) -> None:
         """Configure an agent.
 
@@ -106,6 +121,9 @@ class Agent(Generic[OutputT]):
             tool_timeout: Seconds any tool call may take unless the tool sets its own
                 (None: no limit). A timed-out call becomes an error result; a sync tool's
                 worker thread cannot be killed, so its late result is discarded.
+            state: The verified state runs start from (`legato.contracts.State`, or an
+                instance of its pydantic model); tools with contracts change it.
+            state_options: How the model sees the state, and the per-run rejection limit.
         """
         if max_steps < 1:
             msg = "max_steps must be at least 1"
@@ -116,6 +134,8 @@ class Agent(Generic[OutputT]):
         self.model_settings = model_settings or ModelSettings()
         self.output_retries = output_retries
         self.tool_timeout = tool_timeout
+        self.state = _as_state(state)
+        self.state_options = state_options
         self._model_spec = model
         self._model: Model | None = None if isinstance(model, str) else model
         self._output = cast(OutputSchema[OutputT], OutputSchema.build(output_type, output_mode))
@@ -147,6 +167,7 @@ class Agent(Generic[OutputT]):
         model: Model | str | None,
         model_settings: ModelSettings | None,
         max_steps: int | None,
+        state: State[Any] | BaseModel | None = None,
     ) -> RunDriver[OutputT]:
         config: RunConfig[OutputT] = RunConfig(
             agent_name=self.name,
@@ -159,6 +180,8 @@ class Agent(Generic[OutputT]):
             output_retries=self.output_retries,
             tool_timeout=self.tool_timeout,
             deps=deps,
+            state=_as_state(state) if state is not None else self.state,
+            state_options=self.state_options,
         )
         message = _prompt_message(prompt)
         if message is None and not message_history:
@@ -177,6 +200,7 @@ class Agent(Generic[OutputT]):
         model: Model | str | None = None,
         model_settings: ModelSettings | None = None,
         max_steps: int | None = None,
+        state: State[Any] | BaseModel | None = None,
     ) -> RunResult[OutputT]:
         """Run the agent to its final answer.
 
@@ -187,6 +211,8 @@ class Agent(Generic[OutputT]):
             model: Use another model for this run.
             model_settings: Settings overriding the agent's for this run.
             max_steps: Override the agent's step allowance for this run.
+            state: Start from this verified state instead of the agent's (e.g. the
+                `result.state` of an earlier run).
         """
         driver = self._driver(
             prompt,
@@ -195,6 +221,7 @@ class Agent(Generic[OutputT]):
             model=model,
             model_settings=model_settings,
             max_steps=max_steps,
+            state=state,
         )
         async for _ in driver.events():
             pass
@@ -209,6 +236,7 @@ class Agent(Generic[OutputT]):
         model: Model | str | None = None,
         model_settings: ModelSettings | None = None,
         max_steps: int | None = None,
+        state: State[Any] | BaseModel | None = None,
     ) -> RunResult[OutputT]:
         """`run` for synchronous code; works inside a running event loop too."""
         return run_sync(
@@ -219,6 +247,7 @@ class Agent(Generic[OutputT]):
                 model=model,
                 model_settings=model_settings,
                 max_steps=max_steps,
+                state=state,
             )
         )
 
@@ -231,6 +260,7 @@ class Agent(Generic[OutputT]):
         model: Model | str | None = None,
         model_settings: ModelSettings | None = None,
         max_steps: int | None = None,
+        state: State[Any] | BaseModel | None = None,
     ) -> AsyncIterator[RunEvent]:
         """Run the agent, yielding every event: text deltas, tool calls, results, the end."""
         driver = self._driver(
@@ -240,6 +270,7 @@ class Agent(Generic[OutputT]):
             model=model,
             model_settings=model_settings,
             max_steps=max_steps,
+            state=state,
         )
         async for event in driver.events():
             yield event
@@ -253,6 +284,7 @@ class Agent(Generic[OutputT]):
         model: Model | str | None = None,
         model_settings: ModelSettings | None = None,
         max_steps: int | None = None,
+        state: State[Any] | BaseModel | None = None,
     ) -> Iterator[RunEvent]:
         """`stream` for synchronous code; works inside a running event loop too."""
         return iterate_sync(
@@ -263,6 +295,7 @@ class Agent(Generic[OutputT]):
                 model=model,
                 model_settings=model_settings,
                 max_steps=max_steps,
+                state=state,
             )
         )
 

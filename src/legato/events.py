@@ -41,6 +41,10 @@ __all__ = [
     "RunFailed",
     "RunFinished",
     "RunStarted",
+    "StateChange",
+    "StateCommitted",
+    "StateLoaded",
+    "StateRejected",
     "StepFinished",
     "TextDelta",
     "ThinkingDelta",
@@ -100,10 +104,19 @@ class ModelResponded:
 
 
 ToolOutcome: TypeAlias = Literal[
-    "ok", "error", "invalid_arguments", "unknown_tool", "timeout", "cancelled", "skipped", "output"
+    "ok",
+    "error",
+    "invalid_arguments",
+    "unknown_tool",
+    "timeout",
+    "cancelled",
+    "skipped",
+    "output",
+    "rejected",
 ]
 """How a tool call ended. `output` marks the call that delivered the run's final result;
-`skipped` marks calls not run because the final result arrived in the same response."""
+`skipped` marks calls not run because the final result arrived in the same response;
+`rejected` marks calls a contract refused (not run, or their state changes discarded)."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -188,6 +201,64 @@ class RunFailed:
     kind: Literal["run_failed"] = "run_failed"
 
 
+@dataclass(frozen=True, slots=True, kw_only=True)
+class StateChange:
+    """One key's change in a commit, as JSON values."""
+
+    key: str
+    old: JsonValue
+    new: JsonValue
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class StateLoaded:
+    """The run's verified state at its start (see `legato.contracts`)."""
+
+    version: int
+    values: dict[str, JsonValue]
+    """Every declared key's value, as JSON."""
+    schema_name: str = "State"
+    """The name of the state's declared type."""
+    kind: Literal["state_loaded"] = "state_loaded"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class StateCommitted:
+    """A verified change of the state: one new version, from one tool call (or the application)."""
+
+    version: int
+    """The version this commit created."""
+    changes: tuple[StateChange, ...]
+    tool: str | None = None
+    """The tool whose call made the change; None for `State.commit` by application code."""
+    call_id: str | None = None
+    checks: tuple[str, ...] = ()
+    """The predicates that passed before the commit, preconditions first."""
+    rechecked: bool = False
+    """An earlier commit of the same step changed keys this call reads; the checks ran again."""
+    kind: Literal["state_committed"] = "state_committed"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class StateRejected:
+    """A contract refused a call (`pre`), its result (`post`, `recheck`) or its writes (`write`)."""
+
+    tool: str
+    call_id: str | None
+    stage: Literal["pre", "post", "recheck", "write"]
+    predicate: str | None
+    """The predicate that decided, when one did."""
+    message: str
+    """What the model is told."""
+    evidence: dict[str, JsonValue]
+    """The values the predicate looked at: state keys, and arguments as `args.<name>`."""
+    version: int
+    """The state version the check ran against (nothing was committed)."""
+    halted: bool = False
+    """The contract stopped the run (`Halt`) instead of rejecting the call."""
+    kind: Literal["state_rejected"] = "state_rejected"
+
+
 AnyJournalEvent: TypeAlias = (
     RunStarted
     | UserPrompt
@@ -198,6 +269,9 @@ AnyJournalEvent: TypeAlias = (
     | StepFinished
     | RunFinished
     | RunFailed
+    | StateLoaded
+    | StateCommitted
+    | StateRejected
 )
 """Any event that is recorded in a journal (the plain union)."""
 

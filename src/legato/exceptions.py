@@ -26,6 +26,12 @@ LegatoError
 │   └── RunCancelled              the run was cancelled
 ├── ToolError                     raise in a tool to send the model an error message it can act on
 │   └── ToolArgumentsInvalid      the model's arguments do not match the tool's schema
+├── StateError                    the verified state refused something; nothing was committed
+│   ├── StateValidationError      a value of the wrong type, or a state that fails validation on load
+│   ├── UndeclaredStateKey        a key the state's schema does not declare
+│   ├── ContractViolation         a tool wrote a key its contract does not allow, or a contract broke
+│   ├── ContractHalt              a contract decided that the run must stop (carries the evidence)
+│   └── ContractRetriesExceeded   the model kept proposing calls the contracts rejected
 ├── JournalError                  a journal that cannot be read or replayed
 └── NetworkBlocked                a test tried to reach the network (see legato.testing)
 ```
@@ -41,6 +47,9 @@ __all__ = [
     "ConfigurationError",
     "ContentFiltered",
     "ContextLengthExceeded",
+    "ContractHalt",
+    "ContractRetriesExceeded",
+    "ContractViolation",
     "InvalidRequest",
     "JournalError",
     "LegatoError",
@@ -57,11 +66,14 @@ __all__ = [
     "ResponseParseError",
     "RunCancelled",
     "RunError",
+    "StateError",
+    "StateValidationError",
     "StreamInterrupted",
     "ToolArgumentsInvalid",
     "ToolDefinitionError",
     "ToolError",
     "ToolRetriesExceeded",
+    "UndeclaredStateKey",
     "UnexpectedModelBehavior",
     "UnknownModel",
 ]
@@ -267,6 +279,103 @@ class ToolArgumentsInvalid(ToolError):
         self.problems = problems
         listing = "\n".join(f"- {p}" for p in problems)
         super().__init__(f"invalid arguments for tool {tool!r}:\n{listing}")
+
+
+# -- verified state and contracts ---------------------------------------------------------------
+
+
+class StateError(LegatoError):
+    """The verified state refused a read, a write, a commit or a call; nothing was committed.
+
+    `tool` names the tool whose call or contract caused it, when there is one.
+    """
+
+    tool: str | None = None
+
+
+def _who(tool: str | None) -> str:
+    return f"tool {tool!r}: " if tool else ""
+
+
+class StateValidationError(StateError):
+    """A value that does not fit its key's declared type, or a state that fails validation."""
+
+    def __init__(self, key: str, value: object, problem: str, *, tool: str | None = None) -> None:
+        self.key = key
+        self.value = value
+        self.problem = problem
+        self.tool = tool
+        super().__init__(
+            f"{_who(tool)}invalid value {_short_repr(value)} for state key {key!r}: {problem}"
+        )
+
+
+class UndeclaredStateKey(StateError):
+    """A read or write of a key that the state's schema does not declare."""
+
+    def __init__(
+        self, key: str, known: list[str], *, tool: str | None = None, value: object = None
+    ) -> None:
+        self.key = key
+        self.known = known
+        self.tool = tool
+        self.value = value
+        super().__init__(
+            f"{_who(tool)}state key {key!r} is not declared; the declared keys are: "
+            f"{', '.join(known) or 'none'}"
+        )
+
+
+class ContractViolation(StateError):
+    """A tool broke its contract's rules, or a contract itself failed.
+
+    Rules: a tool writes only the keys its contract declares in `writes=` and reads only
+    those in `reads=`. A contract fails when a predicate raises or returns something that
+    is not a bool or an outcome.
+    """
+
+    def __init__(
+        self, message: str, *, tool: str | None = None, key: str | None = None, value: object = None
+    ) -> None:
+        self.tool = tool
+        self.key = key
+        self.value = value
+        super().__init__(f"{_who(tool)}{message}")
+
+
+class ContractHalt(StateError):
+    """A contract returned `Halt`: the run stops; `predicate` and `evidence` say why."""
+
+    def __init__(
+        self,
+        reason: str,
+        *,
+        tool: str | None,
+        predicate: str | None = None,
+        evidence: dict[str, object] | None = None,
+    ) -> None:
+        self.reason = reason
+        self.tool = tool
+        self.predicate = predicate
+        self.evidence = dict(evidence or {})
+        where = f" ({predicate})" if predicate else ""
+        super().__init__(f"{_who(tool)}contract halted the run{where}: {reason}")
+
+
+class ContractRetriesExceeded(StateError):
+    """The contracts rejected more calls in one run than the run allows."""
+
+    def __init__(self, limit: int, last: str) -> None:
+        self.limit = limit
+        self.last = last
+        super().__init__(
+            f"the contracts rejected more than {limit} tool calls in this run; last: {last}"
+        )
+
+
+def _short_repr(value: object, limit: int = 120) -> str:
+    text = repr(value)
+    return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
 # -- journals and tests ------------------------------------------------------------------------

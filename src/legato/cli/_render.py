@@ -16,6 +16,9 @@ from legato.events import (
     RunFailed,
     RunFinished,
     RunStarted,
+    StateCommitted,
+    StateLoaded,
+    StateRejected,
     StepFinished,
     TextDelta,
     ThinkingDelta,
@@ -33,6 +36,48 @@ _LIMIT = 300
 def _short(text: str) -> str:
     text = text.replace("\n", " ")
     return text if len(text) <= _LIMIT else text[: _LIMIT - 1] + "…"
+
+
+def _json(value: object) -> str:
+    return json.dumps(value, sort_keys=True, ensure_ascii=False)
+
+
+def state_lines(event: StateLoaded | StateCommitted | StateRejected) -> list[str]:
+    """Readable lines (rich markup) for a verified-state event: loads, commits, rejections."""
+    match event:
+        case StateLoaded():
+            values = ", ".join(f"{k}={_json(v)}" for k, v in event.values.items())
+            return [
+                f"[blue]state v{event.version}[/] loaded ({escape(event.schema_name)}): "
+                f"{escape(_short(values))}"
+            ]
+        case StateCommitted():
+            who = escape(event.tool or "application")
+            call = f" [dim]{escape(event.call_id)}[/]" if event.call_id else ""
+            again = " [yellow](re-checked after a concurrent commit)[/]" if event.rechecked else ""
+            lines = [f"[bold blue]✓ state v{event.version}[/] committed by {who}{call}{again}"]
+            lines += [
+                f"    {escape(c.key)}: {escape(_short(_json(c.old)))} → {escape(_short(_json(c.new)))}"
+                for c in event.changes
+            ]
+            if event.checks:
+                lines.append(f"    [dim]passed: {escape(_short('; '.join(event.checks)))}[/]")
+            return lines
+        case StateRejected():
+            label = (
+                "[bold red]✗ contract HALTED the run[/]"
+                if event.halted
+                else "[red]✗ contract rejected[/]"
+            )
+            what = f" ({escape(event.predicate)})" if event.predicate else ""
+            lines = [
+                f"{label} {escape(event.tool)} at {event.stage}{what}, state v{event.version}: "
+                f"{escape(_short(event.message))}"
+            ]
+            if event.evidence:
+                shown = ", ".join(f"{k}={_json(v)}" for k, v in event.evidence.items())
+                lines.append(f"    [dim]evidence: {escape(_short(shown))}[/]")
+            return lines
 
 
 def render_event(console: Console, event: RunEvent) -> None:
@@ -54,7 +99,8 @@ def render_event(console: Console, event: RunEvent) -> None:
             style = "red" if event.result.is_error else "green"
             text = escape(_short(event.result.text))
             console.print(
-                f"[{style}]← {escape(event.call.name)} [{event.outcome}][/] {text}", highlight=False
+                f"[{style}]← {escape(event.call.name)} {escape('[' + event.outcome + ']')}[/] {text}",
+                highlight=False,
             )
         case RunFinished():
             cost = f", ${event.cost:.6f}" if event.cost is not None else ""
@@ -66,7 +112,10 @@ def render_event(console: Console, event: RunEvent) -> None:
             console.print(
                 f"[bold red]failed: {escape(event.error_type)}: {escape(event.message)}[/]"
             )
-        case RunStarted() | UserPrompt():
+        case StateCommitted() | StateRejected():
+            for line in state_lines(event):
+                console.print(line, highlight=False)
+        case RunStarted() | UserPrompt() | StateLoaded():
             pass
         case ChildEvent():
             inner = event.event
@@ -105,7 +154,7 @@ def render_journal(console: Console, journal: Journal) -> None:
             case ToolCallFinished():
                 style = "red" if event.result.is_error else "green"
                 console.print(
-                    f"{prefix}  [{style}]← {escape(event.call.name)} [{event.outcome}][/] {escape(_short(event.result.text))}"
+                    f"{prefix}  [{style}]← {escape(event.call.name)} {escape('[' + event.outcome + ']')}[/] {escape(_short(event.result.text))}"
                 )
             case StepFinished():
                 pass
@@ -117,3 +166,9 @@ def render_journal(console: Console, journal: Journal) -> None:
                 console.print(
                     f"{prefix}[bold red]failed:[/] {escape(event.error_type)}: {escape(event.message)}"
                 )
+            case StateLoaded() | StateCommitted() | StateRejected():
+                first, *rest = state_lines(event)
+                indent = "" if isinstance(event, StateLoaded) else "  "
+                console.print(f"{prefix}{indent}{first}", highlight=False)
+                for line in rest:
+                    console.print(f"     {indent}{line}", highlight=False)

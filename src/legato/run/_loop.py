@@ -15,6 +15,8 @@ from typing import Any, Generic
 
 from typing_extensions import TypeVar
 
+from legato.contracts import State, StateOptions, StateSession
+from legato.contracts._session import merge_tools
 from legato.events import (
     Journal,
     JournalEvent,
@@ -65,6 +67,9 @@ class RunConfig(Generic[OutputT]):
     unknown_tool_retries: int = 1
     tool_timeout: float | None = None
     deps: Any = None
+    state: State[Any] | None = None
+    """The verified state the run starts from (the run works on a fork of it)."""
+    state_options: StateOptions | None = None
 
 
 class RunDriver(Generic[OutputT]):
@@ -75,8 +80,21 @@ class RunDriver(Generic[OutputT]):
         self.journal = journal or Journal()
         self.state = RunState.from_events(list(self.journal.events))
         self._output: OutputT | None = None
+        self._session = self._open_state()
         self._executor = ToolExecutor({}, default_timeout=config.tool_timeout)
         self._scope = Scope()
+
+    def _open_state(self) -> StateSession | None:
+        """The run's verified state: a fork of the configured one, or rebuilt on resume."""
+        cfg, loaded = self.config, self.state.state_loaded
+        if cfg.state is None:
+            return None
+        state = (
+            cfg.state.fork()
+            if loaded is None
+            else State.from_journal(loaded, self.state.state_commits, cfg.state.schema)
+        )
+        return StateSession(state, cfg.state_options)
 
     def _record(self, event: JournalEvent) -> JournalEvent:
         self.journal.append(event)
@@ -95,6 +113,8 @@ class RunDriver(Generic[OutputT]):
                 history=tuple(history),
             )
         )
+        if self._session is not None:
+            self._record(self._session.state.loaded_event())
         if prompt is not None:
             message = Message.user(prompt) if isinstance(prompt, str) else prompt
             self._record(UserPrompt(message=message))
@@ -126,7 +146,8 @@ class RunDriver(Generic[OutputT]):
         output = self._output
         if output is None:
             output = self.config.output.from_json(self.state.output)
-        return result_from_state(self.state, output=output, journal=self.journal)
+        state = self._session.state if self._session is not None else None
+        return result_from_state(self.state, output=output, journal=self.journal, state_value=state)
 
     # -- one step ------------------------------------------------------------------------------
 
@@ -152,21 +173,29 @@ class RunDriver(Generic[OutputT]):
                     msg = f"two tools are named {t.name!r} (the second comes from {source.name!r})"
                     raise ToolDefinitionError(msg)
                 tools[t.name] = t
-        return tools
+        return {t.name: t for t in merge_tools(list(tools.values()), self._session)}
+
+    def _instructions(self) -> str | None:
+        """The instructions, with the verified state rendered in when the options ask."""
+        base = self.state.instructions
+        rendered = self._session.render() if self._session is not None else None
+        if rendered is None:
+            return base
+        return f"{base}\n\n{rendered}" if base else rendered
 
     async def _call_model(self) -> AsyncIterator[RunEvent]:
         cfg, state = self.config, self.state
         if state.step >= cfg.max_steps:
             raise MaxStepsExceeded(cfg.max_steps)
         tools = await self._tools()
-        self._executor = ToolExecutor(tools, default_timeout=cfg.tool_timeout)
+        self._executor = ToolExecutor(tools, default_timeout=cfg.tool_timeout, state=self._session)
         definitions = [t.definition for t in tools.values()]
         output_tool = cfg.output.tool_definition()
         if output_tool is not None:
             definitions.append(output_tool)
         request = ModelRequest(
             messages=tuple(state.messages),
-            instructions=state.instructions,
+            instructions=self._instructions(),
             tools=tuple(definitions),
             tool_choice="required"
             if output_tool is not None and cfg.model.profile.tool_choice_required
@@ -244,6 +273,8 @@ class RunDriver(Generic[OutputT]):
         ):
             yield self._record_if_journaled(event)
         self._check_failures(calls)
+        if self._session is not None:
+            self._session.check_rejections(state.contract_rejections, state.last_rejection)
         yield self._record(StepFinished(step=step))
         if self._output is not None:
             yield self._record(

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Generic
+from typing import TYPE_CHECKING, Any, Generic
 
 from typing_extensions import TypeVar
 
@@ -11,6 +11,7 @@ from legato.events import Journal
 from legato.messages import Message, Usage
 
 if TYPE_CHECKING:
+    from legato.contracts import State
     from legato.run._state import RunState
 
 __all__ = ["RunResult", "result_from_state"]
@@ -33,6 +34,9 @@ class RunResult(Generic[OutputT]):
     """US dollars, when the provider's prices are known."""
     journal: Journal
     run_id: str
+    state: State[Any] | None = None
+    """The verified state at the end of the run (None when the agent has no state); pass it
+    as `state=` to the next run to continue from it."""
 
     def new_messages(self) -> list[Message]:
         """Only the messages this run added (its prompt, the answers, the tool results)."""
@@ -42,7 +46,9 @@ class RunResult(Generic[OutputT]):
 T = TypeVar("T")
 
 
-def result_from_state(state: RunState, *, output: T, journal: Journal) -> RunResult[T]:
+def result_from_state(
+    state: RunState, *, output: T, journal: Journal, state_value: State[Any] | None = None
+) -> RunResult[T]:
     """Build the result of a finished run from its state."""
     return RunResult(
         output=output,
@@ -52,4 +58,5 @@ def result_from_state(state: RunState, *, output: T, journal: Journal) -> RunRes
         cost=state.cost,
         journal=journal,
         run_id=state.run_id,
+        state=state_value,
     )

@@ -15,6 +15,9 @@ from legato.events import (
     RunFailed,
     RunFinished,
     RunStarted,
+    StateCommitted,
+    StateLoaded,
+    StateRejected,
     StepFinished,
     ToolCallFinished,
     ToolCallStarted,
@@ -48,6 +51,15 @@ class RunState:
     failed: RunFailed | None = None
     awaiting_model: bool = False
     """A `ModelRequested` has no `ModelResponded` yet."""
+    state_loaded: StateLoaded | None = None
+    """The verified state the run started from (see `legato.contracts`)."""
+    state_commits: list[StateCommitted] = field(default_factory=lambda: [])
+    state_values: dict[str, JsonValue] = field(default_factory=lambda: {})
+    """The verified state's current values, as JSON."""
+    state_version: int = 0
+    contract_rejections: int = 0
+    """Calls or results the contracts rejected in this run."""
+    last_rejection: str = ""
 
     @classmethod
     def from_events(cls, events: list[JournalEvent] | tuple[JournalEvent, ...]) -> RunState:
@@ -92,6 +104,23 @@ class RunState:
                 self.output = event.output
             case RunFailed():
                 self.failed = event
+            case StateLoaded() | StateCommitted() | StateRejected():
+                self._apply_state(event)
+
+    def _apply_state(self, event: StateLoaded | StateCommitted | StateRejected) -> None:
+        match event:
+            case StateLoaded():
+                self.state_loaded = event
+                self.state_values = dict(event.values)
+                self.state_version = event.version
+                self.state_commits = []
+            case StateCommitted():
+                self.state_commits.append(event)
+                self.state_values.update({c.key: c.new for c in event.changes})
+                self.state_version = event.version
+            case StateRejected():
+                self.contract_rejections += 1
+                self.last_rejection = f"{event.tool}: {event.message}"
 
     def _finish_call(self, event: ToolCallFinished) -> None:
         self.results[event.call.id] = event.result

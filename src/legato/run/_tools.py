@@ -5,6 +5,10 @@ sees. Nothing a tool does raises into the loop: unknown tools, bad arguments, ex
 and timeouts all become error results. Calls of one response run concurrently, except
 `sequential` tools, which run alone; results are reported in the order the model issued
 the calls.
+
+With a verified state (`legato.contracts`), a call passes through separate stages: the
+contract's preconditions (before any admission), then the call on a draft, then — when its
+turn comes in the model's order — the postconditions and the commit.
 """
 
 from __future__ import annotations
@@ -12,11 +16,20 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
-from legato.events import RunEvent, ToolCallFinished, ToolCallStarted, ToolOutcome
-from legato.exceptions import ToolArgumentsInvalid, ToolError
+from legato.contracts import StateSession
+from legato.contracts._session import Pending, Refusal
+from legato.events import (
+    RunEvent,
+    StateCommitted,
+    StateRejected,
+    ToolCallFinished,
+    ToolCallStarted,
+    ToolOutcome,
+)
+from legato.exceptions import StateError, ToolArgumentsInvalid, ToolError
 from legato.messages import ToolCallPart, ToolResultPart
 from legato.run._scope import Scope
 from legato.tools import RunContext, Tool, to_content
@@ -31,26 +44,51 @@ class CallResult:
     result: ToolResultPart
     outcome: ToolOutcome
     duration: float
+    value: Any = None
+    """What the tool returned (for its postconditions)."""
+    exception: BaseException | None = None
+    """What the tool raised, if it failed."""
+    pending: Pending | None = None
+    """The call's draft, waiting for its commit turn (tools with a contract)."""
+    refusal: Refusal | None = None
+    """The preconditions refused the call."""
 
 
-def _error(call: ToolCallPart, text: str, outcome: ToolOutcome, started: float) -> CallResult:
+def _error(
+    call: ToolCallPart,
+    text: str,
+    outcome: ToolOutcome,
+    started: float,
+    *,
+    pending: Pending | None = None,
+    exception: BaseException | None = None,
+) -> CallResult:
     return CallResult(
         result=ToolResultPart.text_result(
             call_id=call.id, name=call.name, text=text, is_error=True
         ),
         outcome=outcome,
         duration=time.perf_counter() - started,
+        pending=pending,
+        exception=exception,
     )
 
 
 class ToolExecutor:
     """Runs calls against a fixed set of tools."""
 
-    __slots__ = ("_default_timeout", "_tools")
+    __slots__ = ("_default_timeout", "_state", "_tools")
 
-    def __init__(self, tools: Mapping[str, Tool], *, default_timeout: float | None = None) -> None:
+    def __init__(
+        self,
+        tools: Mapping[str, Tool],
+        *,
+        default_timeout: float | None = None,
+        state: StateSession | None = None,
+    ) -> None:
         self._tools = tools
         self._default_timeout = default_timeout
+        self._state = state
 
     def get(self, name: str) -> Tool | None:
         """The tool of that name, if the run has it."""
@@ -73,23 +111,95 @@ class ToolExecutor:
                 "invalid_arguments",
                 started,
             )
+        # -- stage: contract preconditions (before any admission) --------------------------
+        pending: Pending | None = None
+        if self._state is not None:
+            checked = self._contract_stage(tool, call, kwargs)
+            if isinstance(checked, Refusal):
+                return CallResult(
+                    result=ToolResultPart.text_result(
+                        call_id=call.id, name=call.name, text=checked.message, is_error=True
+                    ),
+                    outcome="rejected",
+                    duration=time.perf_counter() - started,
+                    refusal=checked,
+                )
+            pending = checked
+            ctx = replace(
+                ctx, state=pending.draft if pending else self._state.snapshot_for(tool.name)
+            )
+        # -- stage: run the call (on the draft, when it has a contract) ---------------------
         timeout = tool.timeout if tool.timeout is not None else self._default_timeout
         try:
             async with asyncio.timeout(timeout):
                 value = await tool.invoke(kwargs, ctx)
-        except TimeoutError:
-            return _error(
-                call, f"tool {call.name!r} timed out after {timeout:g} seconds", "timeout", started
+        except TimeoutError as exc:
+            text = (
+                f"tool {call.name!r} timed out after {timeout:g} seconds"
+                if timeout is not None
+                else f"TimeoutError: {exc}"
             )
+            return _error(call, text, "timeout", started, pending=pending, exception=exc)
         except ToolError as exc:
-            return _error(call, str(exc), "error", started)
+            return _error(call, str(exc), "error", started, pending=pending, exception=exc)
         except Exception as exc:
-            return _error(call, f"{type(exc).__name__}: {exc}", "error", started)
+            text = f"{type(exc).__name__}: {exc}"
+            return _error(call, text, "error", started, pending=pending, exception=exc)
         return CallResult(
             result=ToolResultPart(call_id=call.id, name=call.name, content=to_content(value)),
             outcome="ok",
             duration=time.perf_counter() - started,
+            value=value,
+            pending=pending,
         )
+
+    def _contract_stage(
+        self, tool: Tool, call: ToolCallPart, kwargs: Mapping[str, Any]
+    ) -> Pending | Refusal | None:
+        """Preconditions of a tool with a contract: a draft to run on, or a refusal."""
+        if self._state is None or tool.contract is None:
+            return None
+        return self._state.begin(tool, call.id, kwargs)
+
+    def _report(
+        self, call: ToolCallPart, step: int, done: CallResult
+    ) -> tuple[list[ToolCallFinished | StateCommitted | StateRejected], StateError | None]:
+        """A finished call's events: its commit or rejection, then its finish.
+
+        Also returns the contract's halt, to raise after the events are out.
+        """
+        state_event, done, halt = self._settle(done)
+        finished = ToolCallFinished(
+            step=step,
+            call=call,
+            result=done.result,
+            outcome=done.outcome,
+            duration=done.duration,
+        )
+        events: list[ToolCallFinished | StateCommitted | StateRejected] = [finished]
+        if state_event is not None:
+            events.insert(0, state_event)
+        return events, halt
+
+    def _settle(
+        self, done: CallResult
+    ) -> tuple[StateCommitted | StateRejected | None, CallResult, StateError | None]:
+        """Commit or discard a finished call's draft (called in the model's order)."""
+        if done.refusal is not None:
+            return done.refusal.event, done, done.refusal.halt
+        if done.pending is None or self._state is None:
+            return None, done, None
+        settled = self._state.settle(done.pending, result=done.value, error=done.exception)
+        if settled.error is not None:
+            call = done.result
+            done = replace(
+                done,
+                result=ToolResultPart.text_result(
+                    call_id=call.call_id, name=call.name, text=settled.error, is_error=True
+                ),
+                outcome="rejected",
+            )
+        return settled.event, done, settled.halt
 
     async def run_calls(
         self,
@@ -102,42 +212,64 @@ class ToolExecutor:
     ) -> AsyncIterator[RunEvent]:
         """Run the calls; yield each start, then each finish in the model's order.
 
+        With a verified state, each finish is preceded by its commit or rejection event.
+
         `special` holds results decided without running anything (the output tool,
         skipped calls); they are reported in their place in the order. Events the tools
         emit through the run's scope (a sub-agent's stream) are yielded while waiting.
         """
         special = special or {}
         tasks: dict[str, asyncio.Task[CallResult]] = {}
+        position = {call.id: index for index, call in enumerate(calls)}
+        reported = 0
         try:
             for group, sequential in _groups(calls, self._tools, special):
                 if sequential and tasks:
                     async for event in scope.wait(tasks.values()):
                         yield event
+                if sequential and self._state is not None:
+                    # commit point: a sequential call sees every earlier call committed
+                    upto = position[group[0].id]
+                    async for event in self._finish(
+                        calls[reported:upto], step, tasks, special, scope
+                    ):
+                        yield event
+                    reported = upto
                 for call in group:
                     yield ToolCallStarted(step=step, call=call)
                     tasks[call.id] = asyncio.create_task(self.run_call(call, context(call)))
                 if sequential:
                     async for event in scope.wait([tasks[group[0].id]]):
                         yield event
-            for call in calls:
-                done = special.get(call.id)
-                if done is None:
-                    async for event in scope.wait([tasks[call.id]]):
-                        yield event
-                    done = tasks[call.id].result()
-                yield ToolCallFinished(
-                    step=step,
-                    call=call,
-                    result=done.result,
-                    outcome=done.outcome,
-                    duration=done.duration,
-                )
+            async for event in self._finish(calls[reported:], step, tasks, special, scope):
+                yield event
         finally:
             pending = [t for t in tasks.values() if not t.done()]
             for task in pending:
                 task.cancel()
             if pending:
                 await asyncio.gather(*pending, return_exceptions=True)
+
+    async def _finish(
+        self,
+        calls: Sequence[ToolCallPart],
+        step: int,
+        tasks: Mapping[str, asyncio.Task[CallResult]],
+        special: Mapping[str, CallResult],
+        scope: Scope,
+    ) -> AsyncIterator[RunEvent]:
+        """Wait for each call in order and report it; a contract's halt is raised after."""
+        for call in calls:
+            done = special.get(call.id)
+            if done is None:
+                async for event in scope.wait([tasks[call.id]]):
+                    yield event
+                done = tasks[call.id].result()
+            events, halt = self._report(call, step, done)
+            for event in events:
+                yield event
+            if halt is not None:
+                raise halt
 
 
 def _groups(

@@ -1,18 +1,22 @@
 """Tools: `@tool`, `Tool`, `Toolset`, schemas from type hints, and `RunContext`."""
 
 from legato.tools._context import RunContext, RunScope
+from legato.tools._contract import Conditions, StateAccess, ToolContract
 from legato.tools._results import to_content
 from legato.tools._schema import DocstringFormat, FunctionSchema, function_schema
 from legato.tools._tool import SideEffects, Tool, tool
 from legato.tools._toolset import Toolset, ToolSource, as_tool
 
 __all__ = [
+    "Conditions",
     "DocstringFormat",
     "FunctionSchema",
     "RunContext",
     "RunScope",
     "SideEffects",
+    "StateAccess",
     "Tool",
+    "ToolContract",
     "ToolSource",
     "Toolset",
     "as_tool",

@@ -10,6 +10,7 @@ from typing import Any, Generic, Protocol
 from typing_extensions import TypeVar
 
 from legato.messages import Message, Usage
+from legato.tools._contract import StateAccess
 
 __all__ = ["RunContext", "RunScope"]
 
@@ -57,3 +58,6 @@ class RunContext(Generic[DepsT]):
     """How many times this tool has already failed in this run."""
     scope: RunScope | None = None
     """The run's scope (event stream and owned tasks); None outside a run."""
+    state: StateAccess | None = None
+    """The run's verified state: a draft the tool may write when it has a contract, a
+    read-only snapshot otherwise; None when the agent has no state."""

@@ -5,13 +5,14 @@ from __future__ import annotations
 import asyncio
 import inspect
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal, TypeAlias, overload
 
 from legato.exceptions import ToolArgumentsInvalid, ToolDefinitionError
 from legato.messages import JsonValue, ToolDefinition
 from legato.tools._context import RunContext
+from legato.tools._contract import Postcondition, Precondition, ToolContract, conditions
 from legato.tools._schema import DocstringFormat, function_schema
 
 __all__ = ["SideEffects", "Tool", "tool"]
@@ -63,6 +64,8 @@ class Tool:
     strict: bool | None = None
     """Ask providers for strict schema adherence."""
     metadata: Mapping[str, JsonValue] = field(default_factory=lambda: {})
+    contract: ToolContract | None = None
+    """Pre/postconditions over the run's verified state (see `legato.contracts`)."""
 
     def __post_init__(self) -> None:
         _check_name(self.name)
@@ -90,6 +93,7 @@ class Tool:
         strict: bool | None = None,
         metadata: Mapping[str, JsonValue] | None = None,
         skip_self: bool = False,
+        contract: ToolContract | None = None,
     ) -> Tool:
         """Build a tool from a function's signature, type hints and docstring.
 
@@ -113,6 +117,7 @@ class Tool:
             sequential=sequential,
             strict=strict,
             metadata=dict(metadata or {}),
+            contract=contract,
         )
 
     @classmethod
@@ -130,6 +135,7 @@ class Tool:
         takes_context: bool = False,
         strict: bool | None = None,
         metadata: Mapping[str, JsonValue] | None = None,
+        contract: ToolContract | None = None,
     ) -> Tool:
         """Build a tool from a raw JSON schema and a callable (MCP servers, catalogs).
 
@@ -156,6 +162,7 @@ class Tool:
             sequential=sequential,
             strict=strict,
             metadata=dict(metadata or {}),
+            contract=contract,
         )
 
     # -- use -----------------------------------------------------------------------------------------
@@ -276,6 +283,11 @@ def tool(
     max_retries: int = 1,
     sequential: bool = False,
     strict: bool | None = None,
+    requires: Precondition | Iterable[Precondition] | None = None,
+    ensures: Postcondition | Iterable[Postcondition] | None = None,
+    reads: Iterable[str] | None = None,
+    writes: Iterable[str] | None = None,
+    contract: ToolContract | None = None,
 ) -> Callable[[ToolFunction], Tool]: ...
 
 
@@ -291,12 +303,24 @@ def tool(
     max_retries: int = 1,
     sequential: bool = False,
     strict: bool | None = None,
+    requires: Precondition | Iterable[Precondition] | None = None,
+    ensures: Postcondition | Iterable[Postcondition] | None = None,
+    reads: Iterable[str] | None = None,
+    writes: Iterable[str] | None = None,
+    contract: ToolContract | None = None,
 ) -> Tool | Callable[[ToolFunction], Tool]:
     """Turn a function (sync or async) or a method into a `Tool`.
 
     Use bare (`@tool`) or with options (`@tool(side_effects="irreversible", timeout=5)`).
     On a method defined in a class body, the tool binds to the instance it is read from.
+    `requires`, `ensures`, `reads` and `writes` give the tool a contract over the run's
+    verified state (or pass a ready `contract`; see `legato.contracts`).
     """
+    spec = conditions(requires=requires, ensures=ensures, reads=reads, writes=writes)
+    if spec is not None and contract is not None:
+        msg = "give either contract= or requires=/ensures=/reads=/writes=, not both"
+        raise ToolDefinitionError(msg)
+    tool_contract = contract if contract is not None else spec
 
     def build(fn: ToolFunction) -> Tool:
         method = _defined_in_class(fn)
@@ -312,6 +336,7 @@ def tool(
             strict=strict,
             metadata={"_method": True} if method else None,
             skip_self=method,
+            contract=tool_contract,
         )
 
     if function is not None:
