@@ -16,7 +16,7 @@ Importing legato has no side effects: no files, no network, no logging configura
 """
 
 from legato._version import __version__
-from legato.agent import Agent, Prompt
+from legato.agent import Agent, AgentOptions, Prompt, RunOptions
 from legato.events import Journal, RunEvent
 from legato.exceptions import LegatoError, ToolError
 from legato.messages import (
@@ -37,6 +37,7 @@ from legato.tools import RunContext, Tool, Toolset, tool
 
 __all__ = [
     "Agent",
+    "AgentOptions",
     "DocumentPart",
     "ImagePart",
     "Journal",
@@ -48,6 +49,7 @@ __all__ = [
     "Prompt",
     "RunContext",
     "RunEvent",
+    "RunOptions",
     "RunResult",
     "StopReason",
     "TextPart",

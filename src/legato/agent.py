@@ -1,16 +1,17 @@
 """`Agent`: a declarative bundle of model, tools, instructions and output type.
 
 An agent holds configuration only; every run gets its own driver and journal, so one agent
-can serve many concurrent runs.
+can serve many concurrent runs. The options an agent takes are listed once, in
+`AgentOptions`; the options one run may override are listed once, in `RunOptions`.
 """
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Callable, Iterator, Sequence
-from typing import Any, Generic, cast, overload
+from collections.abc import AsyncGenerator, Callable, Iterator, Sequence
+from typing import Any, Generic, TypedDict, cast, overload
 
 from pydantic import BaseModel
-from typing_extensions import TypeVar
+from typing_extensions import TypeVar, Unpack
 
 from legato.contracts import State, StateOptions
 from legato.events import RunEvent
@@ -23,11 +24,57 @@ from legato.run._result import RunResult
 from legato.run._sync import iterate_sync, run_sync
 from legato.tools import Tool, Toolset, ToolSource
 
-__all__ = ["Agent", "Prompt"]
+__all__ = ["Agent", "AgentOptions", "Prompt", "RunOptions"]
 
 OutputT = TypeVar("OutputT", default=str)
 Prompt = str | Message | Sequence[ContentPart]
 """What a run starts from: text, a user message, or content parts (text, images, ...)."""
+
+
+class AgentOptions(TypedDict, total=False):
+    """What an `Agent` is configured with (every key optional)."""
+
+    tools: Sequence[Tool | ToolSource | Callable[..., Any]]
+    """Tools, plain functions, `Toolset`s or other tool sources."""
+    instructions: str | None
+    """The system prompt."""
+    name: str
+    """A name for journals and traces (default `agent`)."""
+    output_mode: OutputMode
+    """`tool` (a `final_result` tool, the default) or `native` (provider JSON mode)."""
+    max_steps: int
+    """Model calls allowed per run (default 50)."""
+    model_settings: ModelSettings | None
+    """Default generation settings."""
+    output_retries: int
+    """Invalid final answers tolerated before the run fails (default 1)."""
+    tool_timeout: float | None
+    """Seconds any tool call may take unless the tool sets its own (default 300; None: no
+    limit). A timed-out call becomes an error result; a sync tool's worker thread cannot
+    be killed, so its late result is discarded."""
+    state: State[Any] | BaseModel | None
+    """The verified state runs start from (`legato.contracts.State`, or an instance of its
+    pydantic model); tools with contracts change it."""
+    state_options: StateOptions | None
+    """How the model sees the state, and the per-run rejection limit."""
+
+
+class RunOptions(TypedDict, total=False):
+    """What one run may add or override (every key optional)."""
+
+    message_history: Sequence[Message]
+    """Earlier messages (e.g. `result.messages`) to continue from."""
+    deps: Any
+    """Passed to tools as `RunContext.deps`."""
+    model: Model | str | None
+    """Use another model for this run."""
+    model_settings: ModelSettings | None
+    """Settings overriding the agent's for this run."""
+    max_steps: int | None
+    """Override the agent's step allowance for this run."""
+    state: State[Any] | BaseModel | None
+    """Start from this verified state instead of the agent's (e.g. an earlier
+    `result.state`)."""
 
 
 def _as_state(state: State[Any] | BaseModel | None) -> State[Any] | None:
@@ -52,93 +99,41 @@ class Agent(Generic[OutputT]):
     agent = Agent("anthropic:claude-sonnet-4-5", tools=[get_weather], instructions="Be brief.")
     result = agent.run_sync("Weather in Paris?")
     ```
+
+    The keyword options are described in `AgentOptions`; `output_type` (default `str`)
+    is the type of the final answer: anything pydantic can validate.
     """
 
     @overload
-    def __init__(
-        self: Agent[str],
-        model: Model | str,
-        *,
-        tools: Sequence[Tool | ToolSource | Callable[..., Any]] = (),
-        instructions: str | None = None,
-        name: str = "agent",
-        output_mode: OutputMode = "tool",
-        max_steps: int = 50,
-        model_settings: ModelSettings | None = None,
-        output_retries: int = 1,
-        tool_timeout: float | None = 300.0,
-        state: State[Any] | BaseModel | None = None,
-        state_options: StateOptions | None = None,
-    ) -> None: ...
+    def __init__(self: Agent[str], model: Model | str, **options: Unpack[AgentOptions]) -> None: ...
 
     @overload
     def __init__(
-        self,
-        model: Model | str,
-        *,
-        tools: Sequence[Tool | ToolSource | Callable[..., Any]] = (),
-        instructions: str | None = None,
-        name: str = "agent",
-        output_type: type[OutputT],
-        output_mode: OutputMode = "tool",
-        max_steps: int = 50,
-        model_settings: ModelSettings | None = None,
-        output_retries: int = 1,
-        tool_timeout: float | None = 300.0,
-        state: State[Any] | BaseModel | None = None,
-        state_options: StateOptions | None = None,
+        self, model: Model | str, *, output_type: type[OutputT], **options: Unpack[AgentOptions]
     ) -> None: ...
 
     def __init__(
-        self,
-        model: Model | str,
-        *,
-        tools: Sequence[Tool | ToolSource | Callable[..., Any]] = (),
-        instructions: str | None = None,
-        name: str = "agent",
-        output_type: type[Any] = str,
-        output_mode: OutputMode = "tool",
-        max_steps: int = 50,
-        model_settings: ModelSettings | None = None,
-        output_retries: int = 1,
-        tool_timeout: float | None = 300.0,
-        state: State[Any] | BaseModel | None = None,
-        state_options: StateOptions | None = None,
+        self, model: Model | str, *, output_type: type[Any] = str, **options: Unpack[AgentOptions]
     ) -> None:
-        """Configure an agent.
-
-        Args:
-            model: A `Model`, or a `"provider:model"` string resolved on first use.
-            tools: Tools, plain functions, `Toolset`s or other tool sources.
-            instructions: The system prompt.
-            name: A name for journals and traces.
-            output_type: The type of the final answer (`str` for free text); anything
-                pydantic can validate: a model, dataclass, TypedDict, list, int, ...
-            output_mode: `tool` (a `final_result` tool) or `native` (provider JSON mode).
-            max_steps: Model calls allowed per run.
-            model_settings: Default generation settings.
-            output_retries: Invalid final answers tolerated before the run fails.
-            tool_timeout: Seconds any tool call may take unless the tool sets its own
-                (None: no limit). A timed-out call becomes an error result; a sync tool's
-                worker thread cannot be killed, so its late result is discarded.
-            state: The verified state runs start from (`legato.contracts.State`, or an
-                instance of its pydantic model); tools with contracts change it.
-            state_options: How the model sees the state, and the per-run rejection limit.
-        """
+        """Configure an agent: a `Model` or a `"provider:model"` string (resolved on first use)."""
+        max_steps = options.get("max_steps", 50)
         if max_steps < 1:
             msg = "max_steps must be at least 1"
             raise ConfigurationError(msg)
+        name = options.get("name", "agent")
         self.name = name
-        self.instructions = instructions
+        self.instructions = options.get("instructions")
         self.max_steps = max_steps
-        self.model_settings = model_settings or ModelSettings()
-        self.output_retries = output_retries
-        self.tool_timeout = tool_timeout
-        self.state = _as_state(state)
-        self.state_options = state_options
+        self.model_settings = options.get("model_settings") or ModelSettings()
+        self.output_retries = options.get("output_retries", 1)
+        self.tool_timeout = options.get("tool_timeout", 300.0)
+        self.state = _as_state(options.get("state"))
+        self.state_options = options.get("state_options")
         self._model_spec = model
         self._model: Model | None = None if isinstance(model, str) else model
+        output_mode = options.get("output_mode", "tool")
         self._output = cast(OutputSchema[OutputT], OutputSchema.build(output_type, output_mode))
+        tools = options.get("tools", ())
         loose = [t for t in tools if isinstance(t, Tool) or not isinstance(t, ToolSource)]
         sources = [t for t in tools if not isinstance(t, Tool) and isinstance(t, ToolSource)]
         self.toolset = Toolset(loose, name=f"{name}-tools")
@@ -158,146 +153,62 @@ class Agent(Generic[OutputT]):
 
     # -- running -----------------------------------------------------------------------------------
 
-    def _driver(
-        self,
-        prompt: Prompt | None,
-        *,
-        message_history: Sequence[Message],
-        deps: Any,
-        model: Model | str | None,
-        model_settings: ModelSettings | None,
-        max_steps: int | None,
-        state: State[Any] | BaseModel | None = None,
-    ) -> RunDriver[OutputT]:
+    def _driver(self, prompt: Prompt | None, options: RunOptions) -> RunDriver[OutputT]:
+        model = options.get("model")
+        state = options.get("state")
         config: RunConfig[OutputT] = RunConfig(
             agent_name=self.name,
             model=infer_model(model) if model is not None else self.model,
             instructions=self.instructions,
             tool_sources=self.tool_sources,
             output=self._output,
-            settings=self.model_settings.merged(model_settings),
-            max_steps=max_steps or self.max_steps,
+            settings=self.model_settings.merged(options.get("model_settings")),
+            max_steps=options.get("max_steps") or self.max_steps,
             output_retries=self.output_retries,
             tool_timeout=self.tool_timeout,
-            deps=deps,
+            deps=options.get("deps"),
             state=_as_state(state) if state is not None else self.state,
             state_options=self.state_options,
         )
         message = _prompt_message(prompt)
-        if message is None and not message_history:
+        history = options.get("message_history", ())
+        if message is None and not history:
             msg = "nothing to run: pass a prompt or a message_history to continue"
             raise ConfigurationError(msg)
         driver = RunDriver(config)
-        driver.start(message, message_history)
+        driver.start(message, history)
         return driver
 
     async def run(
-        self,
-        prompt: Prompt | None = None,
-        *,
-        message_history: Sequence[Message] = (),
-        deps: Any = None,
-        model: Model | str | None = None,
-        model_settings: ModelSettings | None = None,
-        max_steps: int | None = None,
-        state: State[Any] | BaseModel | None = None,
+        self, prompt: Prompt | None = None, /, **options: Unpack[RunOptions]
     ) -> RunResult[OutputT]:
-        """Run the agent to its final answer.
+        """Run the agent to its final answer (options: see `RunOptions`).
 
-        Args:
-            prompt: The user's message; None continues `message_history` as it is.
-            message_history: Earlier messages (e.g. `result.messages`) to continue from.
-            deps: Passed to tools as `RunContext.deps`.
-            model: Use another model for this run.
-            model_settings: Settings overriding the agent's for this run.
-            max_steps: Override the agent's step allowance for this run.
-            state: Start from this verified state instead of the agent's (e.g. the
-                `result.state` of an earlier run).
+        `prompt` is the user's message; None continues `message_history` as it is.
         """
-        driver = self._driver(
-            prompt,
-            message_history=message_history,
-            deps=deps,
-            model=model,
-            model_settings=model_settings,
-            max_steps=max_steps,
-            state=state,
-        )
+        driver = self._driver(prompt, options)
         async for _ in driver.events():
             pass
         return driver.result()
 
     def run_sync(
-        self,
-        prompt: Prompt | None = None,
-        *,
-        message_history: Sequence[Message] = (),
-        deps: Any = None,
-        model: Model | str | None = None,
-        model_settings: ModelSettings | None = None,
-        max_steps: int | None = None,
-        state: State[Any] | BaseModel | None = None,
+        self, prompt: Prompt | None = None, /, **options: Unpack[RunOptions]
     ) -> RunResult[OutputT]:
         """`run` for synchronous code; works inside a running event loop too."""
-        return run_sync(
-            self.run(
-                prompt,
-                message_history=message_history,
-                deps=deps,
-                model=model,
-                model_settings=model_settings,
-                max_steps=max_steps,
-                state=state,
-            )
-        )
+        return run_sync(self.run(prompt, **options))
 
     async def stream(
-        self,
-        prompt: Prompt | None = None,
-        *,
-        message_history: Sequence[Message] = (),
-        deps: Any = None,
-        model: Model | str | None = None,
-        model_settings: ModelSettings | None = None,
-        max_steps: int | None = None,
-        state: State[Any] | BaseModel | None = None,
-    ) -> AsyncIterator[RunEvent]:
+        self, prompt: Prompt | None = None, /, **options: Unpack[RunOptions]
+    ) -> AsyncGenerator[RunEvent]:
         """Run the agent, yielding every event: text deltas, tool calls, results, the end."""
-        driver = self._driver(
-            prompt,
-            message_history=message_history,
-            deps=deps,
-            model=model,
-            model_settings=model_settings,
-            max_steps=max_steps,
-            state=state,
-        )
-        async for event in driver.events():
+        async for event in self._driver(prompt, options).events():
             yield event
 
     def stream_sync(
-        self,
-        prompt: Prompt | None = None,
-        *,
-        message_history: Sequence[Message] = (),
-        deps: Any = None,
-        model: Model | str | None = None,
-        model_settings: ModelSettings | None = None,
-        max_steps: int | None = None,
-        state: State[Any] | BaseModel | None = None,
+        self, prompt: Prompt | None = None, /, **options: Unpack[RunOptions]
     ) -> Iterator[RunEvent]:
         """`stream` for synchronous code; works inside a running event loop too."""
-        return iterate_sync(
-            self.stream(
-                prompt,
-                message_history=message_history,
-                deps=deps,
-                model=model,
-                model_settings=model_settings,
-                max_steps=max_steps,
-                state=state,
-            )
-        )
+        return iterate_sync(self.stream(prompt, **options))
 
     def __repr__(self) -> str:
         return f"Agent(name={self.name!r}, model={self._model_spec!r})"
