@@ -149,6 +149,13 @@ class Workspace:
             raise SandboxViolation(msg, path=original)
         return path.split("/")
 
+    def _link_parts(self, link: str, original: str, name: str) -> list[str]:
+        try:
+            return self._relative_parts(link, original)
+        except SandboxViolation:
+            msg = f"{original!r} leads outside the workspace through the symbolic link {name!r}"
+            raise SandboxViolation(msg, path=original) from None
+
     def _resolve(
         self, path: str, *, follow_last: bool = True, create_dirs: bool = False
     ) -> _Target:
@@ -198,7 +205,7 @@ class Workspace:
                     raise SandboxViolation(msg, path=original)
                 link = os.readlink(comp, dir_fd=t.dir_fd)
                 if link.startswith("/"):
-                    rest = self._relative_parts(link, original)
+                    rest = self._link_parts(link, original, comp)
                     while len(t.fds) > 1:
                         os.close(t.fds.pop())
                     t.parts.clear()
