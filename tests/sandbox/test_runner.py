@@ -4,9 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import os
 import random
-import signal
 from collections.abc import Callable
 from pathlib import Path
 
@@ -185,7 +183,3 @@ def test_command_line_shape(scene: Scene) -> None:
     ]
     assert argv[-2:] == ["--", "true"]
     assert "--share-net" not in BubblewrapRunner(Workspace(scene.root)).command_line(["true"])
-
-
-def test_stale_signal_constant() -> None:
-    assert signal.SIGKILL == 9 and os.name == "posix"
