@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 import random
 from collections.abc import Callable
 from pathlib import Path
@@ -57,6 +58,17 @@ async def test_system_is_read_only_and_host_env_is_not_passed(
     assert "Read-only file system" in result.stderr or "Permission denied" in result.stderr
     assert "key=\n" in result.stdout
     assert not Path("/usr/pwned").exists()  # noqa: ASYNC240
+
+
+async def test_parallel_commands_do_not_interfere(
+    scene: Scene, process_table: Callable[[str], list[int]]
+) -> None:
+    runner = BubblewrapRunner(Workspace(scene.root))
+    results = await asyncio.gather(
+        *(runner.run([SH, "-c", f"echo {i} > f{i}.txt; cat f{i}.txt"]) for i in range(6))
+    )
+    assert [r.stdout for r in results] == [f"{i}\n" for i in range(6)]
+    assert process_table("f0.txt") == []
 
 
 async def test_exit_codes_and_signals(scene: Scene) -> None:
@@ -183,3 +195,20 @@ def test_command_line_shape(scene: Scene) -> None:
     ]
     assert argv[-2:] == ["--", "true"]
     assert "--share-net" not in BubblewrapRunner(Workspace(scene.root)).command_line(["true"])
+
+
+def test_pids_cgroup_caps_tasks_and_cleans_up() -> None:
+    from legato.sandbox._limits import PidsCgroup
+
+    group = PidsCgroup.create(5)
+    if group is None:
+        pytest.skip("no writable pids cgroup on this machine")
+    assert (group.path / "pids.max").read_text().strip() == "5"
+    stale = PidsCgroup.create(5)
+    assert stale is not None
+    os.utime(stale.path, (0, 0))  # looks abandoned long ago, and is empty
+    fresh = PidsCgroup.create(5)  # creating a group sweeps the stale one
+    assert fresh is not None and not stale.path.exists() and group.path.exists()
+    for g in (group, fresh):
+        g.close()
+        assert not g.path.exists()

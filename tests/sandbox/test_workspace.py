@@ -194,3 +194,27 @@ def test_replaced_root_is_detected(tmp_path: Path) -> None:
     root.mkdir()
     with pytest.raises(SandboxViolation, match="replaced"):
         ws.read_bytes("x")
+
+
+def test_race_swapping_a_directory_for_a_link_is_caught(
+    ws: Workspace, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A directory on the way is replaced by a link to the outside after it was checked."""
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "app.py").write_text("OUTSIDE")
+    real_stat = os.stat
+
+    def stat_then_swap(path: object, *args: object, **kwargs: object) -> os.stat_result:
+        result = real_stat(path, *args, **kwargs)  # type: ignore[arg-type]  # passthrough
+        if path == "src" and not (ws.root / "src").is_symlink():
+            (ws.root / "src").rename(ws.root / "src-moved")
+            (ws.root / "src").symlink_to(outside)
+        return result
+
+    monkeypatch.setattr(os, "stat", stat_then_swap)
+    with pytest.raises(SandboxViolation, match="changed"):
+        ws.read_bytes("src/app.py")
+    with pytest.raises(SandboxViolation):
+        ws.write_bytes("src/app.py", b"pwned")
+    assert (outside / "app.py").read_text() == "OUTSIDE"

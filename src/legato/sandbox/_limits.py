@@ -132,6 +132,7 @@ class PidsCgroup:
     def create(cls, max_tasks: int) -> PidsCgroup | None:
         """A new cgroup with `pids.max = max_tasks`, or None when none can be made."""
         for parent in _pids_parents():
+            _sweep(parent)
             directory = parent / f"legato-{uuid.uuid4().hex[:16]}"
             try:
                 directory.mkdir()
@@ -180,6 +181,19 @@ class PidsCgroup:
                 time.sleep(0.005)
             else:
                 return
+
+
+_STALE_SECONDS = 300.0
+
+
+def _sweep(parent: Path) -> None:
+    """Remove empty legato cgroups left by processes that were killed before cleaning up."""
+    now = time.time()
+    with contextlib.suppress(OSError):
+        for stale in parent.glob("legato-*"):
+            with contextlib.suppress(OSError):
+                if now - stale.stat().st_mtime > _STALE_SECONDS and not PidsCgroup(stale).pids():
+                    stale.rmdir()
 
 
 def _pids_parents() -> list[Path]:
