@@ -240,7 +240,7 @@ class BubblewrapRunner:
                     lim.max_processes,
                 )
             else:
-                setters.insert(0, cgroup.add_self)
+                command = cgroup.entering(command)
         try:
             return await execute(
                 command,
