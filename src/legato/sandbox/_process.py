@@ -67,14 +67,13 @@ class CommandResult:
 class _Capture:
     """Reads both pipes without blocking, keeping at most `budget` bytes in total."""
 
-    __slots__ = ("budget", "exceeded", "loop", "open", "out")
+    __slots__ = ("budget", "exceeded", "loop", "open")
 
     def __init__(self, loop: asyncio.AbstractEventLoop, budget: int) -> None:
         self.loop = loop
         self.budget = budget
         self.exceeded = loop.create_future()
         self.open: dict[int, tuple[bytearray, asyncio.Future[None]]] = {}
-        self.out: list[bytearray] = []
 
     def watch(self, fd: int) -> bytearray:
         buf = bytearray()

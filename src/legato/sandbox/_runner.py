@@ -67,6 +67,9 @@ DEFAULT_HIDDEN_PATHS: tuple[str, ...] = (
 )
 """Secrets inside the system directories, replaced by empty files or directories."""
 
+_RESOLVER_PATHS = ("/run/systemd/resolve", "/run/resolvconf")
+"""Where `/etc/resolv.conf` often points; mounted when the network is granted."""
+
 _PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 
 
@@ -197,7 +200,8 @@ class BubblewrapRunner:
         for key, value in _base_env("/tmp", self._env).items():
             args += ["--setenv", key, value]
         args += _system_mounts(DEFAULT_SYSTEM_PATHS)
-        for path in self._ro:
+        extra = [*self._ro, *(_RESOLVER_PATHS if self._network else ())]
+        for path in extra:
             if Path(path).exists():
                 args += ["--ro-bind", path, path]
         args += _hide(self._hidden)
