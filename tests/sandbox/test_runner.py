@@ -212,3 +212,26 @@ def test_pids_cgroup_caps_tasks_and_cleans_up() -> None:
     for g in (group, fresh):
         g.close()
         assert not g.path.exists()
+
+
+@pytest.mark.parametrize("granted", [False, True])
+async def test_network_only_when_granted(scene: Scene, granted: bool) -> None:
+    import socket
+
+    from legato.sandbox import python_paths
+
+    interpreter, prefixes = python_paths()
+    runner = BubblewrapRunner(Workspace(scene.root), network=granted, read_only_paths=prefixes)
+    with socket.socket() as server:
+        server.bind(("127.0.0.1", 0))
+        server.listen(1)
+        port = server.getsockname()[1]
+        code = f"import socket; socket.create_connection(('127.0.0.1', {port}), timeout=5)"
+        result = await runner.run([interpreter, "-I", "-c", code])
+        assert result.ok is granted, result.render()
+        server.settimeout(0)
+        if granted:
+            server.accept()[0].close()
+        else:
+            with pytest.raises(BlockingIOError):
+                server.accept()
