@@ -139,17 +139,32 @@ def content_to_mcp(parts: Sequence[ContentPart]) -> list[mcp_types.ContentBlock]
                 mcp_types.AudioContent(type="audio", data=encoded, mime_type=part.media_type)
             )
         else:
-            encoded = base64.b64encode(part.data).decode()
             uri = part.title or f"legato://document/{hashlib.sha256(part.data).hexdigest()[:16]}"
             blocks.append(
-                mcp_types.EmbeddedResource(
-                    type="resource",
-                    resource=mcp_types.BlobResourceContents(
-                        uri=uri, blob=encoded, mime_type=part.media_type
-                    ),
-                )
+                mcp_types.EmbeddedResource(type="resource", resource=_resource(uri, part))
             )
     return blocks
+
+
+def _is_text(media_type: str) -> bool:
+    return media_type.startswith("text/") or media_type in ("application/json", "application/xml")
+
+
+def _resource(
+    uri: str, part: DocumentPart
+) -> mcp_types.TextResourceContents | mcp_types.BlobResourceContents:
+    import mcp_types
+
+    data = part.data or b""
+    if _is_text(part.media_type):
+        try:
+            text = data.decode()
+        except UnicodeDecodeError:
+            pass
+        else:
+            return mcp_types.TextResourceContents(uri=uri, text=text, mime_type=part.media_type)
+    encoded = base64.b64encode(data).decode()
+    return mcp_types.BlobResourceContents(uri=uri, blob=encoded, mime_type=part.media_type)
 
 
 def prompt_messages_from_mcp(messages: Iterable[mcp_types.PromptMessage]) -> list[Message]:
