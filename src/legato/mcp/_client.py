@@ -15,7 +15,6 @@ from legato._version import __version__
 from legato.exceptions import (
     MCPConnectionError,
     MCPError,
-    MCPProtocolError,
     MissingDependency,
     ToolDefinitionError,
     ToolError,
@@ -146,8 +145,10 @@ class MCPClient:
         elicitation: Answers the server's elicitation requests (default: refused).
         roots: Directories exposed to the server as roots (e.g. the agent's workspace).
         on_progress: Receives progress updates of tool calls.
-        invalid_tools: What to do with a tool whose schema is unusable: `skip` it (it is
-            recorded in `rejected_tools`) or `raise` `MCPProtocolError`.
+
+    A tool listing that is not valid MCP (e.g. an `inputSchema` that is not an object
+    schema) raises `MCPProtocolError`; a valid tool legato cannot use is left out and
+    recorded in `rejected_tools`.
     """
 
     def __init__(
@@ -164,11 +165,7 @@ class MCPClient:
         elicitation: ElicitationHandler | None = None,
         roots: Sequence[str | os.PathLike[str]] = (),
         on_progress: ProgressHandler | None = None,
-        invalid_tools: str = "skip",
     ) -> None:
-        if invalid_tools not in ("skip", "raise"):
-            msg = "invalid_tools must be 'skip' or 'raise'"
-            raise ToolDefinitionError(msg)
         self._server = server
         self._name = name or _default_name(server)
         self._names = NameMap(prefix)
@@ -180,7 +177,6 @@ class MCPClient:
         self._elicitation = elicitation
         self._roots = [Path(r).resolve() for r in roots]
         self._on_progress = on_progress
-        self._strict = invalid_tools == "raise"
         self._conn: Connection | None = None
         self._locks: dict[asyncio.AbstractEventLoop, asyncio.Lock] = {}
         self._tools: dict[str, Tool] | None = None
@@ -291,8 +287,6 @@ class MCPClient:
 
         if isinstance(message, Exception):
             logger.warning("MCP server %r sent an invalid message: %s", self._name, message)
-            if self._conn is not None:
-                self._conn.note_protocol_error(message)
             return
         if isinstance(message, mcp.types.ToolListChangedNotification):
             self._stale = True
@@ -418,9 +412,6 @@ class MCPClient:
             try:
                 built = self._build_tool(spec)
             except ToolDefinitionError as exc:
-                if self._strict:
-                    msg = f"tool {spec.name!r} has an unusable definition: {exc}"
-                    raise MCPProtocolError(msg, server=self._name) from exc
                 rejected[spec.name] = str(exc)
                 logger.warning("MCP server %r: skipping tool %r: %s", self._name, spec.name, exc)
                 continue

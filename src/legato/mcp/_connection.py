@@ -151,6 +151,11 @@ class Connection:
         """Remember an invalid message the server sent (reported if the handshake fails)."""
         self._protocol_errors.append(f"{type(error).__name__}: {error}"[:300])
 
+    async def _on_message(self, message: Any) -> None:
+        if isinstance(message, Exception):
+            self.note_protocol_error(message)
+        await self._callbacks.message(message)
+
     # -- the owner task ---------------------------------------------------------------------
 
     async def _own(self) -> None:
@@ -167,7 +172,7 @@ class Connection:
                 elicitation_callback=cb.elicitation,
                 list_roots_callback=cb.list_roots,
                 logging_callback=cb.logging,
-                message_handler=cb.message,
+                message_handler=self._on_message,
                 client_info=self._client_info,
                 cache=None,
             ) as client:
