@@ -1,5 +1,6 @@
 """Tools: `@tool`, `Tool`, `Toolset`, schemas from type hints, and `RunContext`."""
 
+from legato.tools._catalog import ToolCatalog
 from legato.tools._context import RunContext
 from legato.tools._results import to_content
 from legato.tools._schema import DocstringFormat, FunctionSchema, function_schema
@@ -12,6 +13,7 @@ __all__ = [
     "RunContext",
     "SideEffects",
     "Tool",
+    "ToolCatalog",
     "ToolSource",
     "Toolset",
     "as_tool",
