@@ -89,6 +89,16 @@ async def hang() -> str:
 SERVER = build_server([ask_model, ask_user, roots, count, hang], name="features")
 
 
+async def test_no_task_outlives_the_session() -> None:
+    import asyncio
+
+    before = asyncio.all_tasks()
+    async with MCPClient(SERVER, name="f") as client:
+        await client.call_tool("count", {"n": 1})
+        assert len(asyncio.all_tasks() - before) >= 1  # the session's owner task
+    assert asyncio.all_tasks() - before == set()
+
+
 async def test_sampling_is_refused_without_a_handler() -> None:
     async with MCPClient(SERVER, name="f") as client:
         result = await client.call_tool("ask_model", {"question": "2+2?"})

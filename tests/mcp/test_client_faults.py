@@ -184,3 +184,16 @@ def _ctx() -> object:
     from legato.tools import RunContext
 
     return RunContext(deps=None, run_id="test")
+
+
+def test_run_sync_twice_with_a_stdio_server(python_server: Server) -> None:
+    """Each run_sync has its own event loop: the session of the first ends with its loop
+    (the server process exits), the second run opens a new one."""
+    client = MCPClient(python_server("scripted", "ok"), name="sync")
+    model = ScriptedModel(
+        [reply(call("echo", {"text": "1"})), "one", reply(call("echo", {"text": "2"})), "two"]
+    )
+    agent = Agent(model, tools=[client])
+    assert agent.run_sync("a").output == "one"
+    assert agent.run_sync("b").output == "two"
+    assert client.connections == 2

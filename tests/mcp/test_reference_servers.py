@@ -123,6 +123,23 @@ async def test_everything_over_streamable_http(
             await _exercise_everything(client)
 
 
+async def test_everything_over_legacy_sse(
+    node: Path,
+    free_port: int,
+    http_process: Callable[..., AbstractAsyncContextManager[object]],
+) -> None:
+    loopback = HERE / "servers" / "loopback.cjs"
+    argv = [str(node), "--require", str(loopback), str(EVERYTHING_JS), "sse"]
+    async with http_process(*argv, port=free_port, env={"PORT": str(free_port)}):
+        url = f"http://127.0.0.1:{free_port}/sse"
+        spec = HTTPServer(url=url, transport="sse")
+        async with MCPClient(spec, name="everything-sse") as client:
+            assert (
+                _text((await client.call_tool("echo", {"message": "sse"})).content) == "Echo: sse"
+            )
+            assert await client.list_prompts()
+
+
 async def test_everything_early_list_changed_is_handled(everything_stdio: StdioServer) -> None:
     """server-everything announces tools/list_changed before its initialize answer."""
     async with MCPClient(everything_stdio, name="everything") as client:

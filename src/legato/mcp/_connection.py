@@ -99,6 +99,7 @@ class Connection:
         self._ready: asyncio.Future[mcp.Client] = self.loop.create_future()
         self._stop = asyncio.Event()
         self._stderr: IO[str] | None = None
+        self._saved_stderr = ""
         self._protocol_errors: list[str] = []
         self._task: asyncio.Task[None] | None = None
 
@@ -128,19 +129,25 @@ class Connection:
     async def close(self) -> None:
         """Stop the owner task (terminating a stdio server) and wait for it."""
         self.broken = True
-        self._stop.set()
         task = self._task
+        if asyncio.get_running_loop() is not self.loop:
+            # The old loop is gone (asyncio.run cancelled the owner task when it ended,
+            # which terminated the server); nothing of it can be awaited from here.
+            self._close_stderr()
+            return
+        self._stop.set()
         if task is not None and not task.done():
-            if asyncio.get_running_loop() is not self.loop:
-                return  # the old loop is gone (or going); its shutdown ends the task
             task.cancel()
             with contextlib.suppress(BaseException):
                 await task
+        self._close_stderr()
+        if not self._ready.done():
+            self._ready.cancel()
+
+    def _close_stderr(self) -> None:
         if self._stderr is not None:
             self._stderr.close()
             self._stderr = None
-        if not self._ready.done():
-            self._ready.cancel()
 
     @property
     def client(self) -> mcp.Client:
@@ -188,6 +195,9 @@ class Connection:
                 self._ready.set_exception(self._start_error(exc))
             else:
                 logger.debug("MCP server %r: connection ended: %r", self.server_name, exc)
+        finally:
+            self._saved_stderr = self._detail()
+            self._close_stderr()
 
     def _transport(self) -> object:
         target = self._target
@@ -229,7 +239,7 @@ class Connection:
     def _detail(self) -> str:
         err = self._stderr
         if err is None:
-            return ""
+            return self._saved_stderr
         try:
             err.flush()
             err.seek(0)
