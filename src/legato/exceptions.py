@@ -36,6 +36,11 @@ LegatoError
 │   └── ContractRetriesExceeded   the model kept proposing calls the contracts rejected
 ├── SecurityError                 a protection refused something
 │   └── SandboxViolation          a path or an action that would leave the workspace / sandbox
+├── MCPError                      an MCP server misbehaved or could not be reached
+│   ├── MCPConnectionError        the server failed to start, closed the connection, or died
+│   ├── MCPTimeout                the server did not answer a request in time
+│   ├── MCPProtocolError          the server sent something that is not valid MCP
+│   └── MCPRequestFailed          the server answered a request with a JSON-RPC error
 ├── JournalError                  a journal that cannot be read or replayed
 └── NetworkBlocked                a test tried to reach the network (see legato.testing)
 ```
@@ -57,6 +62,11 @@ __all__ = [
     "InvalidRequest",
     "JournalError",
     "LegatoError",
+    "MCPConnectionError",
+    "MCPError",
+    "MCPProtocolError",
+    "MCPRequestFailed",
+    "MCPTimeout",
     "MaxStepsExceeded",
     "MissingCredentials",
     "MissingDependency",
@@ -418,6 +428,37 @@ class SandboxViolation(SecurityError):
     def __init__(self, message: str, *, path: str | None = None) -> None:
         self.path = path
         super().__init__(message)
+
+
+# -- MCP ---------------------------------------------------------------------------------------
+
+
+class MCPError(LegatoError):
+    """An MCP server misbehaved or could not be reached; `server` names it."""
+
+    def __init__(self, message: str, *, server: str) -> None:
+        self.server = server
+        super().__init__(f"MCP server {server!r}: {message}")
+
+
+class MCPConnectionError(MCPError):
+    """The server failed to start, refused the connection, closed it, or died."""
+
+
+class MCPTimeout(MCPError):
+    """The server did not answer in time (the request was cancelled on the server)."""
+
+
+class MCPProtocolError(MCPError):
+    """The server sent something that is not valid MCP (garbage, a malformed schema)."""
+
+
+class MCPRequestFailed(MCPError):
+    """The server answered with a JSON-RPC error; `code` is the error code."""
+
+    def __init__(self, message: str, *, server: str, code: int) -> None:
+        self.code = code
+        super().__init__(f"{message} (error {code})", server=server)
 
 
 # -- journals and tests ------------------------------------------------------------------------

@@ -12,6 +12,7 @@ from rich.console import Console
 
 from legato._version import __version__
 from legato.agent import Agent
+from legato.cli._mcp import mcp_app
 from legato.cli._render import render_event, render_journal
 from legato.events import Journal, RunFinished, is_journal_event
 from legato.exceptions import ConfigurationError, LegatoError
@@ -20,6 +21,8 @@ from legato.tools import Tool, ToolSource
 app = typer.Typer(
     add_completion=False, no_args_is_help=True, help="legato: run and inspect LLM agents."
 )
+
+app.add_typer(mcp_app, name="mcp")
 
 
 def _version(value: bool) -> None:

@@ -1,5 +1,6 @@
 """Tools: `@tool`, `Tool`, `Toolset`, schemas from type hints, and `RunContext`."""
 
+from legato.tools._catalog import ToolCatalog
 from legato.tools._context import RunContext, RunScope
 from legato.tools._contract import Conditions, StateAccess, ToolContract
 from legato.tools._results import to_content
@@ -16,6 +17,7 @@ __all__ = [
     "SideEffects",
     "StateAccess",
     "Tool",
+    "ToolCatalog",
     "ToolContract",
     "ToolSource",
     "Toolset",

@@ -1,0 +1,76 @@
+"""MCP: use tools, resources and prompts of Model Context Protocol servers.
+
+```python
+from legato.mcp import MCPClient, StdioServer
+
+time = MCPClient(StdioServer(command="mcp-server-time"), name="time")
+agent = Agent(model, tools=[time])       # the server's tools, listed before each request
+```
+
+Needs the `mcp` extra (`pip install 'legato[mcp]'`); the SDK is imported on first use.
+Serving legato tools over MCP lives in `legato.mcp.server`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from legato.mcp._client import (
+    MCPClient,
+    PromptArgumentInfo,
+    PromptInfo,
+    ResourceInfo,
+    ResourceTemplateInfo,
+    ToolCallResult,
+)
+from legato.mcp._config import HTTPServer, ServerSpec, StdioServer, parse_mcp_servers
+from legato.mcp._convert import NameMap
+from legato.mcp._handlers import (
+    ElicitationHandler,
+    ElicitationRequest,
+    ElicitationResponse,
+    ProgressHandler,
+    ProgressUpdate,
+    SamplingHandler,
+    SamplingRequest,
+    accept_defaults,
+)
+
+__all__ = [
+    "ElicitationHandler",
+    "ElicitationRequest",
+    "ElicitationResponse",
+    "HTTPServer",
+    "MCPClient",
+    "NameMap",
+    "ProgressHandler",
+    "ProgressUpdate",
+    "PromptArgumentInfo",
+    "PromptInfo",
+    "ResourceInfo",
+    "ResourceTemplateInfo",
+    "SamplingHandler",
+    "SamplingRequest",
+    "ServerSpec",
+    "StdioServer",
+    "ToolCallResult",
+    "accept_defaults",
+    "clients_from_config",
+    "parse_mcp_servers",
+]
+
+
+def clients_from_config(
+    config: Mapping[str, Any] | str | Path, *, prefix_names: bool = False, **options: Any
+) -> list[MCPClient]:
+    """One `MCPClient` per entry of an `mcpServers` configuration.
+
+    `prefix_names` prefixes each server's tool names with the server's name (useful when
+    two servers offer tools of the same name); `options` go to every `MCPClient`.
+    """
+    return [
+        MCPClient(spec, name=name, prefix=name if prefix_names else None, **options)
+        for name, spec in parse_mcp_servers(config).items()
+    ]

@@ -1,0 +1,201 @@
+"""legato's MCP server: toolsets and agents served over MCP, checked with legato's client."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+
+from legato import Agent, tool
+from legato.exceptions import ConfigurationError, MCPRequestFailed
+from legato.mcp import MCPClient, PromptArgumentInfo, StdioServer
+from legato.mcp.server import (
+    Prompt,
+    Resource,
+    ResourceTemplate,
+    agent_tool,
+    as_server,
+    build_server,
+)
+from legato.messages import DocumentPart, ImagePart, Message, TextPart
+from legato.testing import FunctionModel
+from legato.tools import Toolset
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parents[1]
+LEGATO = Path(sys.executable).parent / "legato"
+
+calls: list[dict[str, int]] = []
+
+
+@tool(side_effects="none")
+def add(a: int, b: int) -> int:
+    """Add two integers.
+
+    Args:
+        a: The first number.
+        b: The second number.
+    """
+    calls.append({"a": a, "b": b})
+    return a + b
+
+
+async def test_tools_round_trip_through_the_validation_path() -> None:
+    calls.clear()
+    async with MCPClient(build_server([add], name="math"), name="math") as client:
+        (listed,) = await client.list_tools()
+        assert listed.parameters == add.parameters  # the schema as legato made it
+        assert listed.side_effects == "none"  # via readOnlyHint
+        ok = await client.call_tool("add", {"a": 2, "b": 3})
+        assert ok.content == (TextPart(text="5"),)
+        bad = await client.call_tool("add", {"a": 2})
+        assert bad.is_error
+        assert "b: missing required argument" in str(bad.content[0])
+        unknown = await client.call_tool("nope", {})
+        assert unknown.is_error
+    assert calls == [{"a": 2, "b": 3}]  # the invalid call never reached the function
+
+
+async def test_agent_as_a_tool() -> None:
+    inner = Agent(FunctionModel(lambda r: f"echo: {r.messages[-1].text}"), name="inner")
+    served = agent_tool(inner, description="Ask the inner agent.")
+    assert served.side_effects == "irreversible"
+    async with MCPClient(build_server([inner]), name="agents") as client:
+        (listed,) = await client.list_tools()
+        assert listed.name == "inner"
+        result = await client.call_tool("inner", {"prompt": "hello"})
+    assert result.content == (TextPart(text="echo: hello"),)
+
+
+def _user(id: str) -> str:
+    return f"user {id}"
+
+
+def _greet(who: str) -> list[Message]:
+    return [Message.user(f"Hello {who}"), Message.assistant("Hi!")]
+
+
+async def test_resources_templates_and_prompts() -> None:
+    server = build_server(
+        [],
+        resources=[
+            Resource(uri="mem://note", name="note", read=lambda: "a note"),
+            Resource(
+                uri="mem://png",
+                name="png",
+                mime_type="image/png",
+                read=lambda: b"\x89PNG\r\n\x1a\nxx",
+            ),
+        ],
+        resource_templates=[
+            ResourceTemplate(uri_template="mem://users/{id}", name="user", read=_user)
+        ],
+        prompts=[
+            Prompt(
+                name="greet",
+                description="Greets.",
+                arguments=(PromptArgumentInfo(name="who", required=True),),
+                render=_greet,
+            )
+        ],
+    )
+    async with MCPClient(server, name="data") as client:
+        assert [r.uri for r in await client.list_resources()] == ["mem://note", "mem://png"]
+        assert await client.read_resource("mem://note") == (TextPart(text="a note"),)
+        (image,) = await client.read_resource("mem://png")
+        assert isinstance(image, ImagePart)
+        assert await client.read_resource("mem://users/7") == (TextPart(text="user 7"),)
+        with pytest.raises(MCPRequestFailed, match="unknown resource"):
+            await client.read_resource("mem://missing")
+        (template,) = await client.list_resource_templates()
+        assert template.uri_template == "mem://users/{id}"
+        (prompt,) = await client.list_prompts()
+        assert prompt.arguments[0].required
+        messages = await client.get_prompt("greet", {"who": "Ada"})
+        assert [(m.role, m.text) for m in messages] == [("user", "Hello Ada"), ("assistant", "Hi!")]
+        with pytest.raises(MCPRequestFailed, match="missing prompt arguments"):
+            await client.get_prompt("greet")
+
+
+async def test_documents_become_embedded_resources() -> None:
+    @tool
+    def report() -> list[object]:
+        """A report."""
+        return [
+            TextPart(text="see attached"),
+            DocumentPart(data=b"{}", media_type="application/json", title="mem://report"),
+            DocumentPart(data=b"%PDF-1.4", media_type="application/pdf"),
+        ]
+
+    async with MCPClient(build_server([report]), name="docs") as client:
+        result = await client.call_tool("report", {})
+    text, json_doc, pdf = result.content
+    assert text == TextPart(text="see attached")
+    assert json_doc == TextPart(text="{}")  # embedded text resource
+    assert isinstance(pdf, DocumentPart)
+    assert pdf.data == b"%PDF-1.4"
+
+
+def test_as_server_accepts_what_the_cli_loads() -> None:
+    assert as_server(add).name == "add"
+    assert as_server([add]).name == "legato"
+    assert as_server(Toolset([add], name="math")).name == "math"
+    with pytest.raises(ConfigurationError, match="cannot serve"):
+        as_server(42)
+
+
+@pytest.mark.usefixtures("no_leaked_children")
+async def test_cli_serves_over_stdio() -> None:
+    server = StdioServer(
+        command=str(LEGATO),
+        args=("mcp", "serve", "tests.mcp.servers.stdio_tools:toolset"),
+        cwd=str(ROOT),
+        env={"PYTHONPATH": str(ROOT)},
+    )
+    async with MCPClient(server, name="cli") as client:
+        names = {t.name: t for t in await client.list_tools()}
+        assert set(names) == {"add", "shout"}
+        assert names["shout"].side_effects == "irreversible"
+        result = await client.call_tool("shout", {"text": "hey"})
+        assert result.content == (TextPart(text="HEY"),)
+
+
+@pytest.mark.usefixtures("no_leaked_children")
+async def test_cli_serves_an_agent_over_http(free_port: int, http_process: object) -> None:
+    from collections.abc import Callable
+    from contextlib import AbstractAsyncContextManager
+    from typing import cast
+
+    from legato.mcp import HTTPServer
+
+    start = cast(Callable[..., AbstractAsyncContextManager[object]], http_process)
+    argv = [
+        str(LEGATO),
+        "mcp",
+        "serve",
+        "tests.mcp.servers.stdio_tools:helper",
+        "--http",
+        "--port",
+        str(free_port),
+    ]
+    async with start(*argv, port=free_port, env={"PYTHONPATH": str(ROOT)}):
+        url = f"http://127.0.0.1:{free_port}/mcp"
+        async with MCPClient(HTTPServer(url=url), name="helper") as client:
+            result = await client.call_tool("helper", {"prompt": "ping"})
+    assert result.content == (TextPart(text="helper saw: ping"),)
+
+
+def test_cli_reports_a_bad_target(tmp_path: Path) -> None:
+    import subprocess
+
+    done = subprocess.run(
+        [str(LEGATO), "mcp", "serve", "no_such_module:thing"],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 1
+    assert "cannot import 'no_such_module'" in done.stderr
