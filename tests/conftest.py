@@ -10,7 +10,7 @@ from legato.testing import block_network
 
 
 @pytest.fixture(autouse=True)
-def _no_network(request: pytest.FixtureRequest) -> Iterator[None]:  # pyright: ignore[reportUnusedFunction]
+def _no_network(request: pytest.FixtureRequest) -> Iterator[None]:
     if request.node.get_closest_marker("allow_network"):
         yield
         return
