@@ -46,6 +46,7 @@ __all__ = [
     "read_api_key",
     "redact",
     "require",
+    "transport_error",
 ]
 
 T = TypeVar("T")
@@ -227,6 +228,30 @@ def error_from_status(
     return InvalidRequest(detail, **kwargs)
 
 
+def _transport_modules() -> list[Any]:
+    import importlib
+
+    modules: list[Any] = []
+    for name in ("httpx", "httpx2"):
+        try:
+            modules.append(importlib.import_module(name))
+        except ImportError:
+            continue
+    return modules
+
+
+def transport_error(exc: Exception, *, provider: str, started: bool) -> ModelError | None:
+    """The legato error for an httpx (or httpx2) transport failure; None for anything else."""
+    for module in _transport_modules():
+        if isinstance(exc, module.TimeoutException):
+            return ModelTimeout(f"{provider}: no answer in time", provider=provider)
+        if isinstance(exc, module.ConnectError) and not started:
+            return ProviderServerError(f"{provider}: connection failed: {exc}", provider=provider)
+        if isinstance(exc, module.TransportError):
+            return StreamInterrupted(f"{provider}: the stream broke off: {exc}", provider=provider)
+    return None
+
+
 def parse_error(provider: str, raw: object, reason: str) -> ResponseParseError:
     """A `ResponseParseError` keeping the (redacted) raw payload."""
     return ResponseParseError(f"{provider}: {reason}", provider=provider, body=redact(raw))
@@ -294,7 +319,12 @@ class ProviderModel:
     def stream(self, request: ModelRequest) -> AsyncIterator[ModelStreamEvent]:
         """Send the request, retrying as the settings say; yields events, last `ResponseCompleted`."""
         policy = self.settings.retry or RetryPolicy(max_attempts=1)
-        return retrying_stream(lambda: self._checked(request), policy, self._map_error)
+        return retrying_stream(lambda: self._checked(request), policy, self._mapped)
+
+    def _mapped(self, exc: Exception, started: bool) -> ModelError | None:
+        return self._map_error(exc, started) or transport_error(
+            exc, provider=self.provider, started=started
+        )
 
     async def _checked(self, request: ModelRequest) -> AsyncIterator[ModelStreamEvent]:
         completed = False
@@ -312,6 +342,15 @@ class ProviderModel:
     def _map_error(self, exc: Exception, started: bool) -> ModelError | None:
         """Map a foreign exception to legato's tree; None lets it through."""
         return None
+
+    def _broken(self, exc: Exception) -> Exception:
+        """What to raise for an exception that broke off a started response."""
+        if isinstance(exc, ModelError):
+            return exc
+        mapped = self._map_error(exc, True) or transport_error(
+            exc, provider=self.provider, started=True
+        )
+        return exc if mapped is None else mapped
 
     def _cost(self, usage: Usage, model_name: str) -> float | None:
         return cost_in_dollars(

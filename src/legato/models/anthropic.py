@@ -315,6 +315,8 @@ class AnthropicModel(ProviderModel):
                     state.seen = True
                     for out in self._event(event, assembler, state, output_tool):
                         yield out
+            except Exception as exc:
+                raise self._broken(exc) from exc
             finally:
                 await events.close()
             if not state.seen:

@@ -18,6 +18,7 @@ import base64
 import dataclasses
 import json
 import os
+import uuid
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import Any, cast
@@ -265,7 +266,7 @@ class GeminiModel(ProviderModel):
         client = await self._clients.get()
         _, contents = gemini_contents(request.messages)
         config = self.config(request)
-        assembler = ResponseAssembler(provider="gemini")
+        assembler = ResponseAssembler(provider="gemini", id_prefix=f"call_{uuid.uuid4().hex[:12]}")
         state = _State()
         models = client.aio.models
         if not self.settings.stream:
@@ -278,9 +279,12 @@ class GeminiModel(ProviderModel):
             chunks = await models.generate_content_stream(
                 model=self.model, contents=contents, config=config
             )
-            async for chunk in chunks:
-                for event in self._chunk(chunk, assembler, state):
-                    yield event
+            try:
+                async for chunk in chunks:
+                    for event in self._chunk(chunk, assembler, state):
+                        yield event
+            except Exception as exc:
+                raise self._broken(exc) from exc
             if not state.seen:
                 msg = f"{self.name}: HTTP 200 but the stream had no events"
                 raise StreamInterrupted(msg, provider=self.provider)
@@ -366,6 +370,9 @@ class GeminiModel(ProviderModel):
             return error_from_status(exc.code, provider=self.provider, body=body, headers=headers)
         if isinstance(exc, json.JSONDecodeError):
             return parse_error(self.provider, exc.doc, f"invalid JSON from the server: {exc}")
+        if isinstance(exc, errors.UnknownApiResponseError):
+            raw = exc.__cause__.doc if isinstance(exc.__cause__, json.JSONDecodeError) else str(exc)
+            return parse_error(self.provider, raw, f"invalid JSON from the server: {exc}")
         name = type(exc).__name__
         if "Timeout" in name:
             return ModelTimeout(f"{self.name}: no answer in time", provider=self.provider)

@@ -15,6 +15,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+import uuid
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import Any, cast
@@ -209,7 +210,7 @@ class OllamaModel(ProviderModel):
         headers = dict(request.settings.extra_headers or {})
         timeout = request.settings.timeout
         extra: Obj = {"timeout": timeout} if timeout is not None else {}
-        assembler = ResponseAssembler(provider="ollama")
+        assembler = ResponseAssembler(provider="ollama", id_prefix=f"call_{uuid.uuid4().hex[:12]}")
         state = _State()
         async with client.stream(
             "POST", "/api/chat", json=body, headers=headers, **extra

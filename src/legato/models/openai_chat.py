@@ -282,6 +282,8 @@ class OpenAIChatModel(ProviderModel):
                 async for chunk in chunks:
                     for event in self._chunk(chunk, assembler, state):
                         yield event
+            except Exception as exc:
+                raise self._broken(exc) from exc
             finally:
                 await chunks.close()
             if not state.seen:

@@ -216,6 +216,8 @@ class OpenAIResponsesModel(ProviderModel):
                     state.seen = True
                     for out in self._event(event, assembler, state):
                         yield out
+            except Exception as exc:
+                raise self._broken(exc) from exc
             finally:
                 await events.close()
             if not state.seen:

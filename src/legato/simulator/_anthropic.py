@@ -67,7 +67,7 @@ class AnthropicWire:
                 "type": "tool_use",
                 "id": call_id(c, seq, i, "toolu"),
                 "name": c.name,
-                "input": c.arguments,
+                "input": c.value,
             }
             for i, c in enumerate(turn.calls)
         ]

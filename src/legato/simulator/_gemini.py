@@ -64,7 +64,7 @@ class GeminiWire:
 
     def _calls(self, turn: SimTurn, seq: int) -> list[Obj]:
         return [
-            {"functionCall": {"id": call_id(c, seq, i), "name": c.name, "args": c.arguments}}
+            {"functionCall": {"id": call_id(c, seq, i), "name": c.name, "args": c.value}}
             for i, c in enumerate(turn.calls)
         ]
 

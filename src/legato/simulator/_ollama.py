@@ -55,10 +55,13 @@ class OllamaWire:
         return line
 
     def _calls(self, turn: SimTurn) -> list[Obj]:
-        return [
-            {"function": {"index": i, "name": c.name, "arguments": c.arguments}}
-            for i, c in enumerate(turn.calls)
-        ]
+        out: list[Obj] = []
+        for i, c in enumerate(turn.calls):
+            entry: Obj = {"function": {"index": i, "name": c.name, "arguments": c.value}}
+            if c.id is not None:
+                entry["id"] = c.id
+            out.append(entry)
+        return out
 
     def reply(self, turn: SimTurn, request: Obj, *, stream: bool, seq: int) -> Reply:
         """A chat response, or its NDJSON lines."""

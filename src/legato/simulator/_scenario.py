@@ -57,6 +57,16 @@ class SimCall:
         return json.dumps(self.arguments, ensure_ascii=False)
 
     @property
+    def value(self) -> Any:
+        """The arguments as a JSON value, for wires that send each call whole."""
+        if self.raw is None and self.chunks is None:
+            return self.arguments
+        try:
+            return json.loads(self.text)
+        except ValueError:
+            return self.text
+
+    @property
     def fragments(self) -> tuple[str, ...]:
         """The argument text in streamed fragments."""
         return self.chunks if self.chunks is not None else split_every(self.text, 7)
