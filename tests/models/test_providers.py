@@ -301,3 +301,15 @@ def test_redaction_and_retry_after_parsing() -> None:
     assert retry_after_seconds({"retry-after-ms": "250"}) == 0.25
     assert retry_after_seconds({"retry-after": "Wed, 21 Oct 2015 07:28:00 GMT"}) == 0
     assert retry_after_seconds({}) is None
+
+
+def test_the_every_provider_example_runs(capsys: pytest.CaptureFixture[str]) -> None:
+    import runpy
+    from pathlib import Path
+
+    example = Path(__file__).resolve().parents[2] / "examples" / "same_agent_every_provider.py"
+    runpy.run_path(str(example), run_name="__main__")
+    lines = capsys.readouterr().out.strip().splitlines()
+    assert len(lines) == 6
+    assert all("'Paris is sunny; Oslo has snow.'" in line for line in lines)
+    assert all("tools=['sunny, 24 °C', 'snow, -3 °C']" in line for line in lines)

@@ -15,6 +15,7 @@ from legato.models._provider import (
     parse_error,
     read_api_key,
     require,
+    shared_ssl_context,
 )
 
 __all__ = ["data_url", "make_clients", "map_openai_error", "openai_usage"]
@@ -39,7 +40,10 @@ def make_clients(
     sdk = require("openai", "openai", "openai")
 
     def factory() -> Any:
+        timeout = settings.timeout if settings.timeout is not None else 600.0
+        http = sdk.DefaultAsyncHttpxClient(verify=shared_ssl_context(), timeout=timeout)
         return sdk.AsyncOpenAI(
+            http_client=http,
             api_key=key,
             base_url=settings.base_url or default_base_url,
             timeout=settings.timeout if settings.timeout is not None else 600.0,

@@ -8,14 +8,13 @@ neutral events) and `_map_error` (its SDK's exceptions to legato's tree). Retrie
 from __future__ import annotations
 
 import asyncio
-import email.utils
 import os
 import re
 import time
 import weakref
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
-from functools import cache
+from functools import cache, lru_cache
 from typing import Any, Generic, TypeVar, cast
 
 from legato.exceptions import (
@@ -46,6 +45,7 @@ __all__ = [
     "read_api_key",
     "redact",
     "require",
+    "shared_ssl_context",
     "transport_error",
 ]
 
@@ -87,6 +87,16 @@ def read_api_key(explicit: str | None, *, env_var: str, provider: str) -> str:
     if not key:
         raise MissingCredentials(provider, env_var)
     return key
+
+
+@cache
+def shared_ssl_context(module: str = "httpx2") -> Any:
+    """One SSL context per process for every client legato makes.
+
+    Building one loads the CA bundle (about 60 ms); `run_sync` makes a client per event
+    loop, so without sharing every synchronous run would pay that again.
+    """
+    return require(module, module, "openai").create_ssl_context()
 
 
 # -- clients that belong to one event loop -----------------------------------------------------
@@ -181,6 +191,8 @@ def retry_after_seconds(headers: Mapping[str, str] | None) -> float | None:
     try:
         return max(0.0, float(raw))
     except ValueError:
+        import email.utils
+
         parsed = email.utils.parsedate_to_datetime(raw) if raw else None
         return None if parsed is None else max(0.0, parsed.timestamp() - time.time())
 
@@ -271,17 +283,27 @@ def _prices() -> Any:
 
 def cost_in_dollars(usage: Usage, *, model: str, provider_id: str | None) -> float | None:
     """The price of one call from the bundled `genai-prices` data; None when unknown."""
-    prices = _prices()
-    if prices is None or not model or provider_id is None:
+    if _prices() is None or not model or provider_id is None:
         return None
-    counts = {
-        "input_tokens": usage.input_tokens,
-        "output_tokens": usage.output_tokens,
-        "cache_read_tokens": usage.cache_read_tokens,
-        "cache_write_tokens": usage.cache_write_tokens,
-    }
+    counts = (
+        usage.input_tokens,
+        usage.output_tokens,
+        usage.cache_read_tokens,
+        usage.cache_write_tokens,
+    )
+    return _price(model, provider_id, counts)
+
+
+@lru_cache(maxsize=4096)
+def _price(model: str, provider_id: str, counts: tuple[int, int, int, int]) -> float | None:
+    # genai-prices takes about a millisecond per lookup; a repeated (model, counts) pair is
+    # answered from this cache.
+    prices = _prices()
+    names = ("input_tokens", "output_tokens", "cache_read_tokens", "cache_write_tokens")
     try:
-        calc = prices.calc_price(prices.Usage(**counts), model, provider_id=provider_id)
+        calc = prices.calc_price(
+            prices.Usage(**dict(zip(names, counts, strict=True))), model, provider_id=provider_id
+        )
     except LookupError:
         return None
     return float(calc.total_price)

@@ -46,6 +46,7 @@ from legato.models._provider import (
     parse_error,
     read_api_key,
     require,
+    shared_ssl_context,
 )
 from legato.models.assembly import ResponseAssembler
 from legato.models.dialects import apply_dialect
@@ -214,7 +215,10 @@ class AnthropicModel(ProviderModel):
         sdk = require("anthropic", "anthropic", "anthropic")
 
         def factory() -> Any:
+            timeout = settings.timeout if settings.timeout is not None else 600.0
+            http = sdk.DefaultAsyncHttpxClient(verify=shared_ssl_context(), timeout=timeout)
             return sdk.AsyncAnthropic(
+                http_client=http,
                 api_key=key,
                 base_url=settings.base_url,
                 timeout=settings.timeout if settings.timeout is not None else 600.0,

@@ -51,6 +51,7 @@ from legato.models._provider import (
     parse_error,
     read_api_key,
     require,
+    shared_ssl_context,
 )
 from legato.models.assembly import ResponseAssembler
 from legato.models.dialects import apply_dialect
@@ -193,7 +194,10 @@ class GeminiModel(ProviderModel):
         genai = require("google.genai", "google-genai", "gemini")
 
         def factory() -> Any:
-            options: Obj = {"headers": dict(settings.headers)}
+            options: Obj = {
+                "headers": dict(settings.headers),
+                "async_client_args": {"verify": shared_ssl_context()},
+            }
             if settings.base_url:
                 options["base_url"] = settings.base_url
             if settings.timeout is not None:

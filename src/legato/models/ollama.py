@@ -43,6 +43,7 @@ from legato.models._provider import (
     ProviderSettings,
     error_from_status,
     parse_error,
+    shared_ssl_context,
 )
 from legato.models.assembly import ResponseAssembler
 from legato.models.dialects import apply_dialect
@@ -154,7 +155,12 @@ class OllamaModel(ProviderModel):
         timeout = settings.timeout if settings.timeout is not None else 600.0
 
         def factory() -> httpx.AsyncClient:
-            return httpx.AsyncClient(base_url=self.base_url, headers=headers, timeout=timeout)
+            return httpx.AsyncClient(
+                base_url=self.base_url,
+                headers=headers,
+                timeout=timeout,
+                verify=shared_ssl_context("httpx"),
+            )
 
         async def close(client: httpx.AsyncClient) -> None:
             await client.aclose()

@@ -81,7 +81,19 @@ class _Handler(BaseHTTPRequestHandler):
     def log_message(self, format: str, *args: Any) -> None:
         """Stay quiet."""
 
+    def _quickack(self) -> None:
+        # ACK at once: a client that sends headers and body in two writes (Nagle on) would
+        # otherwise wait for the delayed ACK (up to 40 ms) before the body leaves.
+        quickack = getattr(socket, "TCP_QUICKACK", None)
+        if quickack is not None:
+            self.connection.setsockopt(socket.IPPROTO_TCP, quickack, 1)
+
+    def handle_one_request(self) -> None:
+        self._quickack()
+        super().handle_one_request()
+
     def do_POST(self) -> None:
+        self._quickack()
         length = int(self.headers.get("content-length") or 0)
         raw = self.rfile.read(length) if length else b""
         try:
@@ -200,6 +212,14 @@ class _Server(ThreadingHTTPServer):
         with self.lock:
             self.connections.discard(request)
         super().shutdown_request(request)
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        """Clients that hang up (timeouts, cancelled streams) are normal here; stay quiet."""
+        import sys
+
+        error = sys.exc_info()[1]
+        if not isinstance(error, ConnectionError | OSError):
+            super().handle_error(request, client_address)
 
     def close_connections(self) -> None:
         with self.lock:

@@ -41,6 +41,8 @@ class Case:
     http_errors: frozenset[ErrorKind] = frozenset(
         {"rate_limit", "overloaded", "server", "context_length", "auth", "invalid", "not_found"}
     )
+    thinking_signature: bool = False
+    """Reasoning carries an opaque signature to send back (Anthropic, Gemini, Responses)."""
     output_as_tool: bool = False
     """Native structured output travels as a forced tool call (Anthropic)."""
     extra: dict[str, Any] = field(default_factory=lambda: {})
@@ -108,6 +110,7 @@ CASES: list[Case] = [
         model="gpt-4o",
         price_provider="openai",
         http_errors=_OPENAI_ERRORS,
+        thinking_signature=True,
     ),
     Case(
         id="openai-chat",
@@ -141,6 +144,7 @@ CASES: list[Case] = [
         price_provider="anthropic",
         reasoning_tokens=False,
         output_as_tool=True,
+        thinking_signature=True,
     ),
     Case(
         id="gemini",
@@ -149,6 +153,7 @@ CASES: list[Case] = [
         model="gemini-2.5-flash",
         price_provider="google",
         streams_arguments=False,
+        thinking_signature=True,
     ),
     Case(
         id="ollama",

@@ -33,7 +33,8 @@ from legato.exceptions import (
     ResponseParseError,
     StreamInterrupted,
 )
-from legato.messages import StopReason
+from legato.messages import StopReason, TextPart, ThinkingPart
+from legato.models import ThinkingDelta
 from legato.models._provider import ProviderSettings
 from legato.models.fallback import FallbackModel
 from legato.models.retry import RetryPolicy
@@ -359,3 +360,24 @@ async def test_failover_mid_conversation_keeps_the_full_history(
     assert "Checking Paris first." in handed_over
     assert first_call.id in handed_over and "sunny, 24 °C" in handed_over
     assert [a.model for a in model.attempts] == []  # the last call was answered first time
+
+
+@STREAM
+async def test_thinking_is_kept_apart_from_the_answer(
+    case: Case, sim: WireSimulator, stream: bool
+) -> None:
+    sim.enqueue(
+        SimTurn(thinking="Weather means a tool.", thinking_signature="c2lnbmF0dXJl", text="Sunny.")
+    )
+    model = make(case, sim, stream=stream)
+    try:
+        out = await call(model, request_for())
+    finally:
+        await close(model)
+    thinking, answer = out.response.message.parts
+    assert isinstance(thinking, ThinkingPart) and thinking.text == "Weather means a tool."
+    assert thinking.provider  # signatures go back only to the provider that made them
+    assert thinking.signature == ("c2lnbmF0dXJl" if case.thinking_signature else None)
+    assert answer == TextPart(text="Sunny.")
+    assert "".join(e.text for e in out.events if isinstance(e, ThinkingDelta)) == thinking.text
+    assert out.text_deltas == "Sunny."
