@@ -313,3 +313,30 @@ def test_the_every_provider_example_runs(capsys: pytest.CaptureFixture[str]) -> 
     assert len(lines) == 6
     assert all("'Paris is sunny; Oslo has snow.'" in line for line in lines)
     assert all("tools=['sunny, 24 °C', 'snow, -3 °C']" in line for line in lines)
+
+
+@pytest.mark.parametrize("stream", [True, False])
+async def test_one_connection_serves_a_whole_run(sim: WireSimulator, stream: bool) -> None:
+    from legato import tool
+
+    @tool
+    def get_weather(city: str) -> str:
+        """Weather."""
+        return "sunny"
+
+    sim.enqueue(
+        SimTurn(calls=(SimCall(name="get_weather", arguments={"city": "Oslo"}),)),
+        SimTurn(text="Sunny."),
+        SimTurn(calls=(SimCall(name="get_weather", arguments={"city": "Oslo"}),)),
+        SimTurn(text="Still sunny."),
+    )
+    settings = ProviderSettings(stream=stream, retry=RetryPolicy(max_attempts=1))
+    model = OpenAIChatModel("gpt-4o", base_url=f"{sim.url}/v1", api_key="k", settings=settings)
+    agent = Agent(model, tools=[get_weather])
+    try:
+        await agent.run("Weather?")
+        await agent.run("And now?")
+    finally:
+        await model.aclose()
+    assert len(sim.requests) == 4
+    assert sim.connections == 1  # streamed responses are read to the end and released

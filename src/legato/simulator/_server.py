@@ -200,12 +200,14 @@ class _Server(ThreadingHTTPServer):
     def __init__(self, simulator: WireSimulator) -> None:
         self.simulator = simulator
         self.connections: set[socket.socket] = set()
+        self.accepted = 0
         self.lock = threading.Lock()
         super().__init__(("127.0.0.1", 0), _Handler)
 
     def process_request(self, request: Any, client_address: Any) -> None:
         with self.lock:
             self.connections.add(request)
+            self.accepted += 1
         super().process_request(request, client_address)
 
     def shutdown_request(self, request: Any) -> None:
@@ -259,6 +261,11 @@ class WireSimulator:
             if self._turns:
                 return self._turns.popleft()
         return self.responder(request) if self.responder is not None else None
+
+    @property
+    def connections(self) -> int:
+        """TCP connections accepted so far (clients that reuse connections open few)."""
+        return self._server.accepted if self._server is not None else 0
 
     @property
     def pending(self) -> int:

@@ -14,6 +14,8 @@ import pytest
 from conformance_cases import CASES, ERROR_CLASSES, Case, error_name
 from pydantic import BaseModel
 from scenarios import (
+    TIME,
+    WEATHER,
     call,
     check_awkward_arguments,
     check_image_sent,
@@ -81,7 +83,7 @@ async def test_images_reach_the_wire(case: Case, sim: WireSimulator) -> None:
 
 # -- a whole agent run ---------------------------------------------------------------------------
 
-WEATHER = {"Paris": "sunny, 24 °C", "Rome": "rain, 17 °C"}
+FORECASTS = {"Paris": "sunny, 24 °C", "Rome": "rain, 17 °C"}
 
 
 @tool
@@ -91,7 +93,7 @@ def get_weather(city: str) -> str:
     Args:
         city: The city's name.
     """
-    return WEATHER[city]
+    return FORECASTS[city]
 
 
 def _run_turns() -> list[SimTurn]:
@@ -381,3 +383,27 @@ async def test_thinking_is_kept_apart_from_the_answer(
     assert answer == TextPart(text="Sunny.")
     assert "".join(e.text for e in out.events if isinstance(e, ThinkingDelta)) == thinking.text
     assert out.text_deltas == "Sunny."
+
+
+async def test_streamed_and_whole_answers_are_equal(case: Case, sim: WireSimulator) -> None:
+    turn = SimTurn(
+        thinking="Two cities.",
+        text="Checking both. ",
+        calls=(
+            SimCall(id="call_a", name="get_weather", arguments={"city": "Paris"}),
+            SimCall(id="call_b", name="get_time", arguments={"city": "Tokyo"}),
+        ),
+        usage=SimUsage(input_tokens=300, output_tokens=30, cached_tokens=100),
+    )
+    sim.enqueue(turn, turn)
+    answers = []
+    for stream in (True, False):
+        model = make(case, sim, stream=stream)
+        try:
+            answers.append((await call(model, request_for(tools=[WEATHER, TIME]))).response)
+        finally:
+            await close(model)
+    streamed, whole = answers
+    assert streamed.message == whole.message
+    assert streamed.usage == whole.usage and streamed.cost == whole.cost
+    assert streamed.stop_reason is whole.stop_reason is StopReason.TOOL_CALLS
