@@ -340,3 +340,34 @@ async def test_one_connection_serves_a_whole_run(sim: WireSimulator, stream: boo
         await model.aclose()
     assert len(sim.requests) == 4
     assert sim.connections == 1  # streamed responses are read to the end and released
+
+
+async def test_gemini_function_call_signatures_go_back_to_gemini_only(
+    sim: WireSimulator,
+) -> None:
+    signed = SimTurn(
+        calls=(SimCall(id="fc1", name="get_weather", arguments={"city": "Oslo"}),),
+        thinking_signature="c2lnbmVkLWNhbGw=",
+    )
+    sim.enqueue(signed, SimTurn(text="Snow."), SimTurn(text="Snow, says OpenAI."))
+    gemini = GeminiModel("gemini-3-pro", base_url=sim.url, api_key="k", settings=NO_RETRY)
+    gpt = OpenAIChatModel("gpt-4o", base_url=f"{sim.url}/v1", api_key="k", settings=NO_RETRY)
+    from legato.messages import ToolResultPart
+
+    try:
+        first = await complete(gemini, ModelRequest(messages=(Message.user("x"),), tools=(TOOL,)))
+        assert first.message.provider_details == {"gemini_signatures": {"fc1": "c2lnbmVkLWNhbGw="}}
+        result = Message(
+            role="tool",
+            parts=(ToolResultPart.text_result(call_id="fc1", name="get_weather", text="snow"),),
+        )
+        history = (Message.user("x"), first.message, result)
+        await complete(gemini, ModelRequest(messages=history, tools=(TOOL,)))
+        await complete(gpt, ModelRequest(messages=history, tools=(TOOL,)))
+    finally:
+        await gemini.aclose()
+        await gpt.aclose()
+    call_part = sim.requests[1].body["contents"][1]["parts"][0]
+    assert call_part["thoughtSignature"] == "c2lnbmVkLWNhbGw="
+    assert call_part["functionCall"]["name"] == "get_weather"
+    assert "c2lnbmVkLWNhbGw=" not in json.dumps(sim.requests[2].body)

@@ -394,7 +394,9 @@ class AnthropicModel(ProviderModel):
             if block.type == "text":
                 out.append(assembler.add_text(block.text))
             elif block.type == "thinking":
-                out.append(assembler.add_thinking(block.thinking, signature=block.signature or None))
+                out.append(
+                    assembler.add_thinking(block.thinking, signature=block.signature or None)
+                )
             elif block.type == "redacted_thinking":
                 assembler.add_thinking(signature=block.data, redacted=True)
             elif block.type == "tool_use":

@@ -63,10 +63,14 @@ class GeminiWire:
         }
 
     def _calls(self, turn: SimTurn, seq: int) -> list[Obj]:
-        return [
+        parts: list[Obj] = [
             {"functionCall": {"id": call_id(c, seq, i), "name": c.name, "args": c.value}}
             for i, c in enumerate(turn.calls)
         ]
+        if parts and turn.thinking_signature and not turn.thinking:
+            # Gemini 3 signs the first function call of a turn when thoughts stay hidden.
+            parts[0]["thoughtSignature"] = turn.thinking_signature
+        return parts
 
     def reply(self, turn: SimTurn, request: Obj, *, stream: bool, seq: int) -> Reply:
         """A response, or a stream of partial responses."""

@@ -35,7 +35,7 @@ from legato.exceptions import (
     ResponseParseError,
     StreamInterrupted,
 )
-from legato.messages import StopReason, TextPart, ThinkingPart
+from legato.messages import ModelResponse, StopReason, TextPart, ThinkingPart
 from legato.models import ThinkingDelta
 from legato.models._provider import ProviderSettings
 from legato.models.fallback import FallbackModel
@@ -396,7 +396,7 @@ async def test_streamed_and_whole_answers_are_equal(case: Case, sim: WireSimulat
         usage=SimUsage(input_tokens=300, output_tokens=30, cached_tokens=100),
     )
     sim.enqueue(turn, turn)
-    answers = []
+    answers: list[ModelResponse] = []
     for stream in (True, False):
         model = make(case, sim, stream=stream)
         try:
