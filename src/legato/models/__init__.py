@@ -19,9 +19,13 @@ from legato.models._base import (
     ToolChoice,
     complete,
 )
+from legato.models._provider import ProviderSettings
 from legato.models._registry import ModelFactory, infer_model, known_providers, register_provider
+from legato.models.fallback import FallbackModel
+from legato.models.retry import RetryingModel, RetryPolicy
 
 __all__ = [
+    "FallbackModel",
     "Model",
     "ModelFactory",
     "ModelProfile",
@@ -29,7 +33,10 @@ __all__ = [
     "ModelSettings",
     "ModelStreamEvent",
     "OutputSpec",
+    "ProviderSettings",
     "ResponseCompleted",
+    "RetryPolicy",
+    "RetryingModel",
     "SchemaDialect",
     "TextDelta",
     "ThinkingDelta",

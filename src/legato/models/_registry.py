@@ -20,6 +20,22 @@ ModelFactory = Callable[[str], Model]
 
 _BUILTIN: dict[str, str] = {
     "test": "legato.testing:model_from_name",
+    "openai": "legato.models.openai_responses:from_name",
+    "openai-responses": "legato.models.openai_responses:from_name",
+    "openai-chat": "legato.models.openai_chat:from_name",
+    "anthropic": "legato.models.anthropic:from_name",
+    "gemini": "legato.models.gemini:from_name",
+    "google": "legato.models.gemini:from_name",
+    "ollama": "legato.models.ollama:from_name",
+    "vllm": "legato.models.openai_compatible:vllm",
+    "llamacpp-server": "legato.models.openai_compatible:llamacpp_server",
+    "lmstudio": "legato.models.openai_compatible:lmstudio",
+    "ollama-openai": "legato.models.openai_compatible:ollama_openai",
+    "groq": "legato.models.openai_compatible:groq",
+    "mistral": "legato.models.openai_compatible:mistral",
+    "openrouter": "legato.models.openai_compatible:openrouter",
+    "together": "legato.models.openai_compatible:together",
+    "deepseek": "legato.models.openai_compatible:deepseek",
 }
 _REGISTERED: dict[str, ModelFactory] = {}
 

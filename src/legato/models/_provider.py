@@ -1,0 +1,380 @@
+"""What every provider module shares: settings, keys, clients, errors, redaction, prices.
+
+A provider module subclasses `ProviderModel` and implements `_stream_once` (one attempt, as
+neutral events) and `_map_error` (its SDK's exceptions to legato's tree). Retries, the
+"HTTP 200 but nothing came" check and cost are handled here once.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import re
+import time
+import weakref
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from dataclasses import dataclass, field
+from functools import cache, lru_cache
+from typing import Any, Generic, TypeVar, cast
+
+from legato.exceptions import (
+    AuthenticationFailed,
+    ContentFiltered,
+    ContextLengthExceeded,
+    InvalidRequest,
+    MissingCredentials,
+    MissingDependency,
+    ModelError,
+    ModelOverloaded,
+    ModelTimeout,
+    ProviderServerError,
+    RateLimited,
+    ResponseParseError,
+    StreamInterrupted,
+)
+from legato.messages import JsonValue, Usage
+from legato.models._base import ModelProfile, ModelRequest, ModelStreamEvent, ResponseCompleted
+from legato.models.retry import RetryPolicy, retrying_stream
+
+__all__ = [
+    "ProviderModel",
+    "ProviderSettings",
+    "cost_in_dollars",
+    "error_from_status",
+    "parse_error",
+    "read_api_key",
+    "redact",
+    "require",
+    "shared_ssl_context",
+    "transport_error",
+]
+
+T = TypeVar("T")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ProviderSettings:
+    """How to reach a provider. Every field is optional; defaults come from the provider."""
+
+    api_key: str | None = None
+    """The key; when None it is read from the provider's environment variable."""
+    base_url: str | None = None
+    timeout: float | None = None
+    """Seconds for a whole call (connect, send, first byte and every read)."""
+    headers: Mapping[str, str] = field(default_factory=lambda: {})
+    """Extra HTTP headers sent with every request."""
+    extra_body: Mapping[str, JsonValue] = field(default_factory=lambda: {})
+    """Fields merged into every request body unchanged."""
+    retry: RetryPolicy | None = field(default_factory=RetryPolicy)
+    """Retry policy for failed calls; None never retries."""
+    stream: bool = True
+    """Stream on the wire; False sends one request and converts the whole answer to events."""
+
+
+def require(module: str, package: str, extra: str) -> Any:
+    """Import an optional dependency, or raise `MissingDependency` naming the extra."""
+    import importlib
+
+    try:
+        return importlib.import_module(module)
+    except ImportError as exc:
+        raise MissingDependency(package, extra) from exc
+
+
+def read_api_key(explicit: str | None, *, env_var: str, provider: str) -> str:
+    """The explicit key, or the environment variable's, or `MissingCredentials`."""
+    key = explicit if explicit is not None else os.environ.get(env_var)
+    if not key:
+        raise MissingCredentials(provider, env_var)
+    return key
+
+
+@cache
+def shared_ssl_context(module: str = "httpx2") -> Any:
+    """One SSL context per process for every client legato makes.
+
+    Building one loads the CA bundle (about 60 ms); `run_sync` makes a client per event
+    loop, so without sharing every synchronous run would pay that again.
+    """
+    return require(module, module, "openai").create_ssl_context()
+
+
+# -- clients that belong to one event loop -----------------------------------------------------
+
+
+class LoopClients(Generic[T]):
+    """One async client per running event loop, closed when that loop shuts down.
+
+    Async HTTP clients hold connections bound to the loop that opened them; `run_sync` may
+    run each call on a fresh loop. A small async generator registered on each loop closes
+    the client during the loop's `shutdown_asyncgens` (which `asyncio.run` calls).
+    """
+
+    def __init__(self, factory: Callable[[], T], close: Callable[[T], Awaitable[None]]) -> None:
+        self._factory = factory
+        self._close = close
+        self._clients: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, tuple[T, object]] = (
+            weakref.WeakKeyDictionary()
+        )
+
+    async def get(self) -> T:
+        """The client of the running loop, made on first use."""
+        loop = asyncio.get_running_loop()
+        entry = self._clients.get(loop)
+        if entry is not None:
+            return entry[0]
+        client = self._factory()
+        keeper = self._keeper(client)
+        await anext(keeper)
+        self._clients[loop] = (client, keeper)
+        return client
+
+    async def _keeper(self, client: T) -> AsyncIterator[None]:
+        try:
+            yield
+        finally:
+            await self._close(client)
+
+    async def aclose(self) -> None:
+        """Close the running loop's client now."""
+        entry = self._clients.pop(asyncio.get_running_loop(), None)
+        if entry is not None:
+            await cast(Any, entry[1]).aclose()
+
+
+# -- errors ------------------------------------------------------------------------------------
+
+_SECRET_KEY = re.compile(
+    r"(api[-_]?key|authorization|x-api-key|x-goog-api-key|secret|token|password)", re.I
+)
+_SECRET_VALUE = re.compile(
+    r"\b(sk-[A-Za-z0-9_-]{6,}|sk_[A-Za-z0-9_-]{6,}|AIza[0-9A-Za-z_-]{10,}|Bearer\s+\S+)"
+)
+_CONTEXT = re.compile(
+    r"context[_ ]length|prompt is too long|maximum context|too many tokens|"
+    r"exceeds the maximum number of tokens|exceeds the context|input length exceeds",
+    re.I,
+)
+_FILTERED = re.compile(r"content[_ ]filter|content[_ ]policy|safety", re.I)
+
+
+def redact(value: object) -> object:
+    """A copy of a payload with keys and secret-looking strings replaced by `[redacted]`."""
+    if isinstance(value, Mapping):
+        items = cast(Mapping[object, object], value).items()
+        return {
+            k: "[redacted]" if isinstance(k, str) and _SECRET_KEY.search(k) else redact(v)
+            for k, v in items
+        }
+    if isinstance(value, list | tuple):
+        return [redact(v) for v in cast(list[object], value)]
+    if isinstance(value, bytes):
+        value = value.decode("utf-8", "replace")
+    if isinstance(value, str):
+        return _SECRET_VALUE.sub("[redacted]", value)
+    return value
+
+
+def retry_after_seconds(headers: Mapping[str, str] | None) -> float | None:
+    """Seconds from `retry-after-ms` or `retry-after` (a number or an HTTP date)."""
+    if not headers:
+        return None
+    lower = {k.lower(): v for k, v in headers.items()}
+    if "retry-after-ms" in lower:
+        try:
+            return float(lower["retry-after-ms"]) / 1000
+        except ValueError:
+            pass
+    raw = lower.get("retry-after")
+    if raw is None:
+        return None
+    try:
+        return max(0.0, float(raw))
+    except ValueError:
+        import email.utils
+
+        parsed = email.utils.parsedate_to_datetime(raw) if raw else None
+        return None if parsed is None else max(0.0, parsed.timestamp() - time.time())
+
+
+def error_text(body: object) -> str:
+    """The human-readable message and code of a provider error body, as one string."""
+    if isinstance(body, Mapping):
+        body_map = cast(Mapping[str, object], body)
+        inner = body_map.get("error", body_map)
+        if isinstance(inner, Mapping):
+            inner_map = cast(Mapping[str, object], inner)
+            parts = [inner_map.get(k) for k in ("message", "code", "type", "status")]
+            return " ".join(str(p) for p in parts if p)
+        return str(inner)
+    return "" if body is None else str(body)
+
+
+def error_from_status(
+    status: int,
+    *,
+    provider: str,
+    body: object = None,
+    headers: Mapping[str, str] | None = None,
+    message: str | None = None,
+) -> ModelError:
+    """The legato error for an HTTP error answer (status, body, headers)."""
+    text = message or error_text(body) or f"HTTP {status}"
+    detail = f"{provider}: {text}"
+    safe = redact(body)
+    kwargs: dict[str, Any] = {"provider": provider, "status_code": status, "body": safe}
+    if status == 429:
+        return RateLimited(detail, retry_after=retry_after_seconds(headers), **kwargs)
+    if status in (503, 529) or "overloaded" in text.lower():
+        return ModelOverloaded(detail, **kwargs)
+    if status == 408:
+        return ModelTimeout(detail, **kwargs)
+    if status >= 500:
+        return ProviderServerError(detail, **kwargs)
+    if status in (401, 403):
+        return AuthenticationFailed(detail, **kwargs)
+    if _CONTEXT.search(text):
+        return ContextLengthExceeded(detail, **kwargs)
+    if _FILTERED.search(text):
+        return ContentFiltered(detail, **kwargs)
+    return InvalidRequest(detail, **kwargs)
+
+
+def _transport_modules() -> list[Any]:
+    import importlib
+
+    modules: list[Any] = []
+    for name in ("httpx", "httpx2"):
+        try:
+            modules.append(importlib.import_module(name))
+        except ImportError:
+            continue
+    return modules
+
+
+def transport_error(exc: Exception, *, provider: str, started: bool) -> ModelError | None:
+    """The legato error for an httpx (or httpx2) transport failure; None for anything else."""
+    for module in _transport_modules():
+        if isinstance(exc, module.TimeoutException):
+            return ModelTimeout(f"{provider}: no answer in time", provider=provider)
+        if isinstance(exc, module.ConnectError) and not started:
+            return ProviderServerError(f"{provider}: connection failed: {exc}", provider=provider)
+        if isinstance(exc, module.TransportError):
+            return StreamInterrupted(f"{provider}: the stream broke off: {exc}", provider=provider)
+    return None
+
+
+def parse_error(provider: str, raw: object, reason: str) -> ResponseParseError:
+    """A `ResponseParseError` keeping the (redacted) raw payload."""
+    return ResponseParseError(f"{provider}: {reason}", provider=provider, body=redact(raw))
+
+
+# -- prices ------------------------------------------------------------------------------------
+
+
+@cache
+def _prices() -> Any:
+    try:
+        import genai_prices
+    except ImportError:
+        return None
+    return genai_prices
+
+
+def cost_in_dollars(usage: Usage, *, model: str, provider_id: str | None) -> float | None:
+    """The price of one call from the bundled `genai-prices` data; None when unknown."""
+    if _prices() is None or not model or provider_id is None:
+        return None
+    counts = (
+        usage.input_tokens,
+        usage.output_tokens,
+        usage.cache_read_tokens,
+        usage.cache_write_tokens,
+    )
+    return _price(model, provider_id, counts)
+
+
+@lru_cache(maxsize=4096)
+def _price(model: str, provider_id: str, counts: tuple[int, int, int, int]) -> float | None:
+    # genai-prices takes about a millisecond per lookup; a repeated (model, counts) pair is
+    # answered from this cache.
+    prices = _prices()
+    names = ("input_tokens", "output_tokens", "cache_read_tokens", "cache_write_tokens")
+    try:
+        calc = prices.calc_price(
+            prices.Usage(**dict(zip(names, counts, strict=True))), model, provider_id=provider_id
+        )
+    except LookupError:
+        return None
+    return float(calc.total_price)
+
+
+# -- the base class --------------------------------------------------------------------------
+
+
+class ProviderModel:
+    """A model behind one wire API; subclasses implement one attempt and the error mapping."""
+
+    provider: str = "provider"
+    """The provider prefix of model strings (`openai`, `anthropic`, ...)."""
+    price_provider: str | None = None
+    """The provider id in `genai-prices`, or None when calls are free / prices unknown."""
+
+    def __init__(self, model: str, *, settings: ProviderSettings, profile: ModelProfile) -> None:
+        self.model = model
+        self.settings = settings
+        self._profile = profile
+
+    @property
+    def name(self) -> str:
+        """`provider:model`."""
+        return f"{self.provider}:{self.model}"
+
+    @property
+    def profile(self) -> ModelProfile:
+        """What this model can do."""
+        return self._profile
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.model!r})"
+
+    def stream(self, request: ModelRequest) -> AsyncIterator[ModelStreamEvent]:
+        """Send the request, retrying as the settings say; yields events, last `ResponseCompleted`."""
+        policy = self.settings.retry or RetryPolicy(max_attempts=1)
+        return retrying_stream(lambda: self._checked(request), policy, self._mapped)
+
+    def _mapped(self, exc: Exception, started: bool) -> ModelError | None:
+        return self._map_error(exc, started) or transport_error(
+            exc, provider=self.provider, started=started
+        )
+
+    async def _checked(self, request: ModelRequest) -> AsyncIterator[ModelStreamEvent]:
+        completed = False
+        async for event in self._stream_once(request):
+            if isinstance(event, ResponseCompleted):
+                completed = True
+            yield event
+        if not completed:
+            msg = f"{self.name}: the stream ended without a complete response"
+            raise StreamInterrupted(msg, provider=self.provider)
+
+    def _stream_once(self, request: ModelRequest) -> AsyncIterator[ModelStreamEvent]:
+        raise NotImplementedError
+
+    def _map_error(self, exc: Exception, started: bool) -> ModelError | None:
+        """Map a foreign exception to legato's tree; None lets it through."""
+        return None
+
+    def _broken(self, exc: Exception) -> Exception:
+        """What to raise for an exception that broke off a started response."""
+        if isinstance(exc, ModelError):
+            return exc
+        mapped = self._map_error(exc, True) or transport_error(
+            exc, provider=self.provider, started=True
+        )
+        return exc if mapped is None else mapped
+
+    def _cost(self, usage: Usage, model_name: str) -> float | None:
+        return cost_in_dollars(
+            usage, model=model_name or self.model, provider_id=self.price_provider
+        )

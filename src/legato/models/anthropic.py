@@ -1,0 +1,495 @@
+"""Anthropic's Messages API: thinking with signatures, prompt caching, tools, images, documents.
+
+```py
+from legato.models.anthropic import AnthropicModel
+
+model = AnthropicModel("claude-sonnet-4-5", cache_instructions=True)  # key: ANTHROPIC_API_KEY
+```
+
+Thinking blocks keep their signature and are sent back only to Anthropic (a signature means
+nothing to another provider). Structured output rides on a forced tool whose arguments are
+returned as the answer text.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from typing import Any, cast
+
+from legato.exceptions import (
+    ContentFiltered,
+    ModelError,
+    ModelTimeout,
+    ProviderServerError,
+    StreamInterrupted,
+)
+from legato.messages import (
+    DocumentPart,
+    ImagePart,
+    Message,
+    StopReason,
+    TextPart,
+    ThinkingPart,
+    ToolCallPart,
+    ToolResultPart,
+    Usage,
+)
+from legato.models._base import ModelProfile, ModelRequest, ModelStreamEvent, ResponseCompleted
+from legato.models._provider import (
+    LoopClients,
+    ProviderModel,
+    ProviderSettings,
+    error_from_status,
+    parse_error,
+    read_api_key,
+    require,
+    shared_ssl_context,
+)
+from legato.models.assembly import ResponseAssembler
+from legato.models.dialects import apply_dialect
+
+__all__ = ["AnthropicModel", "anthropic_messages", "from_name"]
+
+Obj = dict[str, Any]
+
+PROFILE = ModelProfile(
+    native_structured_output=True,
+    supports_documents=True,
+    supports_thinking=True,
+    schema_dialect="anthropic",
+)
+_STOP: dict[str, StopReason] = {
+    "end_turn": StopReason.END_TURN,
+    "tool_use": StopReason.TOOL_CALLS,
+    "max_tokens": StopReason.MAX_TOKENS,
+    "stop_sequence": StopReason.STOP_SEQUENCE,
+    "refusal": StopReason.CONTENT_FILTER,
+    "pause_turn": StopReason.OTHER,
+}
+_ERROR_STATUS = {
+    "overloaded_error": 529,
+    "rate_limit_error": 429,
+    "api_error": 500,
+    "invalid_request_error": 400,
+    "authentication_error": 401,
+    "permission_error": 403,
+    "not_found_error": 404,
+    "request_too_large": 413,
+}
+_CACHE = {"type": "ephemeral"}
+
+
+# -- request translation ----------------------------------------------------------------------
+
+
+def _source(part: ImagePart | DocumentPart) -> Obj:
+    if part.url is not None:
+        return {"type": "url", "url": part.url}
+    if part.media_type.startswith("text/"):
+        return {"type": "text", "media_type": "text/plain", "data": (part.data or b"").decode()}
+    return {"type": "base64", "media_type": part.media_type, "data": part.base64}
+
+
+def _content(parts: tuple[Any, ...]) -> list[Obj]:
+    out: list[Obj] = []
+    for part in parts:
+        if isinstance(part, TextPart):
+            if part.text:
+                out.append({"type": "text", "text": part.text})
+        elif isinstance(part, ImagePart):
+            out.append({"type": "image", "source": _source(part)})
+        elif isinstance(part, DocumentPart):
+            doc: Obj = {"type": "document", "source": _source(part)}
+            if part.title:
+                doc["title"] = part.title
+            out.append(doc)
+    return out
+
+
+def _assistant(message: Message) -> list[Obj]:
+    out: list[Obj] = []
+    for part in message.parts:
+        if isinstance(part, TextPart) and part.text:
+            out.append({"type": "text", "text": part.text})
+        elif isinstance(part, ThinkingPart) and part.provider == "anthropic" and part.signature:
+            if part.redacted:
+                out.append({"type": "redacted_thinking", "data": part.signature})
+            else:
+                out.append({"type": "thinking", "thinking": part.text, "signature": part.signature})
+        elif isinstance(part, ToolCallPart):
+            args = part.arguments if isinstance(part.arguments, dict) else {}
+            out.append({"type": "tool_use", "id": part.id, "name": part.name, "input": args})
+    return out
+
+
+def _result(result: ToolResultPart) -> Obj:
+    block: Obj = {"type": "tool_result", "tool_use_id": result.call_id}
+    content = _content(result.content)
+    if content:
+        block["content"] = content
+    if result.is_error:
+        block["is_error"] = True
+    return block
+
+
+def anthropic_messages(messages: tuple[Message, ...]) -> tuple[list[Obj], list[Obj]]:
+    """(system blocks, messages) for the Messages API; consecutive same-role turns merge."""
+    system: list[Obj] = []
+    out: list[Obj] = []
+    for message in messages:
+        if message.role == "system":
+            system.append({"type": "text", "text": message.text})
+            continue
+        if message.role == "assistant":
+            role, blocks = "assistant", _assistant(message)
+        elif message.tool_results:
+            role = "user"
+            blocks = [_result(r) for r in message.tool_results]
+        else:
+            role, blocks = "user", _content(message.parts)
+        if not blocks:
+            continue
+        if out and out[-1]["role"] == role:
+            out[-1]["content"].extend(blocks)
+        else:
+            out.append({"role": role, "content": blocks})
+    return system, out
+
+
+@dataclass(slots=True)
+class _State:
+    seen: bool = False
+    stopped: bool = False
+    stop: str | None = None
+    model: str = ""
+    id: str | None = None
+    usage: Obj = dataclasses.field(default_factory=lambda: {})
+    kinds: dict[int, str] = dataclasses.field(default_factory=lambda: {})
+
+
+class AnthropicModel(ProviderModel):
+    """A Claude model behind the Messages API."""
+
+    provider = "anthropic"
+    price_provider = "anthropic"
+
+    def __init__(
+        self,
+        model: str,
+        *,
+        settings: ProviderSettings | None = None,
+        profile: ModelProfile | None = None,
+        api_key: str | None = None,
+        base_url: str | None = None,
+        cache_instructions: bool = False,
+        cache_tools: bool = False,
+        default_max_tokens: int = 4096,
+    ) -> None:
+        """Create a model.
+
+        Args:
+            model: The model name, e.g. `claude-sonnet-4-5`.
+            settings: Key, base URL, timeout, headers, extra body, retries, streaming.
+            profile: Override the capabilities.
+            api_key: Shortcut for `settings.api_key` (default: `ANTHROPIC_API_KEY`).
+            base_url: Shortcut for `settings.base_url`.
+            cache_instructions: Mark the system prompt for prompt caching.
+            cache_tools: Mark the tool definitions for prompt caching.
+            default_max_tokens: `max_tokens` when the settings give none (the API requires it).
+        """
+        settings = settings or ProviderSettings()
+        if api_key is not None or base_url is not None:
+            settings = dataclasses.replace(
+                settings,
+                api_key=api_key if api_key is not None else settings.api_key,
+                base_url=base_url if base_url is not None else settings.base_url,
+            )
+        super().__init__(model, settings=settings, profile=profile or PROFILE)
+        self.cache_instructions = cache_instructions
+        self.cache_tools = cache_tools
+        self.default_max_tokens = default_max_tokens
+        key = read_api_key(settings.api_key, env_var="ANTHROPIC_API_KEY", provider="anthropic")
+        sdk = require("anthropic", "anthropic", "anthropic")
+
+        def factory() -> Any:
+            timeout = settings.timeout if settings.timeout is not None else 600.0
+            http = sdk.DefaultAsyncHttpxClient(verify=shared_ssl_context(), timeout=timeout)
+            return sdk.AsyncAnthropic(
+                http_client=http,
+                api_key=key,
+                base_url=settings.base_url,
+                timeout=settings.timeout if settings.timeout is not None else 600.0,
+                max_retries=0,
+                default_headers=dict(settings.headers) or None,
+            )
+
+        async def close(client: Any) -> None:
+            await client.close()
+
+        self._clients: LoopClients[Any] = LoopClients(factory, close)
+
+    async def aclose(self) -> None:
+        """Close the client of the running event loop."""
+        await self._clients.aclose()
+
+    def body(self, request: ModelRequest) -> Obj:
+        """The request body (without `stream`)."""
+        s = request.settings
+        system, messages = anthropic_messages(request.messages)
+        if request.instructions:
+            system.insert(0, {"type": "text", "text": request.instructions})
+        if system and self.cache_instructions:
+            system[-1] = {**system[-1], "cache_control": _CACHE}
+        body: Obj = {
+            "model": self.model,
+            "messages": messages,
+            "max_tokens": s.max_tokens or self.default_max_tokens,
+        }
+        if system:
+            body["system"] = system
+        tools: list[Obj] = [
+            {
+                "name": t.name,
+                "description": t.description,
+                "input_schema": apply_dialect(t.parameters, self.profile.schema_dialect),
+            }
+            for t in request.tools
+        ]
+        choice: Obj | None = None
+        if request.tool_choice == "none":
+            choice = {"type": "none"} if tools else None
+        elif request.tool_choice == "required":
+            choice = {"type": "any"}
+        elif request.tool_choice != "auto":
+            choice = {"type": "tool", "name": request.tool_choice}
+        if request.output is not None:
+            out = request.output
+            schema = apply_dialect(out.schema, self.profile.schema_dialect)
+            tools.append(
+                {
+                    "name": out.name,
+                    "description": out.description or "The answer.",
+                    "input_schema": schema,
+                }
+            )
+            choice = {"type": "tool", "name": out.name}
+        if tools:
+            if self.cache_tools:
+                tools[-1] = {**tools[-1], "cache_control": _CACHE}
+            body["tools"] = tools
+            choice = choice or {"type": "auto"}
+            if s.parallel_tool_calls is False and choice["type"] != "none":
+                choice["disable_parallel_tool_use"] = True
+            body["tool_choice"] = choice
+        if s.thinking_budget:
+            body["thinking"] = {"type": "enabled", "budget_tokens": s.thinking_budget}
+        optional: dict[str, object] = {
+            "temperature": s.temperature,
+            "top_p": s.top_p,
+            "stop_sequences": list(s.stop_sequences) if s.stop_sequences else None,
+        }
+        body.update({k: v for k, v in optional.items() if v is not None})
+        body.update(self.settings.extra_body)
+        if s.extra_body:
+            body.update(s.extra_body)
+        return body
+
+    async def _stream_once(self, request: ModelRequest) -> AsyncIterator[ModelStreamEvent]:
+        client = await self._clients.get()
+        body = self.body(request)
+        options: Obj = {}
+        if request.settings.extra_headers:
+            options["extra_headers"] = dict(request.settings.extra_headers)
+        if request.settings.timeout is not None:
+            options["timeout"] = request.settings.timeout
+        assembler = ResponseAssembler(provider="anthropic", id_prefix="toolu")
+        state = _State()
+        output_tool = request.output.name if request.output is not None else None
+        if not self.settings.stream:
+            message = await client.messages.create(**body, **options)
+            for event in self._whole(message, assembler, state, output_tool):
+                yield event
+        else:
+            events = await client.messages.create(**body, stream=True, **options)
+            try:
+                async for event in events:
+                    state.seen = True
+                    for out in self._event(event, assembler, state, output_tool):
+                        yield out
+            except Exception as exc:
+                raise self._broken(exc) from exc
+            finally:
+                await events.close()
+            if not state.seen:
+                msg = f"{self.name}: HTTP 200 but the stream had no events"
+                raise StreamInterrupted(msg, provider=self.provider)
+            if not state.stopped:
+                msg = f"{self.name}: the stream ended before message_stop"
+                raise StreamInterrupted(msg, provider=self.provider)
+        yield self._completed(assembler, state, output_tool)
+
+    def _event(
+        self, event: Any, assembler: ResponseAssembler, state: _State, output_tool: str | None
+    ) -> list[ModelStreamEvent]:
+        kind: str = event.type
+        out: list[ModelStreamEvent | None] = []
+        if kind == "message_start":
+            message = event.message
+            state.model, state.id = message.model, message.id
+            state.usage.update(_usage_fields(message.usage))
+        elif kind == "content_block_start":
+            block = event.content_block
+            state.kinds[event.index] = block.type
+            if block.type == "tool_use":
+                if block.name == output_tool:
+                    state.kinds[event.index] = "output"
+                else:
+                    out.append(
+                        assembler.add_tool_call(index=event.index, id=block.id, name=block.name)
+                    )
+            elif block.type == "redacted_thinking":
+                assembler.add_thinking(signature=block.data, redacted=True)
+            elif block.type == "text" and block.text:
+                out.append(assembler.add_text(block.text))
+        elif kind == "content_block_delta":
+            out.append(self._delta(event, assembler, state))
+        elif kind == "content_block_stop":
+            if state.kinds.get(event.index) in ("text", "thinking", "redacted_thinking", "output"):
+                assembler.close_part()
+        elif kind == "message_delta":
+            state.stop = event.delta.stop_reason or state.stop
+            state.usage.update({k: v for k, v in _usage_fields(event.usage).items() if v})
+        elif kind == "message_stop":
+            state.stopped = True
+        return [e for e in out if e is not None]
+
+    def _delta(
+        self, event: Any, assembler: ResponseAssembler, state: _State
+    ) -> ModelStreamEvent | None:
+        delta = event.delta
+        kind: str = delta.type
+        if kind == "text_delta":
+            return assembler.add_text(delta.text)
+        if kind == "thinking_delta":
+            return assembler.add_thinking(delta.thinking)
+        if kind == "signature_delta":
+            return assembler.add_thinking(signature=delta.signature)
+        if kind == "input_json_delta":
+            if state.kinds.get(event.index) == "output":
+                return assembler.add_text(delta.partial_json)
+            return assembler.add_tool_call(index=event.index, arguments=delta.partial_json)
+        return None
+
+    def _whole(
+        self, message: Any, assembler: ResponseAssembler, state: _State, output_tool: str | None
+    ) -> list[ModelStreamEvent]:
+        state.seen = state.stopped = True
+        state.model, state.id, state.stop = message.model, message.id, message.stop_reason
+        state.usage.update(_usage_fields(message.usage))
+        out: list[ModelStreamEvent | None] = []
+        for index, block in enumerate(message.content):
+            if block.type == "text":
+                out.append(assembler.add_text(block.text))
+            elif block.type == "thinking":
+                out.append(
+                    assembler.add_thinking(block.thinking, signature=block.signature or None)
+                )
+            elif block.type == "redacted_thinking":
+                assembler.add_thinking(signature=block.data, redacted=True)
+            elif block.type == "tool_use":
+                raw = json.dumps(block.input, ensure_ascii=False)
+                if block.name == output_tool:
+                    out.append(assembler.add_text(raw))
+                else:
+                    out.append(
+                        assembler.add_tool_call(
+                            index=index, id=block.id, name=block.name, arguments=raw
+                        )
+                    )
+            assembler.close_part()
+        return [e for e in out if e is not None]
+
+    def _completed(
+        self, assembler: ResponseAssembler, state: _State, output_tool: str | None
+    ) -> ResponseCompleted:
+        stop = _STOP.get(state.stop or "end_turn", StopReason.OTHER)
+        if stop is StopReason.CONTENT_FILTER:
+            msg = f"{self.name}: the model refused to answer (refusal)"
+            raise ContentFiltered(msg, provider=self.provider)
+        if (
+            output_tool is not None
+            and stop is StopReason.TOOL_CALLS
+            and not assembler.build().message.tool_calls
+        ):
+            stop = StopReason.END_TURN
+        u = state.usage
+        cache_read = u.get("cache_read_input_tokens") or 0
+        cache_write = u.get("cache_creation_input_tokens") or 0
+        usage = Usage(
+            input_tokens=(u.get("input_tokens") or 0) + cache_read + cache_write,
+            output_tokens=u.get("output_tokens") or 0,
+            cache_read_tokens=cache_read,
+            cache_write_tokens=cache_write,
+            requests=1,
+        )
+        response = assembler.build(
+            usage=usage,
+            stop_reason=stop,
+            model_name=state.model,
+            cost=self._cost(usage, state.model),
+            provider_response_id=state.id,
+        )
+        return ResponseCompleted(response=response)
+
+    def _map_error(self, exc: Exception, started: bool) -> ModelError | None:
+        import anthropic as sdk
+
+        if isinstance(exc, sdk.APIStatusError):
+            body: object = exc.body
+            status = exc.status_code
+            if status < 400:  # an error event inside a 200 stream
+                status = _ERROR_STATUS.get(_error_type(body), 500)
+                if status == 500:
+                    msg = f"{self.name}: error inside the stream: {exc}"
+                    return StreamInterrupted(msg, provider=self.provider, body=body)
+            return error_from_status(
+                status, provider=self.provider, body=body, headers=dict(exc.response.headers)
+            )
+        if isinstance(exc, sdk.APITimeoutError):
+            return ModelTimeout(f"{self.name}: no answer in time", provider=self.provider)
+        if isinstance(exc, sdk.APIConnectionError):
+            if started:
+                return StreamInterrupted(
+                    f"{self.name}: the stream broke off", provider=self.provider
+                )
+            return ProviderServerError(
+                f"{self.name}: connection failed: {exc}", provider=self.provider
+            )
+        if isinstance(exc, json.JSONDecodeError):
+            return parse_error(self.provider, exc.doc, f"invalid JSON from the server: {exc}")
+        return None
+
+
+def _error_type(body: object) -> str:
+    error = cast(Obj, body).get("error") if isinstance(body, dict) else None
+    return str(cast(Obj, error).get("type")) if isinstance(error, dict) else ""
+
+
+def _usage_fields(usage: Any) -> Obj:
+    if usage is None:
+        return {}
+    names = (
+        "input_tokens",
+        "output_tokens",
+        "cache_read_input_tokens",
+        "cache_creation_input_tokens",
+    )
+    return {n: getattr(usage, n, None) for n in names if getattr(usage, n, None) is not None}
+
+
+def from_name(model: str) -> AnthropicModel:
+    """The `anthropic:` provider."""
+    return AnthropicModel(model)

@@ -1,0 +1,401 @@
+"""Google Gemini through the Google Gen AI SDK (`google-genai`).
+
+```py
+from legato.models.gemini import GeminiModel
+
+model = GeminiModel("gemini-2.5-flash")  # key from GEMINI_API_KEY (or GOOGLE_API_KEY)
+```
+
+Tool schemas go out in Gemini's schema dialect (`legato.models.dialects.to_gemini`: no
+`$ref`, no `additionalProperties`). Thought signatures, which Gemini needs back on the next
+turn, are kept: on thinking parts, and for function calls in the message's
+`provider_details["gemini_signatures"]`; they are sent back to Gemini only.
+"""
+
+from __future__ import annotations
+
+import base64
+import dataclasses
+import json
+import os
+import uuid
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from typing import Any, cast
+
+from legato.exceptions import (
+    ContentFiltered,
+    ModelError,
+    ModelTimeout,
+    ProviderServerError,
+    StreamInterrupted,
+)
+from legato.messages import (
+    DocumentPart,
+    ImagePart,
+    JsonValue,
+    Message,
+    StopReason,
+    TextPart,
+    ThinkingPart,
+    ToolCallPart,
+    ToolResultPart,
+    Usage,
+)
+from legato.models._base import ModelProfile, ModelRequest, ModelStreamEvent, ResponseCompleted
+from legato.models._provider import (
+    LoopClients,
+    ProviderModel,
+    ProviderSettings,
+    error_from_status,
+    parse_error,
+    read_api_key,
+    require,
+    shared_ssl_context,
+)
+from legato.models.assembly import ResponseAssembler
+from legato.models.dialects import apply_dialect
+
+__all__ = ["GeminiModel", "from_name", "gemini_contents"]
+
+Obj = dict[str, Any]
+
+PROFILE = ModelProfile(
+    native_structured_output=True,
+    supports_documents=True,
+    supports_thinking=True,
+    schema_dialect="gemini",
+)
+_STOP: dict[str, StopReason] = {
+    "STOP": StopReason.END_TURN,
+    "MAX_TOKENS": StopReason.MAX_TOKENS,
+    "SAFETY": StopReason.CONTENT_FILTER,
+    "RECITATION": StopReason.CONTENT_FILTER,
+    "PROHIBITED_CONTENT": StopReason.CONTENT_FILTER,
+    "BLOCKLIST": StopReason.CONTENT_FILTER,
+    "SPII": StopReason.CONTENT_FILTER,
+}
+_SIGNATURES = "gemini_signatures"
+
+
+def _media(part: ImagePart | DocumentPart) -> Obj:
+    if part.url is not None:
+        return {"file_data": {"file_uri": part.url, "mime_type": part.media_type}}
+    return {"inline_data": {"mime_type": part.media_type, "data": part.data}}
+
+
+def _user_parts(parts: tuple[Any, ...]) -> list[Obj]:
+    out: list[Obj] = []
+    for part in parts:
+        if isinstance(part, TextPart) and part.text:
+            out.append({"text": part.text})
+        elif isinstance(part, ImagePart | DocumentPart):
+            out.append(_media(part))
+    return out
+
+
+def _model_parts(message: Message) -> list[Obj]:
+    details = message.provider_details or {}
+    signatures = cast(dict[str, str], details.get(_SIGNATURES) or {})
+    out: list[Obj] = []
+    for part in message.parts:
+        if isinstance(part, TextPart) and part.text:
+            out.append({"text": part.text})
+        elif isinstance(part, ThinkingPart) and part.provider == "gemini":
+            thought: Obj = {"text": part.text, "thought": True}
+            if part.signature:
+                thought["thought_signature"] = base64.b64decode(part.signature)
+            out.append(thought)
+        elif isinstance(part, ToolCallPart):
+            args = part.arguments if isinstance(part.arguments, dict) else {}
+            entry: Obj = {"function_call": {"id": part.id, "name": part.name, "args": args}}
+            if part.id in signatures:
+                entry["thought_signature"] = base64.b64decode(signatures[part.id])
+            out.append(entry)
+    return out
+
+
+def _response_part(result: ToolResultPart) -> Obj:
+    key = "error" if result.is_error else "result"
+    response = {"id": result.call_id, "name": result.name, "response": {key: result.text}}
+    return {"function_response": response}
+
+
+def gemini_contents(messages: tuple[Message, ...]) -> tuple[list[str], list[Obj]]:
+    """(system texts, contents) for `generate_content`; same-role turns merge."""
+    system: list[str] = []
+    out: list[Obj] = []
+    for message in messages:
+        if message.role == "system":
+            system.append(message.text)
+            continue
+        if message.role == "assistant":
+            role, parts = "model", _model_parts(message)
+        elif message.tool_results:
+            role = "user"
+            parts = [_response_part(r) for r in message.tool_results]
+            for r in message.tool_results:
+                parts.extend(
+                    _user_parts(tuple(p for p in r.content if not isinstance(p, TextPart)))
+                )
+        else:
+            role, parts = "user", _user_parts(message.parts)
+        if not parts:
+            continue
+        if out and out[-1]["role"] == role:
+            out[-1]["parts"].extend(parts)
+        else:
+            out.append({"role": role, "parts": parts})
+    return system, out
+
+
+@dataclass(slots=True)
+class _State:
+    seen: bool = False
+    finish: str | None = None
+    blocked: str | None = None
+    model: str = ""
+    id: str | None = None
+    usage: Any = None
+    calls: int = 0
+    signatures: dict[str, JsonValue] = dataclasses.field(default_factory=lambda: {})
+
+
+class GeminiModel(ProviderModel):
+    """A Gemini model behind the Gemini API."""
+
+    provider = "gemini"
+    price_provider = "google"
+
+    def __init__(
+        self,
+        model: str,
+        *,
+        settings: ProviderSettings | None = None,
+        profile: ModelProfile | None = None,
+        api_key: str | None = None,
+        base_url: str | None = None,
+    ) -> None:
+        """Create a model; the key comes from `GEMINI_API_KEY` or `GOOGLE_API_KEY`."""
+        settings = settings or ProviderSettings()
+        if api_key is not None or base_url is not None:
+            settings = dataclasses.replace(
+                settings,
+                api_key=api_key if api_key is not None else settings.api_key,
+                base_url=base_url if base_url is not None else settings.base_url,
+            )
+        super().__init__(model, settings=settings, profile=profile or PROFILE)
+        explicit = settings.api_key or os.environ.get("GOOGLE_API_KEY") or None
+        key = read_api_key(
+            settings.api_key or os.environ.get("GEMINI_API_KEY") or explicit,
+            env_var="GEMINI_API_KEY",
+            provider="gemini",
+        )
+        genai = require("google.genai", "google-genai", "gemini")
+
+        def factory() -> Any:
+            options: Obj = {
+                "headers": dict(settings.headers),
+                "async_client_args": {"verify": shared_ssl_context()},
+            }
+            if settings.base_url:
+                options["base_url"] = settings.base_url
+            if settings.timeout is not None:
+                options["timeout"] = int(settings.timeout * 1000)
+            return genai.Client(api_key=key, http_options=options)
+
+        async def close(client: Any) -> None:
+            await client.aio.aclose()
+
+        self._clients: LoopClients[Any] = LoopClients(factory, close)
+
+    async def aclose(self) -> None:
+        """Close the client of the running event loop."""
+        await self._clients.aclose()
+
+    def config(self, request: ModelRequest) -> Obj:
+        """The `GenerateContentConfig` as a dict."""
+        s = request.settings
+        system, _ = gemini_contents(request.messages)
+        if request.instructions:
+            system.insert(0, request.instructions)
+        config: Obj = {}
+        if system:
+            config["system_instruction"] = "\n\n".join(system)
+        if request.tools and request.tool_choice != "none":
+            declarations = [
+                {
+                    "name": t.name,
+                    "description": t.description,
+                    "parameters": apply_dialect(t.parameters, self.profile.schema_dialect),
+                }
+                for t in request.tools
+            ]
+            config["tools"] = [{"function_declarations": declarations}]
+            mode: Obj = {"mode": "AUTO"}
+            if request.tool_choice == "required":
+                mode = {"mode": "ANY"}
+            elif request.tool_choice != "auto":
+                mode = {"mode": "ANY", "allowed_function_names": [request.tool_choice]}
+            config["tool_config"] = {"function_calling_config": mode}
+        if request.output is not None:
+            config["response_mime_type"] = "application/json"
+            config["response_schema"] = apply_dialect(request.output.schema, "gemini")
+        if s.thinking_budget is not None:
+            config["thinking_config"] = {
+                "thinking_budget": s.thinking_budget,
+                "include_thoughts": True,
+            }
+        optional: dict[str, object] = {
+            "temperature": s.temperature,
+            "max_output_tokens": s.max_tokens,
+            "top_p": s.top_p,
+            "stop_sequences": list(s.stop_sequences) if s.stop_sequences else None,
+            "seed": s.seed,
+        }
+        config.update({k: v for k, v in optional.items() if v is not None})
+        http: Obj = {}
+        if request.settings.extra_headers:
+            http["headers"] = dict(request.settings.extra_headers)
+        extra = {**self.settings.extra_body, **(request.settings.extra_body or {})}
+        if extra:
+            http["extra_body"] = extra
+        if request.settings.timeout is not None:
+            http["timeout"] = int(request.settings.timeout * 1000)
+        if http:
+            config["http_options"] = http
+        return config
+
+    async def _stream_once(self, request: ModelRequest) -> AsyncIterator[ModelStreamEvent]:
+        client = await self._clients.get()
+        _, contents = gemini_contents(request.messages)
+        config = self.config(request)
+        assembler = ResponseAssembler(provider="gemini", id_prefix=f"call_{uuid.uuid4().hex[:12]}")
+        state = _State()
+        models = client.aio.models
+        if not self.settings.stream:
+            response = await models.generate_content(
+                model=self.model, contents=contents, config=config
+            )
+            for event in self._chunk(response, assembler, state):
+                yield event
+        else:
+            chunks = await models.generate_content_stream(
+                model=self.model, contents=contents, config=config
+            )
+            try:
+                async for chunk in chunks:
+                    for event in self._chunk(chunk, assembler, state):
+                        yield event
+            except Exception as exc:
+                raise self._broken(exc) from exc
+            if not state.seen:
+                msg = f"{self.name}: HTTP 200 but the stream had no events"
+                raise StreamInterrupted(msg, provider=self.provider)
+        if state.finish is None and state.blocked is None:
+            msg = f"{self.name}: the stream ended without a finish reason"
+            raise StreamInterrupted(msg, provider=self.provider)
+        yield self._completed(assembler, state)
+
+    def _chunk(
+        self, chunk: Any, assembler: ResponseAssembler, state: _State
+    ) -> list[ModelStreamEvent]:
+        state.seen = True
+        state.model = chunk.model_version or state.model
+        state.id = chunk.response_id or state.id
+        if chunk.usage_metadata is not None:
+            state.usage = chunk.usage_metadata
+        feedback = chunk.prompt_feedback
+        if feedback is not None and feedback.block_reason is not None:
+            state.blocked = str(feedback.block_reason)
+        out: list[ModelStreamEvent | None] = []
+        candidates: list[Any] = list(chunk.candidates or [])
+        if not candidates:
+            return []
+        candidate = candidates[0]
+        if candidate.finish_reason is not None:
+            reason = candidate.finish_reason
+            state.finish = str(getattr(reason, "value", reason))
+        parts: list[Any] = list(candidate.content.parts or []) if candidate.content else []
+        for part in parts:
+            signature = part.thought_signature
+            sig_text = base64.b64encode(signature).decode() if signature else None
+            if part.function_call is not None:
+                call = part.function_call
+                raw = json.dumps(call.args or {}, ensure_ascii=False)
+                index = state.calls
+                state.calls += 1
+                out.append(
+                    assembler.add_tool_call(index=index, id=call.id, name=call.name, arguments=raw)
+                )
+                if sig_text:
+                    state.signatures[call.id or f"call_{index}"] = sig_text
+            elif part.thought and part.text is not None:
+                out.append(assembler.add_thinking(part.text or None, signature=sig_text))
+            elif part.text:
+                out.append(assembler.add_text(part.text))
+        return [e for e in out if e is not None]
+
+    def _completed(self, assembler: ResponseAssembler, state: _State) -> ResponseCompleted:
+        stop = _STOP.get(state.finish or "STOP", StopReason.OTHER)
+        if state.blocked is not None or stop is StopReason.CONTENT_FILTER:
+            reason = state.blocked or state.finish
+            msg = f"{self.name}: the provider withheld the answer ({reason})"
+            raise ContentFiltered(msg, provider=self.provider)
+        u = state.usage
+        thoughts = getattr(u, "thoughts_token_count", 0) or 0
+        usage = Usage(
+            input_tokens=getattr(u, "prompt_token_count", 0) or 0,
+            output_tokens=(getattr(u, "candidates_token_count", 0) or 0) + thoughts,
+            cache_read_tokens=getattr(u, "cached_content_token_count", 0) or 0,
+            reasoning_tokens=thoughts,
+            requests=1,
+        )
+        details: dict[str, JsonValue] | None = (
+            {_SIGNATURES: dict(state.signatures)} if state.signatures else None
+        )
+        response = assembler.build(
+            usage=usage,
+            stop_reason=stop,
+            model_name=state.model,
+            cost=self._cost(usage, state.model or self.model),
+            provider_response_id=state.id,
+            provider_details=details,
+        )
+        return ResponseCompleted(response=response)
+
+    def _map_error(self, exc: Exception, started: bool) -> ModelError | None:
+        from google.genai import errors
+
+        if isinstance(exc, errors.APIError):
+            response: Any = getattr(exc, "response", None)
+            headers = dict(getattr(response, "headers", None) or {})
+            body = cast(object, exc.details)  # pyright: ignore[reportUnknownMemberType] # the SDK leaves it untyped
+            return error_from_status(exc.code, provider=self.provider, body=body, headers=headers)
+        if isinstance(exc, json.JSONDecodeError):
+            return parse_error(self.provider, exc.doc, f"invalid JSON from the server: {exc}")
+        if isinstance(exc, errors.UnknownApiResponseError):
+            raw = exc.__cause__.doc if isinstance(exc.__cause__, json.JSONDecodeError) else str(exc)
+            return parse_error(self.provider, raw, f"invalid JSON from the server: {exc}")
+        name = type(exc).__name__
+        if "Timeout" in name:
+            return ModelTimeout(f"{self.name}: no answer in time", provider=self.provider)
+        if name in (
+            "RemoteProtocolError",
+            "ReadError",
+            "ClientPayloadError",
+            "ServerDisconnectedError",
+        ):
+            return StreamInterrupted(
+                f"{self.name}: the stream broke off ({name})", provider=self.provider
+            )
+        if name in ("ConnectError", "ClientConnectorError"):
+            return ProviderServerError(
+                f"{self.name}: connection failed: {exc}", provider=self.provider
+            )
+        return None
+
+
+def from_name(model: str) -> GeminiModel:
+    """The `gemini:` (and `google:`) provider."""
+    return GeminiModel(model)

@@ -1,0 +1,381 @@
+"""OpenAI Chat Completions: OpenAI itself and every server that speaks the same wire API.
+
+```py
+from legato.models.openai_chat import OpenAIChatModel
+
+model = OpenAIChatModel("gpt-4o-mini")  # key from OPENAI_API_KEY
+```
+
+Per-server differences (base URL, key variable, quirks) live in a `ServerProfile`; see
+`legato.models.openai_compatible` for vLLM, llama.cpp, LM Studio, Groq, Mistral and others.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import AsyncIterator, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from legato.exceptions import ContentFiltered, ModelError, StreamInterrupted
+from legato.messages import (
+    DocumentPart,
+    ImagePart,
+    Message,
+    StopReason,
+    TextPart,
+    ToolResultPart,
+)
+from legato.models._base import (
+    ModelProfile,
+    ModelRequest,
+    ModelStreamEvent,
+    ResponseCompleted,
+    ToolChoice,
+)
+from legato.models._openai_common import (
+    data_url,
+    make_clients,
+    map_openai_error,
+    merge_body,
+    openai_usage,
+)
+from legato.models._provider import ProviderModel, ProviderSettings
+from legato.models.assembly import ResponseAssembler
+from legato.models.dialects import apply_dialect
+
+__all__ = ["OPENAI", "OpenAIChatModel", "ServerProfile", "chat_messages", "from_name"]
+
+Obj = dict[str, Any]
+
+_FINISH: dict[str, StopReason] = {
+    "stop": StopReason.END_TURN,
+    "tool_calls": StopReason.TOOL_CALLS,
+    "function_call": StopReason.TOOL_CALLS,
+    "length": StopReason.MAX_TOKENS,
+    "content_filter": StopReason.CONTENT_FILTER,
+}
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ServerProfile:
+    """One server that speaks Chat Completions, and its quirks."""
+
+    name: str
+    """The provider prefix of model strings, e.g. `groq`."""
+    base_url: str | None = None
+    """Where the server listens; None means the SDK's default (api.openai.com)."""
+    env_var: str | None = None
+    """The environment variable holding the key; None for servers that need none."""
+    price_provider: str | None = None
+    """The provider's id in `genai-prices`; None for local servers (free)."""
+    model: ModelProfile = field(default_factory=ModelProfile)
+    """Capabilities of models on this server."""
+    max_tokens_field: str = "max_tokens"
+    """Body field for the output limit (OpenAI itself wants `max_completion_tokens`)."""
+    stream_usage: bool = True
+    """Ask for usage in the stream (`stream_options.include_usage`)."""
+    send_parallel_tool_calls: bool = True
+    """The server accepts the `parallel_tool_calls` field."""
+    no_stream_with_auto_tools: bool = False
+    """Streaming with tools and `tool_choice="auto"` fails silently (llama-cpp-python's
+    server sends HTTP 200 and no chunks); such requests go out unstreamed."""
+    send_strict: bool = True
+    """The server understands `strict` on tools and json_schema response formats."""
+
+
+OPENAI = ServerProfile(
+    name="openai-chat",
+    env_var="OPENAI_API_KEY",
+    price_provider="openai",
+    model=ModelProfile(native_structured_output=True, schema_dialect="json_schema"),
+    max_tokens_field="max_completion_tokens",
+)
+"""OpenAI's own Chat Completions endpoint."""
+
+
+# -- request translation --------------------------------------------------------------------
+
+
+def _content(parts: tuple[Any, ...]) -> str | list[Obj]:
+    if all(isinstance(p, TextPart) for p in parts):
+        return "".join(p.text for p in parts)
+    out: list[Obj] = []
+    for part in parts:
+        if isinstance(part, TextPart):
+            out.append({"type": "text", "text": part.text})
+        elif isinstance(part, ImagePart):
+            out.append({"type": "image_url", "image_url": {"url": data_url(part)}})
+        elif isinstance(part, DocumentPart):
+            file: Obj = {"file_data": data_url(part), "filename": part.title or "document"}
+            out.append({"type": "file", "file": file})
+    return out
+
+
+def _tool_messages(results: list[ToolResultPart]) -> list[Obj]:
+    out: list[Obj] = []
+    media: list[Any] = []
+    for result in results:
+        text = result.text or ("(no output)" if not result.content else "")
+        extra = [p for p in result.content if not isinstance(p, TextPart)]
+        if extra:
+            text += f"\n[{len(extra)} attachment(s) follow in the next user message]"
+            media.extend(extra)
+        out.append({"role": "tool", "tool_call_id": result.call_id, "content": text})
+    if media:
+        out.append({"role": "user", "content": _content(tuple(media))})
+    return out
+
+
+def chat_messages(request: ModelRequest) -> list[Obj]:
+    """The neutral conversation as Chat Completions messages."""
+    out: list[Obj] = []
+    if request.instructions:
+        out.append({"role": "system", "content": request.instructions})
+    for message in request.messages:
+        out.extend(_message(message))
+    return out
+
+
+def _message(message: Message) -> list[Obj]:
+    if message.role == "system":
+        return [{"role": "system", "content": message.text}]
+    if message.role == "tool" or message.tool_results:
+        return _tool_messages(message.tool_results)
+    if message.role == "user":
+        return [{"role": "user", "content": _content(message.parts)}]
+    entry: Obj = {"role": "assistant", "content": message.text or None}
+    calls = message.tool_calls
+    if calls:
+        entry["tool_calls"] = [
+            {
+                "id": c.id,
+                "type": "function",
+                "function": {"name": c.name, "arguments": c.raw_arguments or "{}"},
+            }
+            for c in calls
+        ]
+    return [entry]
+
+
+def _tool_choice(choice: ToolChoice) -> str | Obj:
+    if choice in ("auto", "required", "none"):
+        return choice
+    return {"type": "function", "function": {"name": choice}}
+
+
+def chat_body(request: ModelRequest, *, model: str, server: ServerProfile, stream: bool) -> Obj:
+    """The whole request body."""
+    s = request.settings
+    body: Obj = {"model": model, "messages": chat_messages(request)}
+    if request.tools and request.tool_choice != "none":
+        tools: list[Obj] = []
+        for t in request.tools:
+            strict = bool(t.strict) and server.send_strict
+            dialect = "openai_strict" if strict else server.model.schema_dialect
+            fn: Obj = {"name": t.name, "parameters": apply_dialect(t.parameters, dialect)}
+            if t.description:
+                fn["description"] = t.description
+            if strict:
+                fn["strict"] = True
+            tools.append({"type": "function", "function": fn})
+        body["tools"] = tools
+        body["tool_choice"] = _tool_choice(request.tool_choice)
+        if s.parallel_tool_calls is not None and server.send_parallel_tool_calls:
+            body["parallel_tool_calls"] = s.parallel_tool_calls
+    if request.output is not None:
+        strict = request.output.strict and server.send_strict
+        schema = apply_dialect(request.output.schema, "openai_strict" if strict else "json_schema")
+        spec: Obj = {"name": request.output.name, "schema": schema}
+        if strict:
+            spec["strict"] = True
+        body["response_format"] = {"type": "json_schema", "json_schema": spec}
+    optional: dict[str, object] = {
+        "temperature": s.temperature,
+        server.max_tokens_field: s.max_tokens,
+        "top_p": s.top_p,
+        "stop": list(s.stop_sequences) if s.stop_sequences else None,
+        "seed": s.seed,
+    }
+    body.update({k: v for k, v in optional.items() if v is not None})
+    if stream:
+        body["stream"] = True
+        if server.stream_usage:
+            body["stream_options"] = {"include_usage": True}
+    return body
+
+
+# -- the model ------------------------------------------------------------------------------
+
+
+class OpenAIChatModel(ProviderModel):
+    """A model behind the Chat Completions API (OpenAI or any compatible server)."""
+
+    def __init__(
+        self,
+        model: str,
+        *,
+        server: ServerProfile = OPENAI,
+        settings: ProviderSettings | None = None,
+        profile: ModelProfile | None = None,
+        api_key: str | None = None,
+        base_url: str | None = None,
+    ) -> None:
+        """Create a model.
+
+        Args:
+            model: The model name as the server knows it.
+            server: The server and its quirks (default: OpenAI).
+            settings: Key, base URL, timeout, headers, extra body, retries, streaming.
+            profile: Override the server's model capabilities.
+            api_key: Shortcut for `settings.api_key`.
+            base_url: Shortcut for `settings.base_url`.
+        """
+        settings = settings or ProviderSettings()
+        if api_key is not None or base_url is not None:
+            settings = dataclasses.replace(
+                settings,
+                api_key=api_key if api_key is not None else settings.api_key,
+                base_url=base_url if base_url is not None else settings.base_url,
+            )
+        super().__init__(model, settings=settings, profile=profile or server.model)
+        self.server = server
+        self.provider = server.name
+        self.price_provider = server.price_provider
+        self._clients = make_clients(
+            settings, provider=server.name, env_var=server.env_var, default_base_url=server.base_url
+        )
+
+    async def aclose(self) -> None:
+        """Close the client of the running event loop."""
+        await self._clients.aclose()
+
+    def _wire_stream(self, request: ModelRequest) -> bool:
+        if not self.settings.stream:
+            return False
+        auto_tools = bool(request.tools) and request.tool_choice == "auto"
+        return not (self.server.no_stream_with_auto_tools and auto_tools)
+
+    async def _stream_once(self, request: ModelRequest) -> AsyncIterator[ModelStreamEvent]:
+        client = await self._clients.get()
+        stream = self._wire_stream(request)
+        body = merge_body(
+            chat_body(request, model=self.model, server=self.server, stream=stream),
+            self.settings.extra_body,
+        )
+        headers = dict(request.settings.extra_headers or {})
+        if request.settings.extra_body:
+            body.update(request.settings.extra_body)
+        options: Obj = {"extra_headers": headers} if headers else {}
+        if request.settings.timeout is not None:
+            options["timeout"] = request.settings.timeout
+        create = client.chat.completions.create
+        assembler = ResponseAssembler(provider=self.provider)
+        state = _State()
+        if not stream:
+            completion = await create(**body, **options)
+            for event in self._whole(completion, assembler, state):
+                yield event
+        else:
+            chunks = await create(**body, **options)
+            try:
+                async for chunk in chunks:
+                    for event in self._chunk(chunk, assembler, state):
+                        yield event
+            except Exception as exc:
+                raise self._broken(exc) from exc
+            finally:
+                await chunks.close()
+            if not state.seen:
+                msg = f"{self.name}: HTTP 200 but the stream had no events"
+                raise StreamInterrupted(msg, provider=self.provider)
+            if state.finish is None:
+                msg = f"{self.name}: the stream ended without a finish reason"
+                raise StreamInterrupted(msg, provider=self.provider)
+        yield self._completed(assembler, state)
+
+    def _chunk(
+        self, chunk: Any, assembler: ResponseAssembler, state: _State
+    ) -> list[ModelStreamEvent]:
+        state.seen = True
+        state.model = chunk.model or state.model
+        state.response_id = chunk.id or state.response_id
+        if chunk.usage is not None:
+            state.usage = chunk.usage
+        events: list[ModelStreamEvent] = []
+        for choice in chunk.choices or ():
+            if choice.index:
+                continue
+            delta = choice.delta
+            if delta is not None:
+                events.extend(_feed(assembler, delta, streamed=True))
+            if choice.finish_reason:
+                state.finish = choice.finish_reason
+        return events
+
+    def _whole(
+        self, completion: Any, assembler: ResponseAssembler, state: _State
+    ) -> list[ModelStreamEvent]:
+        state.seen = True
+        state.model = completion.model or ""
+        state.response_id = completion.id
+        state.usage = completion.usage
+        if not completion.choices:
+            msg = f"{self.name}: a completion without choices"
+            raise StreamInterrupted(msg, provider=self.provider)
+        choice = completion.choices[0]
+        state.finish = choice.finish_reason or "stop"
+        return _feed(assembler, choice.message, streamed=False)
+
+    def _completed(self, assembler: ResponseAssembler, state: _State) -> ResponseCompleted:
+        stop = _FINISH.get(state.finish or "stop", StopReason.OTHER)
+        if stop is StopReason.CONTENT_FILTER:
+            msg = f"{self.name}: the provider withheld the answer (content filter)"
+            raise ContentFiltered(msg, provider=self.provider)
+        usage = openai_usage(state.usage, input_key="prompt_tokens", output_key="completion_tokens")
+        response = assembler.build(
+            usage=usage,
+            stop_reason=stop,
+            model_name=state.model,
+            cost=self._cost(usage, state.model),
+            provider_response_id=state.response_id,
+        )
+        return ResponseCompleted(response=response)
+
+    def _map_error(self, exc: Exception, started: bool) -> ModelError | None:
+        return map_openai_error(exc, provider=self.provider, started=started)
+
+
+@dataclass(slots=True)
+class _State:
+    seen: bool = False
+    model: str = ""
+    response_id: str | None = None
+    finish: str | None = None
+    usage: Any = None
+
+
+def _feed(assembler: ResponseAssembler, delta: Any, *, streamed: bool) -> list[ModelStreamEvent]:
+    """Feed one delta (or a whole message) into the assembler; return the events to emit."""
+    events: list[ModelStreamEvent | None] = []
+    extra: Mapping[str, Any] = getattr(delta, "model_extra", None) or {}
+    reasoning = extra.get("reasoning_content") or extra.get("reasoning")
+    if isinstance(reasoning, str):
+        events.append(assembler.add_thinking(reasoning))
+    events.append(assembler.add_text(delta.content))
+    for position, call in enumerate(delta.tool_calls or ()):
+        fn = call.function
+        events.append(
+            assembler.add_tool_call(
+                index=call.index if streamed else position,
+                id=call.id,
+                name=fn.name if fn is not None else None,
+                arguments=fn.arguments if fn is not None else None,
+            )
+        )
+    return [e for e in events if e is not None]
+
+
+def from_name(model: str) -> OpenAIChatModel:
+    """The `openai-chat:` provider: OpenAI's Chat Completions API."""
+    return OpenAIChatModel(model)

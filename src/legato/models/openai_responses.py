@@ -1,0 +1,331 @@
+"""OpenAI's Responses API (the default for `"openai:<model>"`; `"openai-chat:"` selects Chat).
+
+```py
+from legato.models.openai_responses import OpenAIResponsesModel
+
+model = OpenAIResponsesModel("gpt-4.1-mini")  # key from OPENAI_API_KEY
+```
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from typing import Any
+
+from legato.exceptions import ContentFiltered, ModelError, StreamInterrupted
+from legato.messages import (
+    DocumentPart,
+    ImagePart,
+    Message,
+    StopReason,
+    TextPart,
+    ThinkingPart,
+)
+from legato.models._base import (
+    ModelProfile,
+    ModelRequest,
+    ModelStreamEvent,
+    ResponseCompleted,
+    ToolChoice,
+)
+from legato.models._openai_common import (
+    data_url,
+    make_clients,
+    map_openai_error,
+    merge_body,
+    openai_usage,
+)
+from legato.models._provider import ProviderModel, ProviderSettings
+from legato.models.assembly import ResponseAssembler
+from legato.models.dialects import apply_dialect
+
+__all__ = ["OpenAIResponsesModel", "from_name", "responses_input"]
+
+Obj = dict[str, Any]
+
+PROFILE = ModelProfile(
+    native_structured_output=True, supports_documents=True, supports_thinking=True
+)
+
+
+def _content(parts: tuple[Any, ...], *, role: str) -> list[Obj]:
+    text_type = "output_text" if role == "assistant" else "input_text"
+    out: list[Obj] = []
+    for part in parts:
+        if isinstance(part, TextPart):
+            out.append({"type": text_type, "text": part.text})
+        elif isinstance(part, ImagePart):
+            out.append({"type": "input_image", "image_url": data_url(part), "detail": "auto"})
+        elif isinstance(part, DocumentPart):
+            if part.url is not None:
+                out.append({"type": "input_file", "file_url": part.url})
+            else:
+                name = part.title or "document"
+                out.append({"type": "input_file", "file_data": data_url(part), "filename": name})
+    return out
+
+
+def _message_items(message: Message) -> list[Obj]:
+    if message.role in ("system", "user") and not message.tool_results:
+        return [{"role": message.role, "content": _content(message.parts, role=message.role)}]
+    items: list[Obj] = []
+    for part in message.parts:
+        if isinstance(part, TextPart) and part.text:
+            items.append({"role": "assistant", "content": _content((part,), role="assistant")})
+        elif isinstance(part, ThinkingPart):
+            if part.provider == "openai" and part.signature:
+                summary = [{"type": "summary_text", "text": part.text}] if part.text else []
+                items.append(
+                    {"type": "reasoning", "summary": summary, "encrypted_content": part.signature}
+                )
+        elif part.kind == "tool_call":
+            items.append(
+                {
+                    "type": "function_call",
+                    "call_id": part.id,
+                    "name": part.name,
+                    "arguments": part.raw_arguments or "{}",
+                }
+            )
+        elif part.kind == "tool_result":
+            output = part.text or "(no output)"
+            items.append(
+                {"type": "function_call_output", "call_id": part.call_id, "output": output}
+            )
+            media = [p for p in part.content if not isinstance(p, TextPart)]
+            if media:
+                items.append({"role": "user", "content": _content(tuple(media), role="user")})
+    return items
+
+
+def responses_input(request: ModelRequest) -> list[Obj]:
+    """The neutral conversation as Responses input items."""
+    return [item for message in request.messages for item in _message_items(message)]
+
+
+def _tool_choice(choice: ToolChoice) -> str | Obj:
+    if choice in ("auto", "required", "none"):
+        return choice
+    return {"type": "function", "name": choice}
+
+
+def responses_body(request: ModelRequest, *, model: str, stream: bool) -> Obj:
+    """The whole request body."""
+    s = request.settings
+    body: Obj = {"model": model, "input": responses_input(request), "store": False}
+    if request.instructions:
+        body["instructions"] = request.instructions
+    if request.tools and request.tool_choice != "none":
+        tools: list[Obj] = []
+        for t in request.tools:
+            strict = bool(t.strict)
+            schema = apply_dialect(t.parameters, "openai_strict" if strict else "json_schema")
+            tool: Obj = {"type": "function", "name": t.name, "parameters": schema, "strict": strict}
+            if t.description:
+                tool["description"] = t.description
+            tools.append(tool)
+        body["tools"] = tools
+        body["tool_choice"] = _tool_choice(request.tool_choice)
+        if s.parallel_tool_calls is not None:
+            body["parallel_tool_calls"] = s.parallel_tool_calls
+    if request.output is not None:
+        strict = request.output.strict
+        schema = apply_dialect(request.output.schema, "openai_strict" if strict else "json_schema")
+        fmt: Obj = {"type": "json_schema", "name": request.output.name, "schema": schema}
+        fmt["strict"] = strict
+        body["text"] = {"format": fmt}
+    optional: dict[str, object] = {
+        "temperature": s.temperature,
+        "max_output_tokens": s.max_tokens,
+        "top_p": s.top_p,
+    }
+    body.update({k: v for k, v in optional.items() if v is not None})
+    if s.thinking_budget is not None:
+        body["include"] = ["reasoning.encrypted_content"]
+        body["reasoning"] = {"summary": "auto"}
+    if stream:
+        body["stream"] = True
+    return body
+
+
+@dataclass(slots=True)
+class _State:
+    seen: bool = False
+    done: bool = False
+    response: Any = None
+
+
+class OpenAIResponsesModel(ProviderModel):
+    """A model behind OpenAI's Responses API."""
+
+    provider = "openai"
+    price_provider = "openai"
+
+    def __init__(
+        self,
+        model: str,
+        *,
+        settings: ProviderSettings | None = None,
+        profile: ModelProfile | None = None,
+        api_key: str | None = None,
+        base_url: str | None = None,
+    ) -> None:
+        """Create a model (see `OpenAIChatModel` for the arguments)."""
+        settings = settings or ProviderSettings()
+        if api_key is not None or base_url is not None:
+            settings = dataclasses.replace(
+                settings,
+                api_key=api_key if api_key is not None else settings.api_key,
+                base_url=base_url if base_url is not None else settings.base_url,
+            )
+        super().__init__(model, settings=settings, profile=profile or PROFILE)
+        self._clients = make_clients(
+            settings, provider="openai", env_var="OPENAI_API_KEY", default_base_url=None
+        )
+
+    async def aclose(self) -> None:
+        """Close the client of the running event loop."""
+        await self._clients.aclose()
+
+    async def _stream_once(self, request: ModelRequest) -> AsyncIterator[ModelStreamEvent]:
+        client = await self._clients.get()
+        stream = self.settings.stream
+        body = merge_body(
+            responses_body(request, model=self.model, stream=stream), self.settings.extra_body
+        )
+        if request.settings.extra_body:
+            body.update(request.settings.extra_body)
+        options: Obj = {}
+        if request.settings.extra_headers:
+            options["extra_headers"] = dict(request.settings.extra_headers)
+        if request.settings.timeout is not None:
+            options["timeout"] = request.settings.timeout
+        assembler = ResponseAssembler(provider="openai")
+        state = _State()
+        if not stream:
+            response = await client.responses.create(**body, **options)
+            state.response = response
+            for event in self._items(response.output, assembler):
+                yield event
+        else:
+            events = await client.responses.create(**body, **options)
+            try:
+                async for event in events:
+                    state.seen = True
+                    for out in self._event(event, assembler, state):
+                        yield out
+            except Exception as exc:
+                raise self._broken(exc) from exc
+            finally:
+                await events.close()
+            if not state.seen:
+                msg = f"{self.name}: HTTP 200 but the stream had no events"
+                raise StreamInterrupted(msg, provider=self.provider)
+            if not state.done:
+                msg = f"{self.name}: the stream ended before response.completed"
+                raise StreamInterrupted(msg, provider=self.provider)
+        yield self._completed(assembler, state.response)
+
+    def _event(
+        self, event: Any, assembler: ResponseAssembler, state: _State
+    ) -> list[ModelStreamEvent]:
+        kind: str = event.type
+        out: list[ModelStreamEvent | None] = []
+        if kind == "response.output_text.delta":
+            out.append(assembler.add_text(event.delta))
+        elif kind in ("response.reasoning_summary_text.delta", "response.reasoning_text.delta"):
+            out.append(assembler.add_thinking(event.delta))
+        elif kind == "response.output_item.added":
+            item = event.item
+            if item.type == "function_call":
+                out.append(
+                    assembler.add_tool_call(
+                        index=event.output_index,
+                        id=item.call_id,
+                        name=item.name,
+                        arguments=item.arguments or None,
+                    )
+                )
+        elif kind == "response.function_call_arguments.delta":
+            out.append(assembler.add_tool_call(index=event.output_index, arguments=event.delta))
+        elif kind == "response.output_item.done":
+            item = event.item
+            if item.type == "reasoning":
+                assembler.add_thinking(signature=item.encrypted_content)
+            if item.type in ("reasoning", "message"):
+                assembler.close_part()
+        elif kind in ("response.completed", "response.incomplete"):
+            state.done = True
+            state.response = event.response
+        elif kind in ("response.failed", "error"):
+            self._raise_failed(event)
+        return [e for e in out if e is not None]
+
+    def _raise_failed(self, event: Any) -> None:
+        from legato.models._provider import error_from_status
+
+        response = getattr(event, "response", None)
+        error = getattr(response, "error", None) if response is not None else event
+        code = str(getattr(error, "code", "") or "")
+        message = str(getattr(error, "message", "") or "the response failed")
+        body = {"error": {"code": code, "message": message}}
+        status = 429 if "rate_limit" in code else 400 if "context_length" in code else 500
+        err = error_from_status(status, provider=self.provider, body=body)
+        if status == 500:
+            msg = f"{self.name}: the response failed mid-stream: {message}"
+            raise StreamInterrupted(msg, provider=self.provider, body=body)
+        raise err
+
+    def _items(self, output: Any, assembler: ResponseAssembler) -> list[ModelStreamEvent]:
+        out: list[ModelStreamEvent | None] = []
+        items: list[Any] = list(output or [])
+        for index, item in enumerate(items):
+            if item.type == "message":
+                for content in item.content:
+                    if content.type == "output_text":
+                        out.append(assembler.add_text(content.text))
+                assembler.close_part()
+            elif item.type == "reasoning":
+                summary: list[Any] = list(item.summary or [])
+                text = "".join(str(s.text) for s in summary)
+                out.append(assembler.add_thinking(text or None, signature=item.encrypted_content))
+                assembler.close_part()
+            elif item.type == "function_call":
+                out.append(
+                    assembler.add_tool_call(
+                        index=index, id=item.call_id, name=item.name, arguments=item.arguments
+                    )
+                )
+        return [e for e in out if e is not None]
+
+    def _completed(self, assembler: ResponseAssembler, response: Any) -> ResponseCompleted:
+        usage = openai_usage(
+            getattr(response, "usage", None), input_key="input_tokens", output_key="output_tokens"
+        )
+        stop = StopReason.END_TURN
+        details = getattr(response, "incomplete_details", None)
+        reason = getattr(details, "reason", None)
+        if reason == "content_filter":
+            msg = f"{self.name}: the provider withheld the answer (content filter)"
+            raise ContentFiltered(msg, provider=self.provider)
+        if reason == "max_output_tokens":
+            stop = StopReason.MAX_TOKENS
+        model_name = str(getattr(response, "model", "") or "")
+        built = assembler.build(
+            usage=usage,
+            stop_reason=stop,
+            model_name=model_name,
+            cost=self._cost(usage, model_name),
+            provider_response_id=getattr(response, "id", None),
+        )
+        return ResponseCompleted(response=built)
+
+    def _map_error(self, exc: Exception, started: bool) -> ModelError | None:
+        return map_openai_error(exc, provider=self.provider, started=started)
+
+
+def from_name(model: str) -> OpenAIResponsesModel:
+    """The `openai:` provider: OpenAI's Responses API."""
+    return OpenAIResponsesModel(model)

@@ -1,0 +1,138 @@
+"""Anthropic Messages wire format: `POST /v1/messages`."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from legato.simulator._scenario import ErrorKind, SimTurn
+from legato.simulator._wire import JsonReply, Obj, Reply, StreamReply, call_id, ordered, sse
+
+__all__ = ["AnthropicWire"]
+
+_ERRORS: dict[ErrorKind, tuple[int, str]] = {
+    "rate_limit": (429, "rate_limit_error"),
+    "overloaded": (529, "overloaded_error"),
+    "server": (500, "api_error"),
+    "context_length": (400, "invalid_request_error"),
+    "auth": (401, "authentication_error"),
+    "invalid": (400, "invalid_request_error"),
+    "not_found": (404, "not_found_error"),
+    "content_filter": (400, "invalid_request_error"),
+}
+
+
+def _stop(turn: SimTurn) -> str:
+    if turn.finish == "length":
+        return "max_tokens"
+    if turn.finish == "content_filter":
+        return "refusal"
+    return "tool_use" if turn.calls else "end_turn"
+
+
+class AnthropicWire:
+    """Messages API, streamed as typed SSE events or as one message."""
+
+    def error(self, kind: ErrorKind, message: str) -> tuple[int, Obj]:
+        """Anthropic's error body."""
+        status, type_ = _ERRORS[kind]
+        if kind == "context_length":
+            message = f"prompt is too long: 210000 tokens > 200000 maximum ({message})"
+        return status, {"type": "error", "error": {"type": type_, "message": message}}
+
+    def error_event(self, kind: ErrorKind, message: str) -> bytes:
+        """An `error` event inside the stream."""
+        return sse(self.error(kind, message)[1], "error")
+
+    def malformed_event(self) -> bytes:
+        """Broken JSON in a data line."""
+        return b'event: content_block_delta\ndata: {"type":"content_block_delta","index":0,"delta":{\n\n'
+
+    def _usage(self, turn: SimTurn) -> Obj:
+        u = turn.usage
+        return {
+            "input_tokens": u.input_tokens - u.cached_tokens - u.cache_write_tokens,
+            "output_tokens": u.output_tokens,
+            "cache_read_input_tokens": u.cached_tokens,
+            "cache_creation_input_tokens": u.cache_write_tokens,
+        }
+
+    def _blocks(self, turn: SimTurn, seq: int) -> list[Obj]:
+        blocks: list[Obj] = []
+        if turn.thinking:
+            sig = turn.thinking_signature or ""
+            blocks.append({"type": "thinking", "thinking": turn.thinking, "signature": sig})
+        text = [{"type": "text", "text": turn.text}] if turn.text else []
+        calls: list[Obj] = [
+            {
+                "type": "tool_use",
+                "id": call_id(c, seq, i, "toolu"),
+                "name": c.name,
+                "input": c.value,
+            }
+            for i, c in enumerate(turn.calls)
+        ]
+        blocks.extend([*text, *calls] if turn.text_first else [*calls, *text])
+        return blocks
+
+    def reply(self, turn: SimTurn, request: Obj, *, stream: bool, seq: int) -> Reply:
+        """A message, or its event stream."""
+        message: Obj = {
+            "id": f"msg_{seq}",
+            "type": "message",
+            "role": "assistant",
+            "model": turn.model or str(request.get("model", "sim")),
+            "content": self._blocks(turn, seq),
+            "stop_reason": _stop(turn),
+            "stop_sequence": None,
+            "usage": self._usage(turn),
+        }
+        if not stream:
+            return JsonReply(body=message)
+        events: list[bytes] = []
+
+        def emit(type_: str, **fields: Any) -> None:
+            events.append(sse({"type": type_, **fields}, type_))
+
+        start_usage = {**self._usage(turn), "output_tokens": 1}
+        emit(
+            "message_start",
+            message={**message, "content": [], "stop_reason": None, "usage": start_usage},
+        )
+        index = 0
+
+        def block(start: Obj, deltas: list[Obj]) -> None:
+            nonlocal index
+            emit("content_block_start", index=index, content_block=start)
+            for delta in deltas:
+                emit("content_block_delta", index=index, delta=delta)
+            emit("content_block_stop", index=index)
+            index += 1
+
+        if turn.thinking:
+            deltas = [
+                {"type": "thinking_delta", "thinking": turn.thinking[n : n + 6]}
+                for n in range(0, len(turn.thinking), 6)
+            ]
+            if turn.thinking_signature:
+                deltas.append({"type": "signature_delta", "signature": turn.thinking_signature})
+            block({"type": "thinking", "thinking": "", "signature": ""}, deltas)
+
+        def text() -> None:
+            if turn.text:
+                pieces = [{"type": "text_delta", "text": p} for p in turn.fragments]
+                block({"type": "text", "text": ""}, pieces)
+
+        def calls() -> None:
+            for i, c in enumerate(turn.calls):
+                start = {"type": "tool_use", "id": call_id(c, seq, i, "toolu"), "name": c.name}
+                pieces = [{"type": "input_json_delta", "partial_json": f} for f in c.fragments]
+                block({**start, "input": {}}, pieces)
+
+        ordered(turn, text=text, calls=calls)
+        emit(
+            "message_delta",
+            delta={"stop_reason": _stop(turn), "stop_sequence": None},
+            usage={"output_tokens": turn.usage.output_tokens},
+        )
+        emit("message_stop")
+        return StreamReply(events=events)

@@ -1,0 +1,106 @@
+"""Google Gemini wire format: `models/{model}:generateContent` and `:streamGenerateContent`."""
+
+from __future__ import annotations
+
+from legato.simulator._scenario import ErrorKind, SimTurn
+from legato.simulator._wire import JsonReply, Obj, Reply, StreamReply, call_id, ordered, sse
+
+__all__ = ["GeminiWire"]
+
+_ERRORS: dict[ErrorKind, tuple[int, str]] = {
+    "rate_limit": (429, "RESOURCE_EXHAUSTED"),
+    "overloaded": (503, "UNAVAILABLE"),
+    "server": (500, "INTERNAL"),
+    "context_length": (400, "INVALID_ARGUMENT"),
+    "auth": (401, "UNAUTHENTICATED"),
+    "invalid": (400, "INVALID_ARGUMENT"),
+    "not_found": (404, "NOT_FOUND"),
+    "content_filter": (400, "INVALID_ARGUMENT"),
+}
+
+
+def _finish(turn: SimTurn) -> str:
+    if turn.finish == "length":
+        return "MAX_TOKENS"
+    if turn.finish == "content_filter":
+        return "SAFETY"
+    return "STOP"
+
+
+class GeminiWire:
+    """Gemini API; streaming is SSE with one `GenerateContentResponse` per event."""
+
+    def error(self, kind: ErrorKind, message: str) -> tuple[int, Obj]:
+        """Google's error body."""
+        status, name = _ERRORS[kind]
+        if kind == "context_length":
+            message = f"The input token count (1200000) exceeds the maximum number of tokens allowed (1048576). {message}"
+        return status, {"error": {"code": status, "message": message, "status": name}}
+
+    def error_event(self, kind: ErrorKind, message: str) -> bytes:
+        """An error object as a stream event."""
+        return sse(self.error(kind, message)[1])
+
+    def malformed_event(self) -> bytes:
+        """Broken JSON in a data line."""
+        return b'data: {"candidates": [{"content": {"parts": [{"text": \n\n'
+
+    def _usage(self, turn: SimTurn) -> Obj:
+        u = turn.usage
+        return {
+            "promptTokenCount": u.input_tokens,
+            "candidatesTokenCount": u.output_tokens - u.reasoning_tokens,
+            "thoughtsTokenCount": u.reasoning_tokens,
+            "cachedContentTokenCount": u.cached_tokens,
+            "totalTokenCount": u.input_tokens + u.output_tokens,
+        }
+
+    def _chunk(self, turn: SimTurn, request_model: str, seq: int, parts: list[Obj]) -> Obj:
+        return {
+            "candidates": [{"content": {"role": "model", "parts": parts}, "index": 0}],
+            "modelVersion": turn.model or request_model,
+            "responseId": f"gem_{seq}",
+        }
+
+    def _calls(self, turn: SimTurn, seq: int) -> list[Obj]:
+        parts: list[Obj] = [
+            {"functionCall": {"id": call_id(c, seq, i), "name": c.name, "args": c.value}}
+            for i, c in enumerate(turn.calls)
+        ]
+        if parts and turn.thinking_signature and not turn.thinking:
+            # Gemini 3 signs the first function call of a turn when thoughts stay hidden.
+            parts[0]["thoughtSignature"] = turn.thinking_signature
+        return parts
+
+    def reply(self, turn: SimTurn, request: Obj, *, stream: bool, seq: int) -> Reply:
+        """A response, or a stream of partial responses."""
+        model = str(request.get("_model", "sim"))
+        thought: list[Obj] = []
+        if turn.thinking:
+            thought = [{"text": turn.thinking, "thought": True}]
+            if turn.thinking_signature:
+                thought[0]["thoughtSignature"] = turn.thinking_signature
+        if not stream:
+            answer: list[Obj] = [{"text": turn.text}] if turn.text else []
+            called = self._calls(turn, seq)
+            parts = [*thought, *(answer + called if turn.text_first else called + answer)]
+            body = self._chunk(turn, model, seq, parts)
+            body["candidates"][0]["finishReason"] = _finish(turn)
+            return JsonReply(body={**body, "usageMetadata": self._usage(turn)})
+        chunks: list[Obj] = []
+        if thought:
+            chunks.append(self._chunk(turn, model, seq, thought))
+
+        def text() -> None:
+            chunks.extend(self._chunk(turn, model, seq, [{"text": p}]) for p in turn.fragments)
+
+        def calls() -> None:
+            if turn.calls:
+                chunks.append(self._chunk(turn, model, seq, self._calls(turn, seq)))
+
+        ordered(turn, text=text, calls=calls)
+        if not chunks:
+            chunks.append(self._chunk(turn, model, seq, [{"text": ""}]))
+        chunks[-1]["candidates"][0]["finishReason"] = _finish(turn)
+        chunks[-1]["usageMetadata"] = self._usage(turn)
+        return StreamReply(events=[sse(c) for c in chunks])

@@ -1,0 +1,265 @@
+"""OpenAI wire formats: Chat Completions (also every OpenAI-compatible server) and Responses."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from legato.simulator._scenario import ErrorKind, SimTurn
+from legato.simulator._wire import JsonReply, Obj, Reply, StreamReply, call_id, ordered, sse
+
+__all__ = ["ChatWire", "ResponsesWire"]
+
+_ERRORS: dict[ErrorKind, tuple[int, str, str | None]] = {
+    "rate_limit": (429, "rate_limit_exceeded", "rate_limit_exceeded"),
+    "overloaded": (503, "server_error", "overloaded"),
+    "server": (500, "server_error", None),
+    "context_length": (400, "invalid_request_error", "context_length_exceeded"),
+    "auth": (401, "invalid_request_error", "invalid_api_key"),
+    "invalid": (400, "invalid_request_error", "invalid_value"),
+    "not_found": (404, "invalid_request_error", "model_not_found"),
+    "content_filter": (400, "invalid_request_error", "content_filter"),
+}
+
+
+def _error(kind: ErrorKind, message: str) -> tuple[int, Obj]:
+    status, type_, code = _ERRORS[kind]
+    return status, {"error": {"message": message, "type": type_, "param": None, "code": code}}
+
+
+def _finish(turn: SimTurn) -> str:
+    if turn.finish == "length":
+        return "length"
+    if turn.finish == "content_filter":
+        return "content_filter"
+    return "tool_calls" if turn.calls else "stop"
+
+
+class ChatWire:
+    """`POST /v1/chat/completions`."""
+
+    def error(self, kind: ErrorKind, message: str) -> tuple[int, Obj]:
+        """OpenAI's error body."""
+        return _error(kind, message)
+
+    def error_event(self, kind: ErrorKind, message: str) -> bytes:
+        """An `error` object inside the stream, as OpenAI-compatible servers send it."""
+        return sse(_error(kind, message)[1])
+
+    def malformed_event(self) -> bytes:
+        """Broken JSON in a data line."""
+        return b'data: {"id":"chatcmpl-x","choices":[{"index":0,"delta":{"content":\n\n'
+
+    def _usage(self, turn: SimTurn) -> Obj:
+        u = turn.usage
+        return {
+            "prompt_tokens": u.input_tokens,
+            "completion_tokens": u.output_tokens,
+            "total_tokens": u.input_tokens + u.output_tokens,
+            "prompt_tokens_details": {"cached_tokens": u.cached_tokens},
+            "completion_tokens_details": {"reasoning_tokens": u.reasoning_tokens},
+        }
+
+    def reply(self, turn: SimTurn, request: Obj, *, stream: bool, seq: int) -> Reply:
+        """A completion, or its chunks."""
+        model = turn.model or str(request.get("model", "sim"))
+        head: Obj = {"id": f"chatcmpl-{seq}", "created": 1700000000, "model": model}
+        if not stream:
+            message: Obj = {"role": "assistant", "content": turn.text or None}
+            if turn.thinking:
+                message["reasoning_content"] = turn.thinking
+            if turn.calls:
+                message["tool_calls"] = [
+                    {
+                        "id": call_id(c, seq, i),
+                        "type": "function",
+                        "function": {"name": c.name, "arguments": c.text},
+                    }
+                    for i, c in enumerate(turn.calls)
+                ]
+            choice = {"index": 0, "message": message, "finish_reason": _finish(turn)}
+            body = {**head, "object": "chat.completion", "choices": [choice]}
+            return JsonReply(body={**body, "usage": self._usage(turn)})
+        events: list[bytes] = []
+
+        def chunk(delta: Obj, finish: str | None = None) -> None:
+            choice = {"index": 0, "delta": delta, "finish_reason": finish}
+            events.append(sse({**head, "object": "chat.completion.chunk", "choices": [choice]}))
+
+        chunk({"role": "assistant", "content": ""})
+        if turn.thinking:
+            for piece in (turn.thinking[i : i + 6] for i in range(0, len(turn.thinking), 6)):
+                chunk({"reasoning_content": piece})
+
+        def text() -> None:
+            for piece in turn.fragments:
+                chunk({"content": piece})
+
+        def calls() -> None:
+            for i, c in enumerate(turn.calls):
+                ident = call_id(c, seq, i)
+                for n, fragment in enumerate(c.fragments):
+                    tc: dict[str, Any] = {"index": i, "function": {"arguments": fragment}}
+                    if n == 0 or turn.repeat_name:
+                        tc.update(id=ident, type="function")
+                        tc["function"]["name"] = c.name
+                    chunk({"tool_calls": [tc]})
+
+        ordered(turn, text=text, calls=calls)
+        chunk({}, _finish(turn))
+        options: Obj = request.get("stream_options") or {}
+        if options.get("include_usage"):
+            usage: Obj = {**head, "object": "chat.completion.chunk", "choices": []}
+            events.append(sse({**usage, "usage": self._usage(turn)}))
+        events.append(b"data: [DONE]\n\n")
+        return StreamReply(events=events)
+
+
+class ResponsesWire:
+    """`POST /v1/responses`."""
+
+    def error(self, kind: ErrorKind, message: str) -> tuple[int, Obj]:
+        """OpenAI's error body."""
+        return _error(kind, message)
+
+    def error_event(self, kind: ErrorKind, message: str) -> bytes:
+        """A `response.failed` event."""
+        _, body = _error(kind, message)
+        failed: Obj = {"id": "resp_failed", "object": "response", "status": "failed"}
+        failed["error"] = {"code": body["error"]["code"] or "server_error", "message": message}
+        return sse({"type": "response.failed", "sequence_number": 0, "response": failed})
+
+    def malformed_event(self) -> bytes:
+        """Broken JSON in a data line."""
+        return b'event: response.output_text.delta\ndata: {"type":"response.output_text.delta","delta":\n\n'
+
+    def _usage(self, turn: SimTurn) -> Obj:
+        u = turn.usage
+        return {
+            "input_tokens": u.input_tokens,
+            "input_tokens_details": {"cached_tokens": u.cached_tokens},
+            "output_tokens": u.output_tokens,
+            "output_tokens_details": {"reasoning_tokens": u.reasoning_tokens},
+            "total_tokens": u.input_tokens + u.output_tokens,
+        }
+
+    def _items(self, turn: SimTurn, seq: int) -> list[Obj]:
+        items: list[Obj] = []
+        if turn.thinking:
+            items.append(
+                {
+                    "type": "reasoning",
+                    "id": f"rs_{seq}",
+                    "summary": [{"type": "summary_text", "text": turn.thinking}],
+                    "encrypted_content": turn.thinking_signature,
+                }
+            )
+        message: Obj = {
+            "type": "message",
+            "id": f"msg_{seq}",
+            "role": "assistant",
+            "status": "completed",
+            "content": [{"type": "output_text", "text": turn.text, "annotations": []}],
+        }
+        calls = [
+            {
+                "type": "function_call",
+                "id": f"fc_{seq}_{i}",
+                "call_id": call_id(c, seq, i),
+                "name": c.name,
+                "arguments": c.text,
+                "status": "completed",
+            }
+            for i, c in enumerate(turn.calls)
+        ]
+        text = [message] if turn.text else []
+        items.extend([*text, *calls] if turn.text_first else [*calls, *text])
+        return items
+
+    def _response(self, turn: SimTurn, request: Obj, seq: int, *, done: bool) -> Obj:
+        status = "completed"
+        details = None
+        if turn.finish in ("length", "content_filter"):
+            status = "incomplete"
+            reason = "max_output_tokens" if turn.finish == "length" else "content_filter"
+            details = {"reason": reason}
+        return {
+            "id": f"resp_{seq}",
+            "object": "response",
+            "created_at": 1700000000,
+            "model": turn.model or str(request.get("model", "sim")),
+            "status": status if done else "in_progress",
+            "incomplete_details": details if done else None,
+            "output": self._items(turn, seq) if done else [],
+            "usage": self._usage(turn) if done else None,
+            "parallel_tool_calls": True,
+            "tool_choice": "auto",
+            "tools": [],
+        }
+
+    def reply(self, turn: SimTurn, request: Obj, *, stream: bool, seq: int) -> Reply:
+        """A response object, or its event stream."""
+        if not stream:
+            return JsonReply(body=self._response(turn, request, seq, done=True))
+        events: list[bytes] = []
+
+        def emit(type_: str, **fields: Any) -> None:
+            events.append(sse({"type": type_, "sequence_number": len(events), **fields}, type_))
+
+        emit("response.created", response=self._response(turn, request, seq, done=False))
+        for index, item in enumerate(self._items(turn, seq)):
+            self._stream_item(emit, turn, item, index)
+        final = self._response(turn, request, seq, done=True)
+        kind = "response.completed" if final["status"] == "completed" else "response.incomplete"
+        emit(kind, response=final)
+        return StreamReply(events=events)
+
+    def _stream_item(self, emit: Any, turn: SimTurn, item: Obj, index: int) -> None:
+        kind = item["type"]
+        if kind == "reasoning":
+            emit("response.output_item.added", output_index=index, item={**item, "summary": []})
+            for n in range(0, len(turn.thinking), 6):
+                emit(
+                    "response.reasoning_summary_text.delta",
+                    item_id=item["id"],
+                    output_index=index,
+                    summary_index=0,
+                    delta=turn.thinking[n : n + 6],
+                )
+        elif kind == "message":
+            empty: Obj = {**item, "status": "in_progress", "content": []}
+            emit("response.output_item.added", output_index=index, item=empty)
+            part: Obj = {"type": "output_text", "text": "", "annotations": []}
+            emit(
+                "response.content_part.added",
+                item_id=item["id"],
+                output_index=index,
+                content_index=0,
+                part=part,
+            )
+            for piece in turn.fragments:
+                emit(
+                    "response.output_text.delta",
+                    item_id=item["id"],
+                    output_index=index,
+                    content_index=0,
+                    delta=piece,
+                    logprobs=[],
+                )
+        else:
+            call = turn.calls[int(str(item["id"]).rsplit("_", 1)[1])]
+            start = {**item, "arguments": "", "status": "in_progress"}
+            emit("response.output_item.added", output_index=index, item=start)
+            for fragment in call.fragments:
+                emit(
+                    "response.function_call_arguments.delta",
+                    item_id=item["id"],
+                    output_index=index,
+                    delta=fragment,
+                )
+            emit(
+                "response.function_call_arguments.done",
+                item_id=item["id"],
+                output_index=index,
+                arguments=item["arguments"],
+            )
+        emit("response.output_item.done", output_index=index, item=item)
