@@ -3,6 +3,13 @@ PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
 EXTRAS ?= dev
+DEMO_EXTRAS := cli,local
+
+# llama-cpp-python (extra `local`) is published as source only: pip compiles llama.cpp once (minutes)
+# and caches the wheel. Build just the CPU backend, portable (no -march=native; on x86-64 that means
+# AVX2/FMA/F16C), without the multimodal library legato does not use, on every core.
+export CMAKE_ARGS ?= -DGGML_NATIVE=OFF -DLLAVA_BUILD=OFF -DGGML_BLAS=OFF -DGGML_CCACHE=OFF
+export CMAKE_BUILD_PARALLEL_LEVEL ?= $(shell nproc 2>/dev/null || echo 2)
 
 .PHONY: demo test lint typecheck pytest bench clean
 
@@ -10,12 +17,13 @@ $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
 
-# Reinstall whenever the project's dependencies change.
-$(VENV)/.installed-$(EXTRAS): pyproject.toml | $(BIN)/python
-	$(BIN)/python -m pip install -q -e ".[$(EXTRAS)]"
+# Reinstall whenever the project's dependencies change (.installed-dev, .installed-cli,local, ...).
+$(VENV)/.installed-%: pyproject.toml | $(BIN)/python
+	$(BIN)/python -m pip install -q -e ".[$*]"
 	touch $@
 
-demo: $(VENV)/.installed-$(EXTRAS)
+# Runs on Anthropic/OpenAI/Gemini when their key is set, else on the in-process local model.
+demo: $(VENV)/.installed-$(DEMO_EXTRAS)
 	$(BIN)/python examples/demo.py
 
 lint: $(VENV)/.installed-dev

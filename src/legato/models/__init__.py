@@ -19,9 +19,11 @@ from legato.models._base import (
     ToolChoice,
     complete,
 )
+from legato.models._default import LOCAL_MODEL, default_model
 from legato.models._registry import ModelFactory, infer_model, known_providers, register_provider
 
 __all__ = [
+    "LOCAL_MODEL",
     "Model",
     "ModelFactory",
     "ModelProfile",
@@ -36,6 +38,7 @@ __all__ = [
     "ToolCallDelta",
     "ToolChoice",
     "complete",
+    "default_model",
     "infer_model",
     "known_providers",
     "register_provider",

@@ -20,6 +20,7 @@ ModelFactory = Callable[[str], Model]
 
 _BUILTIN: dict[str, str] = {
     "test": "legato.testing:model_from_name",
+    "llamacpp": "legato.models.llamacpp:model_from_name",
 }
 _REGISTERED: dict[str, ModelFactory] = {}
 
