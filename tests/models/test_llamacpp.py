@@ -310,6 +310,28 @@ async def test_cancelling_the_task_stops_generation(model: LlamaCppModel) -> Non
     assert kv_position(model) < 120  # prompt (~40 tokens) plus a few; the full answer is 400
 
 
+async def test_a_timed_out_request_does_not_wait_for_another_generation(
+    model: LlamaCppModel,
+) -> None:
+    long = ask("Count from 1 to 200, separated by commas.", settings=ModelSettings(max_tokens=300))
+    started = asyncio.Event()
+
+    async def consume() -> int:
+        count = 0
+        async for event in model.stream(long):
+            count += isinstance(event, TextDelta)
+            started.set()
+        return count
+
+    first = asyncio.create_task(consume())
+    await started.wait()
+    # The model is busy with `first`; this request queues for it and times out meanwhile.
+    with pytest.raises(ModelTimeout):
+        await complete(model, ask("Hi", settings=ModelSettings(timeout=0.05)))
+    assert not first.done()  # the timed-out request returned without waiting for `first`
+    assert await first > 100  # and `first` was not disturbed
+
+
 async def test_timeout_raises_and_stops_generation(model: LlamaCppModel) -> None:
     request = ask(
         "Count from 1 to 200, separated by commas.",

