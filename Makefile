@@ -3,6 +3,12 @@ PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
 
+# llama-cpp-python (extra `local`) is published as source only: pip compiles llama.cpp once (minutes)
+# and caches the wheel. Build just the CPU backend, portable (no -march=native; on x86-64 that means
+# AVX2/FMA/F16C), without the multimodal library legato does not use, on every core.
+export CMAKE_ARGS ?= -DGGML_NATIVE=OFF -DLLAVA_BUILD=OFF -DGGML_BLAS=OFF -DGGML_CCACHE=OFF
+export CMAKE_BUILD_PARALLEL_LEVEL ?= $(shell nproc 2>/dev/null || echo 2)
+
 .PHONY: demo test lint typecheck pytest bench clean
 
 $(BIN)/python:
@@ -14,6 +20,7 @@ $(VENV)/.installed-%: pyproject.toml | $(BIN)/python
 	$(BIN)/python -m pip install -q -e ".[$*]"
 	touch $@
 
+# Runs on Anthropic/OpenAI/Gemini when their key is set, else on the in-process local model.
 demo: $(VENV)/.installed-demo
 	$(BIN)/python examples/demo.py
 

@@ -19,12 +19,14 @@ from legato.models._base import (
     ToolChoice,
     complete,
 )
+from legato.models._default import LOCAL_MODEL, default_model
 from legato.models._provider import ProviderSettings
 from legato.models._registry import ModelFactory, infer_model, known_providers, register_provider
 from legato.models.fallback import FallbackModel
 from legato.models.retry import RetryingModel, RetryPolicy
 
 __all__ = [
+    "LOCAL_MODEL",
     "FallbackModel",
     "Model",
     "ModelFactory",
@@ -43,6 +45,7 @@ __all__ = [
     "ToolCallDelta",
     "ToolChoice",
     "complete",
+    "default_model",
     "infer_model",
     "known_providers",
     "register_provider",

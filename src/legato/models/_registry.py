@@ -36,6 +36,7 @@ _BUILTIN: dict[str, str] = {
     "openrouter": "legato.models.openai_compatible:openrouter",
     "together": "legato.models.openai_compatible:together",
     "deepseek": "legato.models.openai_compatible:deepseek",
+    "llamacpp": "legato.models.llamacpp:model_from_name",
 }
 _REGISTERED: dict[str, ModelFactory] = {}
 
