@@ -17,6 +17,7 @@ Importing legato has no side effects: no files, no network, no logging configura
 
 from legato._version import __version__
 from legato.agent import Agent, Prompt
+from legato.contracts import State
 from legato.events import Journal, RunEvent
 from legato.exceptions import LegatoError, ToolError
 from legato.messages import (
@@ -49,6 +50,7 @@ __all__ = [
     "RunContext",
     "RunEvent",
     "RunResult",
+    "State",
     "StopReason",
     "TextPart",
     "ThinkingPart",

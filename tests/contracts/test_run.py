@@ -44,6 +44,7 @@ from legato.exceptions import (
     ContractHalt,
     ContractRetriesExceeded,
     ContractViolation,
+    ToolDefinitionError,
     ToolRetriesExceeded,
     UndeclaredStateKey,
 )
@@ -624,6 +625,22 @@ def test_read_state_tool_is_read_only() -> None:
     assert undeclared.is_error
     assert "owner" in undeclared.text
     assert '"balances":{"ann":100,"bob":20}' in result.messages[4].tool_results[0].text
+
+
+def test_read_state_tool_name_clash_is_a_definition_error() -> None:
+    @tool
+    def read_state() -> str:
+        """A tool of the same name."""
+        return "mine"
+
+    agent = Agent(
+        ScriptedModel(["x"]),
+        tools=[read_state],
+        state=initial(),
+        state_options=StateOptions(read_tool=True),
+    )
+    with pytest.raises(ToolDefinitionError, match="read_state"):
+        agent.run_sync("go")
 
 
 # -- replay and trace ------------------------------------------------------------------------------

@@ -17,12 +17,13 @@ from pydantic_core import to_jsonable_python
 
 from legato.contracts._contract import Contract, Halt, Reject, Verdict
 from legato.contracts._state import Draft, Snapshot, State
-from legato.events import StateCommitted, StateRejected
+from legato.events import StateCommitted, StateLoaded, StateRejected
 from legato.exceptions import (
     ContractHalt,
     ContractRetriesExceeded,
     ContractViolation,
     StateError,
+    ToolDefinitionError,
     ToolError,
 )
 from legato.messages import JsonValue
@@ -100,7 +101,31 @@ class StateSession:
         self.options = options or StateOptions()
         self._bound: dict[int, _Bound] = {}
 
+    @classmethod
+    def for_run(
+        cls,
+        state: State[Any] | None,
+        options: StateOptions | None,
+        *,
+        loaded: StateLoaded | None,
+        commits: Sequence[StateCommitted],
+    ) -> StateSession | None:
+        """A run's session: on a fork of `state`, or rebuilt from the journal when resuming."""
+        if state is None:
+            return None
+        if loaded is None:
+            return cls(state.fork(), options)
+        return cls(State.from_journal(loaded, commits, state.schema), options)
+
     # -- what tools and the model see -----------------------------------------------------
+
+    @staticmethod
+    def instructions(session: StateSession | None, base: str | None) -> str | None:
+        """The instructions with the state rendered in, when a session asks for it."""
+        rendered = session.render() if session is not None else None
+        if rendered is None:
+            return base
+        return f"{base}\n\n{rendered}" if base else rendered
 
     def snapshot_for(self, tool: str | None) -> Snapshot[Any]:
         """A read-only view of the committed state for a tool without a contract."""
@@ -367,4 +392,7 @@ def merge_tools(tools: Sequence[Tool], session: StateSession | None) -> list[Too
     """The run's tools plus `read_state` when the options ask for it."""
     if session is None or not session.options.read_tool:
         return list(tools)
+    if any(t.name == "read_state" for t in tools):
+        msg = "a tool is named 'read_state', which StateOptions(read_tool=True) also adds"
+        raise ToolDefinitionError(msg)
     return [*tools, session.read_tool()]
