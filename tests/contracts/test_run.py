@@ -41,6 +41,7 @@ from legato.events import (
     is_journal_event,
 )
 from legato.exceptions import (
+    ConfigurationError,
     ContractHalt,
     ContractRetriesExceeded,
     ContractViolation,
@@ -625,6 +626,12 @@ def test_read_state_tool_is_read_only() -> None:
     assert undeclared.is_error
     assert "owner" in undeclared.text
     assert '"balances":{"ann":100,"bob":20}' in result.messages[4].tool_results[0].text
+
+
+def test_a_contract_without_a_state_is_a_configuration_error() -> None:
+    agent = Agent(ScriptedModel(["x"]), tools=[transfer])
+    with pytest.raises(ConfigurationError, match="'transfer' has a contract"):
+        agent.run_sync("go")
 
 
 def test_read_state_tool_name_clash_is_a_definition_error() -> None:

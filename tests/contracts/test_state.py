@@ -89,6 +89,8 @@ def test_snapshots_never_change_and_reads_are_private_copies() -> None:
         before["user"] = "mallory"
     with pytest.raises(UndeclaredStateKey):
         before["owner"]
+    assert before.get("user", "nobody") == "nobody"
+    assert state.snapshot().get("user") is None
     typed = state.as_model()
     assert isinstance(typed, Bank)
     typed.balances["ann"] = 99

@@ -19,6 +19,7 @@ from legato.contracts._contract import Contract, Halt, Reject, Verdict
 from legato.contracts._state import Draft, Snapshot, State
 from legato.events import StateCommitted, StateLoaded, StateRejected
 from legato.exceptions import (
+    ConfigurationError,
     ContractHalt,
     ContractRetriesExceeded,
     ContractViolation,
@@ -389,8 +390,20 @@ def _error_evidence(exc: StateError) -> dict[str, JsonValue]:
 
 
 def merge_tools(tools: Sequence[Tool], session: StateSession | None) -> list[Tool]:
-    """The run's tools plus `read_state` when the options ask for it."""
-    if session is None or not session.options.read_tool:
+    """The run's tools plus `read_state` when the options ask for it.
+
+    A tool with a contract in a run without a state is refused: its checks would be skipped.
+    """
+    if session is None:
+        checked = [t.name for t in tools if t.contract is not None]
+        if checked:
+            msg = (
+                f"tool {checked[0]!r} has a contract, but the agent has no verified state; "
+                "pass Agent(state=...) (or run(..., state=...)) so its checks can run"
+            )
+            raise ConfigurationError(msg)
+        return list(tools)
+    if not session.options.read_tool:
         return list(tools)
     if any(t.name == "read_state" for t in tools):
         msg = "a tool is named 'read_state', which StateOptions(read_tool=True) also adds"

@@ -202,6 +202,11 @@ class Snapshot(Mapping[str, Any], Generic[M]):
             self._seen.add(key)
         return self._values[key]
 
+    def get(self, key: str, default: Any = None) -> Any:
+        """The key's value (a private copy), or `default` when it is None."""
+        value = self[key]
+        return default if value is None else value
+
     def __setitem__(self, key: str, value: Any) -> None:
         msg = (
             f"cannot write state key {key!r}: this is a read-only snapshot "
