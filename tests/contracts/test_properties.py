@@ -185,7 +185,7 @@ def violations(journal: Journal, state: State[Ledger]) -> list[str]:
 
 
 @settings(
-    max_examples=100,
+    max_examples=200,
     deadline=None,
     suppress_health_check=[HealthCheck.too_slow],
 )

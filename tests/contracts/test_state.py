@@ -100,8 +100,8 @@ def test_snapshots_never_change_and_reads_are_private_copies() -> None:
 def test_at_diff_and_history_answer_who_when_from_what() -> None:
     state = bank()
     state.commit(user="ann")
-    state.apply({"balances": {"ann": 70, "bob": 50}}, tool="transfer", call_id="c1")
-    state.apply({"balances": {"ann": 60, "bob": 60}}, tool="transfer", call_id="c2")
+    state._apply({"balances": {"ann": 70, "bob": 50}}, tool="transfer", call_id="c1")
+    state._apply({"balances": {"ann": 60, "bob": 60}}, tool="transfer", call_id="c2")
     assert state.version == 3
     assert state.at(0)["user"] is None
     assert state.at(2)["balances"] == {"ann": 70, "bob": 50}
@@ -194,7 +194,7 @@ def test_draft_reads_limited_to_declared_reads() -> None:
 def test_from_journal_rebuilds_values_versions_and_history() -> None:
     state = bank()
     state.commit(user="ann")
-    state.apply({"balances": {"ann": 70}}, tool="transfer", call_id="c1", checks=("funds",))
+    state._apply({"balances": {"ann": 70}}, tool="transfer", call_id="c1", checks=("funds",))
     events = [state.fork().loaded_event()]
     start = State(Bank(balances={"ann": 100, "bob": 20}))
     loaded = start.loaded_event()

@@ -276,7 +276,7 @@ class StateSession:
             return Settlement(event=refusal.event, error=refusal.message, halt=refusal.halt)
         if not verdict.allowed:
             return self._reject(pending, stage, current.version, verdict, conflict)
-        commit = self.state.apply(
+        commit = self.state._apply(  # pyright: ignore[reportPrivateUsage]
             changes,
             tool=pending.tool,
             call_id=pending.call_id,
