@@ -50,7 +50,7 @@ from legato.exceptions import (
     UndeclaredStateKey,
 )
 from legato.models import ModelRequest
-from legato.run import replay
+from legato.run import RunState, replay
 from legato.testing import FunctionModel, ScriptedModel, call, reply
 
 
@@ -676,6 +676,10 @@ def test_replay_rebuilds_the_same_state_from_the_journal() -> None:
     untyped = replay(result.journal.to_jsonl())
     assert untyped.state is not None
     assert untyped.state["balances"] == {"ann": 70, "bob": 50}
+    projection = RunState.from_events(list(result.journal.events))
+    assert projection.state_values == result.state.snapshot().to_json()
+    assert projection.state_version == 2
+    assert projection.contract_rejections == 1  # the second transfer, re-checked
 
 
 def test_trace_shows_checks_commits_and_rejections() -> None:
