@@ -8,7 +8,7 @@ import pytest
 from pydantic import BaseModel, Field
 
 from legato.contracts import Change, Draft, State
-from legato.events import Journal
+from legato.events import Journal, StateCommitted, StateLoaded
 from legato.exceptions import (
     ContractViolation,
     StateError,
@@ -201,7 +201,10 @@ def test_from_journal_rebuilds_values_versions_and_history() -> None:
     commits = [state.commit_event(c) for c in state.commits]
     journal = Journal([loaded, *commits])
     again = Journal.from_jsonl(journal.to_jsonl())
-    rebuilt = State.from_journal(again.events[0], list(again.events[1:]), Bank)  # type: ignore[arg-type]
+    first, *rest = again.events
+    assert isinstance(first, StateLoaded)
+    rebuilt = State.from_journal(first, [e for e in rest if isinstance(e, StateCommitted)], Bank)
+    assert len(rest) == 2
     assert rebuilt.snapshot() == state.snapshot()
     assert rebuilt.commits == state.commits
     untyped: State[Any] = State.from_journal(loaded, commits)
