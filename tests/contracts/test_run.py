@@ -823,3 +823,37 @@ def test_streamed_state_events_render_one_line_each() -> None:
     text = out.getvalue()
     assert "✗ contract rejected transfer at pre (has user)" in text
     assert "✓ state v1 committed by login" in text
+
+
+def test_many_parallel_increments_are_refused_not_silently_lost() -> None:
+    """Twenty concurrent increments, all from version 0: one commits; the re-check refuses the
+    other nineteen, whose drafts would each overwrite it with the same stale count."""
+
+    class Counter(BaseModel):
+        count: int = 0
+
+    @tool(ensures=increased_by("count", 1), writes=["count"], max_retries=100)
+    async def increment(ctx: RunContext[Any], label: str) -> str:
+        """Add one."""
+        assert ctx.state is not None
+        await asyncio.sleep(0)
+        ctx.state["count"] += 1
+        return label
+
+    model = ScriptedModel([reply(*(call("increment", {"label": str(i)}) for i in range(20))), "x"])
+    agent = Agent(
+        model, tools=[increment], state=Counter(), state_options=StateOptions(max_rejections=100)
+    )
+    result = agent.run_sync("go")
+    assert result.state is not None
+    assert result.state["count"] == 1
+    assert len(of_type(result.journal, StateRejected)) == 19
+    assert {r.stage for r in of_type(result.journal, StateRejected)} == {"recheck"}
+
+    unchecked = increment.replace(contract=contract(writes=["count"]))
+    model = ScriptedModel([reply(*(call("increment", {"label": str(i)}) for i in range(20))), "x"])
+    agent = Agent(model, tools=[unchecked], state=Counter())
+    result = agent.run_sync("go")
+    assert result.state is not None
+    assert result.state["count"] == 1  # 20 increments ran, 19 were silently lost
+    assert result.state.version == 1
