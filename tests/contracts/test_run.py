@@ -15,6 +15,7 @@ from rich.console import Console
 from legato import Agent, RunContext, Tool, tool
 from legato.cli._render import render_journal
 from legato.contracts import (
+    Contract,
     Halt,
     Reject,
     Snapshot,
@@ -31,6 +32,7 @@ from legato.contracts import (
     requires,
     unchanged_except,
 )
+from legato.contracts._contract import predicate_name
 from legato.events import (
     Journal,
     ModelRequested,
@@ -857,3 +859,39 @@ def test_many_parallel_increments_are_refused_not_silently_lost() -> None:
     assert result.state is not None
     assert result.state["count"] == 1  # 20 increments ran, 19 were silently lost
     assert result.state.version == 1
+
+
+def test_halt_in_a_postcondition_stops_the_run_and_commits_nothing() -> None:
+    def sane(old: Any, new: Any, args: Any, result: Any) -> object:
+        return (
+            Halt("the ledger no longer balances") if sum(new["balances"].values()) != 120 else True
+        )
+
+    agent, _ = bank_agent(
+        [reply(call("buggy_transfer", {"source": "ann", "target": "bob", "amount": 1})), "x"],
+        ensures(sane)(buggy_transfer.replace(contract=contract(writes=["balances"]))),
+    )
+    journal, error = run_collecting(agent, state=Bank(user="ann", balances={"ann": 100, "bob": 20}))
+    assert isinstance(error, ContractHalt)
+    assert error.predicate == "sane"
+    assert error.evidence["new.balances"] == {"ann": 98, "bob": 21}
+    (rejected,) = of_type(journal, StateRejected)
+    assert (rejected.stage, rejected.halted) == ("post", True)
+    assert of_type(journal, StateCommitted) == []
+
+
+def test_requires_and_ensures_decorators_extend_a_contract() -> None:
+    extended = requires(has("user"), reads=["user"])(ensures(unchanged_except("user"))(login))
+    assert extended.contract is not None
+    made = Contract.of(extended.contract)
+    assert [predicate_name(p, "pre", 0) for p in made.requires] == ["has user"]
+    assert [predicate_name(p, "post", i) for i, p in enumerate(made.ensures)] == [
+        "has user",
+        "unchanged except user",
+    ]
+    assert made.writes == {"user"}
+    assert made.reads == {"user"}
+    agent, _ = bank_agent([reply(call("login", {"name": "ann"})), "x"], extended)
+    result = agent.run_sync("go")  # nobody is logged in yet: the new precondition refuses
+    (rejected,) = of_type(result.journal, StateRejected)
+    assert (rejected.stage, rejected.predicate) == ("pre", "has user")
