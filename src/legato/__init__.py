@@ -17,6 +17,7 @@ Importing legato has no side effects: no files, no network, no logging configura
 
 from legato._version import __version__
 from legato.agent import Agent, AgentOptions, Prompt, RunOptions
+from legato.contracts import State
 from legato.events import Journal, RunEvent
 from legato.exceptions import LegatoError, ToolError
 from legato.messages import (
@@ -51,6 +52,7 @@ __all__ = [
     "RunEvent",
     "RunOptions",
     "RunResult",
+    "State",
     "StopReason",
     "TextPart",
     "ThinkingPart",

@@ -168,3 +168,23 @@ def test_bind_refuses_undeclared_keys_and_misplaced_checks() -> None:
     contract(requires=has("user"), ensures=unchanged_except("user"), writes=["user"]).bind(
         schema, tool="t"
     )
+
+
+def test_a_check_naming_a_missing_argument_is_a_contract_error() -> None:
+    made = contract(requires=at_least("note", arg("nope")))
+    with pytest.raises(ContractViolation, match="argument 'nope'"):
+        made.precondition(snap(**BASE), {"amount": 1}, tool="t")
+
+
+def test_malformed_paths_and_options_are_refused_up_front() -> None:
+    from legato.contracts import StateOptions
+    from legato.exceptions import StateError
+
+    with pytest.raises(ContractViolation):
+        has(())
+    with pytest.raises(ContractViolation):
+        decreased_by((arg("x"), "y"), 1)
+    with pytest.raises(StateError):
+        StateOptions(max_rejections=-1)
+    with pytest.raises(ContractViolation, match="not callable"):
+        contract(requires=[42])  # type: ignore[list-item] # not a predicate

@@ -29,7 +29,6 @@ from legato.events import (
     ModelResponded,
     StateCommitted,
     StateLoaded,
-    is_journal_event,
 )
 from legato.models import ModelRequest
 from legato.testing import FunctionModel, call, reply
@@ -148,8 +147,8 @@ def run(steps: Sequence[Sequence[Call]], the_tool: Tool) -> tuple[Journal, State
     journal = Journal()
     try:
         for event in agent.stream_sync("go", deps=Memory()):
-            if is_journal_event(event):
-                journal.append(event)
+            if isinstance(event, (StateLoaded, StateCommitted, ModelResponded)):
+                journal.append(event)  # the oracle needs only these
     except Exception:  # a run may end early (retry limits); its state must still be sound
         pass
     loaded = next(e for e in journal if isinstance(e, StateLoaded))
@@ -185,7 +184,7 @@ def violations(journal: Journal, state: State[Ledger]) -> list[str]:
 
 
 @settings(
-    max_examples=100,
+    max_examples=200,
     deadline=None,
     suppress_health_check=[HealthCheck.too_slow],
 )

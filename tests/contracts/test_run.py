@@ -15,6 +15,7 @@ from rich.console import Console
 from legato import Agent, RunContext, Tool, tool
 from legato.cli._render import render_journal
 from legato.contracts import (
+    Contract,
     Halt,
     Reject,
     Snapshot,
@@ -31,14 +32,21 @@ from legato.contracts import (
     requires,
     unchanged_except,
 )
+from legato.contracts._contract import predicate_name
 from legato.events import (
     Journal,
+    ModelRequested,
+    ModelResponded,
     RunFailed,
+    RunFinished,
+    RunStarted,
     StateCommitted,
     StateLoaded,
     StateRejected,
+    StepFinished,
     ToolCallFinished,
-    is_journal_event,
+    ToolCallStarted,
+    UserPrompt,
 )
 from legato.exceptions import (
     ConfigurationError,
@@ -50,7 +58,7 @@ from legato.exceptions import (
     UndeclaredStateKey,
 )
 from legato.models import ModelRequest
-from legato.run import replay
+from legato.run import RunState, replay
 from legato.testing import FunctionModel, ScriptedModel, call, reply
 
 
@@ -104,13 +112,30 @@ def login(ctx: RunContext[Any], name: str) -> str:
     return "in"
 
 
+JOURNALED = (
+    RunStarted,
+    UserPrompt,
+    ModelRequested,
+    ModelResponded,
+    ToolCallStarted,
+    ToolCallFinished,
+    StepFinished,
+    RunFinished,
+    RunFailed,
+    StateLoaded,
+    StateCommitted,
+    StateRejected,
+)
+"""The journaled event classes, as a tuple `isinstance` narrows with."""
+
+
 def run_collecting(
     agent: Agent, prompt: str = "go", **kwargs: Any
 ) -> tuple[Journal, Exception | None]:
     journal = Journal()
     try:
         for event in agent.stream_sync(prompt, **kwargs):
-            if is_journal_event(event):
+            if isinstance(event, JOURNALED):
                 journal.append(event)
     except Exception as exc:
         return journal, exc
@@ -229,9 +254,9 @@ def test_without_contracts_the_same_call_runs_and_corrupts() -> None:
     checked, _ = bank_agent(
         [reply(call("transfer", {"source": "ann", "target": "bob", "amount": 300})), "x"]
     )
-    assert checked.run_sync("pay", state=Bank(user="ann", balances={"ann": 100, "bob": 0})).state[  # type: ignore[index]
-        "balances"
-    ] == {"ann": 100, "bob": 0}
+    guarded = checked.run_sync("pay", state=Bank(user="ann", balances={"ann": 100, "bob": 0}))
+    assert guarded.state is not None
+    assert guarded.state["balances"] == {"ann": 100, "bob": 0}
 
 
 def test_halt_in_a_precondition_stops_the_run_with_the_evidence() -> None:
@@ -676,6 +701,10 @@ def test_replay_rebuilds_the_same_state_from_the_journal() -> None:
     untyped = replay(result.journal.to_jsonl())
     assert untyped.state is not None
     assert untyped.state["balances"] == {"ann": 70, "bob": 50}
+    projection = RunState.from_events(list(result.journal.events))
+    assert projection.state_values == result.state.snapshot().to_json()
+    assert projection.state_version == 2
+    assert projection.contract_rejections == 1  # the second transfer, re-checked
 
 
 def test_trace_shows_checks_commits_and_rejections() -> None:
@@ -753,7 +782,7 @@ async def test_a_resumed_run_rebuilds_its_state_from_the_journal() -> None:
     first.start("go", [])
     events = [e async for e in first.events()]
     cut = next(i for i, e in enumerate(events) if isinstance(e, StateCommitted)) + 2
-    partial = Journal([e for e in events[:cut] if is_journal_event(e)])
+    partial = Journal([e for e in events[:cut] if isinstance(e, JOURNALED)])
     resumed = RunDriver(replace(config, model=ScriptedModel(turns[1:])), journal=partial)
     async for _ in resumed.events():
         pass
@@ -796,3 +825,73 @@ def test_streamed_state_events_render_one_line_each() -> None:
     text = out.getvalue()
     assert "✗ contract rejected transfer at pre (has user)" in text
     assert "✓ state v1 committed by login" in text
+
+
+def test_many_parallel_increments_are_refused_not_silently_lost() -> None:
+    """Twenty concurrent increments, all from version 0: one commits; the re-check refuses the
+    other nineteen, whose drafts would each overwrite it with the same stale count."""
+
+    class Counter(BaseModel):
+        count: int = 0
+
+    @tool(ensures=increased_by("count", 1), writes=["count"], max_retries=100)
+    async def increment(ctx: RunContext[Any], label: str) -> str:
+        """Add one."""
+        assert ctx.state is not None
+        await asyncio.sleep(0)
+        ctx.state["count"] += 1
+        return label
+
+    model = ScriptedModel([reply(*(call("increment", {"label": str(i)}) for i in range(20))), "x"])
+    agent = Agent(
+        model, tools=[increment], state=Counter(), state_options=StateOptions(max_rejections=100)
+    )
+    result = agent.run_sync("go")
+    assert result.state is not None
+    assert result.state["count"] == 1
+    assert len(of_type(result.journal, StateRejected)) == 19
+    assert {r.stage for r in of_type(result.journal, StateRejected)} == {"recheck"}
+
+    unchecked = increment.replace(contract=contract(writes=["count"]))
+    model = ScriptedModel([reply(*(call("increment", {"label": str(i)}) for i in range(20))), "x"])
+    agent = Agent(model, tools=[unchecked], state=Counter())
+    result = agent.run_sync("go")
+    assert result.state is not None
+    assert result.state["count"] == 1  # 20 increments ran, 19 were silently lost
+    assert result.state.version == 1
+
+
+def test_halt_in_a_postcondition_stops_the_run_and_commits_nothing() -> None:
+    def sane(old: Any, new: Any, args: Any, result: Any) -> object:
+        return (
+            Halt("the ledger no longer balances") if sum(new["balances"].values()) != 120 else True
+        )
+
+    agent, _ = bank_agent(
+        [reply(call("buggy_transfer", {"source": "ann", "target": "bob", "amount": 1})), "x"],
+        ensures(sane)(buggy_transfer.replace(contract=contract(writes=["balances"]))),
+    )
+    journal, error = run_collecting(agent, state=Bank(user="ann", balances={"ann": 100, "bob": 20}))
+    assert isinstance(error, ContractHalt)
+    assert error.predicate == "sane"
+    assert error.evidence["new.balances"] == {"ann": 98, "bob": 21}
+    (rejected,) = of_type(journal, StateRejected)
+    assert (rejected.stage, rejected.halted) == ("post", True)
+    assert of_type(journal, StateCommitted) == []
+
+
+def test_requires_and_ensures_decorators_extend_a_contract() -> None:
+    extended = requires(has("user"), reads=["user"])(ensures(unchanged_except("user"))(login))
+    assert extended.contract is not None
+    made = Contract.of(extended.contract)
+    assert [predicate_name(p, "pre", 0) for p in made.requires] == ["has user"]
+    assert [predicate_name(p, "post", i) for i, p in enumerate(made.ensures)] == [
+        "has user",
+        "unchanged except user",
+    ]
+    assert made.writes == {"user"}
+    assert made.reads == {"user"}
+    agent, _ = bank_agent([reply(call("login", {"name": "ann"})), "x"], extended)
+    result = agent.run_sync("go")  # nobody is logged in yet: the new precondition refuses
+    (rejected,) = of_type(result.journal, StateRejected)
+    assert (rejected.stage, rejected.predicate) == ("pre", "has user")

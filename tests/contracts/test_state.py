@@ -8,7 +8,7 @@ import pytest
 from pydantic import BaseModel, Field
 
 from legato.contracts import Change, Draft, State
-from legato.events import Journal
+from legato.events import Journal, StateCommitted, StateLoaded
 from legato.exceptions import (
     ContractViolation,
     StateError,
@@ -89,6 +89,8 @@ def test_snapshots_never_change_and_reads_are_private_copies() -> None:
         before["user"] = "mallory"
     with pytest.raises(UndeclaredStateKey):
         before["owner"]
+    assert before.get("user", "nobody") == "nobody"
+    assert state.snapshot().get("user") is None
     typed = state.as_model()
     assert isinstance(typed, Bank)
     typed.balances["ann"] = 99
@@ -98,8 +100,8 @@ def test_snapshots_never_change_and_reads_are_private_copies() -> None:
 def test_at_diff_and_history_answer_who_when_from_what() -> None:
     state = bank()
     state.commit(user="ann")
-    state.apply({"balances": {"ann": 70, "bob": 50}}, tool="transfer", call_id="c1")
-    state.apply({"balances": {"ann": 60, "bob": 60}}, tool="transfer", call_id="c2")
+    state._apply({"balances": {"ann": 70, "bob": 50}}, tool="transfer", call_id="c1")
+    state._apply({"balances": {"ann": 60, "bob": 60}}, tool="transfer", call_id="c2")
     assert state.version == 3
     assert state.at(0)["user"] is None
     assert state.at(2)["balances"] == {"ann": 70, "bob": 50}
@@ -192,14 +194,17 @@ def test_draft_reads_limited_to_declared_reads() -> None:
 def test_from_journal_rebuilds_values_versions_and_history() -> None:
     state = bank()
     state.commit(user="ann")
-    state.apply({"balances": {"ann": 70}}, tool="transfer", call_id="c1", checks=("funds",))
+    state._apply({"balances": {"ann": 70}}, tool="transfer", call_id="c1", checks=("funds",))
     events = [state.fork().loaded_event()]
     start = State(Bank(balances={"ann": 100, "bob": 20}))
     loaded = start.loaded_event()
     commits = [state.commit_event(c) for c in state.commits]
     journal = Journal([loaded, *commits])
     again = Journal.from_jsonl(journal.to_jsonl())
-    rebuilt = State.from_journal(again.events[0], list(again.events[1:]), Bank)  # type: ignore[arg-type]
+    first, *rest = again.events
+    assert isinstance(first, StateLoaded)
+    rebuilt = State.from_journal(first, [e for e in rest if isinstance(e, StateCommitted)], Bank)
+    assert len(rest) == 2
     assert rebuilt.snapshot() == state.snapshot()
     assert rebuilt.commits == state.commits
     untyped: State[Any] = State.from_journal(loaded, commits)

@@ -2,8 +2,8 @@
 
 ```python
 from pydantic import BaseModel
-from legato import tool
-from legato.contracts import State, arg, at_least, decreased_by, has, unchanged_except
+from legato import Agent, RunContext, tool
+from legato.contracts import arg, at_least, decreased_by, has, unchanged_except
 
 class Bank(BaseModel):
     user: str | None = None
@@ -18,6 +18,8 @@ def withdraw(ctx: RunContext, amount: int) -> str:
     \"\"\"Withdraw money.\"\"\"
     ctx.state["balance"] -= amount
     return "done"
+
+agent = Agent("anthropic:claude-sonnet-4-5", tools=[withdraw], state=Bank(user="ann", balance=50))
 ```
 
 A tool with a contract runs on a draft of the state. Its preconditions decide whether the

@@ -17,12 +17,14 @@ from pydantic_core import to_jsonable_python
 
 from legato.contracts._contract import Contract, Halt, Reject, Verdict
 from legato.contracts._state import Draft, Snapshot, State
-from legato.events import StateCommitted, StateRejected
+from legato.events import StateCommitted, StateLoaded, StateRejected
 from legato.exceptions import (
+    ConfigurationError,
     ContractHalt,
     ContractRetriesExceeded,
     ContractViolation,
     StateError,
+    ToolDefinitionError,
     ToolError,
 )
 from legato.messages import JsonValue
@@ -100,7 +102,31 @@ class StateSession:
         self.options = options or StateOptions()
         self._bound: dict[int, _Bound] = {}
 
+    @classmethod
+    def for_run(
+        cls,
+        state: State[Any] | None,
+        options: StateOptions | None,
+        *,
+        loaded: StateLoaded | None,
+        commits: Sequence[StateCommitted],
+    ) -> StateSession | None:
+        """A run's session: on a fork of `state`, or rebuilt from the journal when resuming."""
+        if state is None:
+            return None
+        if loaded is None:
+            return cls(state.fork(), options)
+        return cls(State.from_journal(loaded, commits, state.schema), options)
+
     # -- what tools and the model see -----------------------------------------------------
+
+    @staticmethod
+    def instructions(session: StateSession | None, base: str | None) -> str | None:
+        """The instructions with the state rendered in, when a session asks for it."""
+        rendered = session.render() if session is not None else None
+        if rendered is None:
+            return base
+        return f"{base}\n\n{rendered}" if base else rendered
 
     def snapshot_for(self, tool: str | None) -> Snapshot[Any]:
         """A read-only view of the committed state for a tool without a contract."""
@@ -250,7 +276,7 @@ class StateSession:
             return Settlement(event=refusal.event, error=refusal.message, halt=refusal.halt)
         if not verdict.allowed:
             return self._reject(pending, stage, current.version, verdict, conflict)
-        commit = self.state.apply(
+        commit = self.state._apply(  # pyright: ignore[reportPrivateUsage]
             changes,
             tool=pending.tool,
             call_id=pending.call_id,
@@ -364,7 +390,22 @@ def _error_evidence(exc: StateError) -> dict[str, JsonValue]:
 
 
 def merge_tools(tools: Sequence[Tool], session: StateSession | None) -> list[Tool]:
-    """The run's tools plus `read_state` when the options ask for it."""
-    if session is None or not session.options.read_tool:
+    """The run's tools plus `read_state` when the options ask for it.
+
+    A tool with a contract in a run without a state is refused: its checks would be skipped.
+    """
+    if session is None:
+        checked = [t.name for t in tools if t.contract is not None]
+        if checked:
+            msg = (
+                f"tool {checked[0]!r} has a contract, but the agent has no verified state; "
+                "pass Agent(state=...) (or run(..., state=...)) so its checks can run"
+            )
+            raise ConfigurationError(msg)
         return list(tools)
+    if not session.options.read_tool:
+        return list(tools)
+    if any(t.name == "read_state" for t in tools):
+        msg = "a tool is named 'read_state', which StateOptions(read_tool=True) also adds"
+        raise ToolDefinitionError(msg)
     return [*tools, session.read_tool()]

@@ -202,6 +202,11 @@ class Snapshot(Mapping[str, Any], Generic[M]):
             self._seen.add(key)
         return self._values[key]
 
+    def get(self, key: str, default: Any = None) -> Any:
+        """The key's value (a private copy), or `default` when it is None."""
+        value = self[key]
+        return default if value is None else value
+
     def __setitem__(self, key: str, value: Any) -> None:
         msg = (
             f"cannot write state key {key!r}: this is a read-only snapshot "
@@ -560,9 +565,9 @@ class State(Generic[M]):
         """
         changes = {**(values or {}), **more}
         checked = {k: self._schema.validate(k, v) for k, v in changes.items()}
-        return self.apply(checked, reason=reason)
+        return self._apply(checked, reason=reason)
 
-    def apply(
+    def _apply(
         self,
         changes: Mapping[str, Any],
         *,
@@ -572,7 +577,10 @@ class State(Generic[M]):
         rechecked: bool = False,
         reason: str | None = None,
     ) -> Commit:
-        """Commit already validated values as one new version (the run's commit step)."""
+        """Commit already validated values as one new version (the run's commit step).
+
+        Private: values reach the state only through `commit` or a checked draft.
+        """
         real = {k: v for k, v in changes.items() if self._values[k] != v}
         if not real:
             return Commit(version=self._version, changes=(), tool=tool, call_id=call_id)
@@ -653,7 +661,7 @@ class State(Generic[M]):
                 raise StateError(msg)
             for change in event.changes:
                 state._schema.require(change.key)
-            state.apply(
+            state._apply(
                 {c.key: state._schema.from_json(c.key, c.new) for c in event.changes},
                 tool=event.tool,
                 call_id=event.call_id,

@@ -80,21 +80,14 @@ class RunDriver(Generic[OutputT]):
         self.journal = journal or Journal()
         self.state = RunState.from_events(list(self.journal.events))
         self._output: OutputT | None = None
-        self._session = self._open_state()
+        self._session = StateSession.for_run(
+            config.state,
+            config.state_options,
+            loaded=self.state.state_loaded,
+            commits=self.state.state_commits,
+        )
         self._executor = ToolExecutor({}, default_timeout=config.tool_timeout)
         self._scope = Scope()
-
-    def _open_state(self) -> StateSession | None:
-        """The run's verified state: a fork of the configured one, or rebuilt on resume."""
-        cfg, loaded = self.config, self.state.state_loaded
-        if cfg.state is None:
-            return None
-        state = (
-            cfg.state.fork()
-            if loaded is None
-            else State.from_journal(loaded, self.state.state_commits, cfg.state.schema)
-        )
-        return StateSession(state, cfg.state_options)
 
     def _record(self, event: JournalEvent) -> JournalEvent:
         self.journal.append(event)
@@ -175,14 +168,6 @@ class RunDriver(Generic[OutputT]):
                 tools[t.name] = t
         return {t.name: t for t in merge_tools(list(tools.values()), self._session)}
 
-    def _instructions(self) -> str | None:
-        """The instructions, with the verified state rendered in when the options ask."""
-        base = self.state.instructions
-        rendered = self._session.render() if self._session is not None else None
-        if rendered is None:
-            return base
-        return f"{base}\n\n{rendered}" if base else rendered
-
     async def _call_model(self) -> AsyncIterator[RunEvent]:
         cfg, state = self.config, self.state
         if state.step >= cfg.max_steps:
@@ -195,7 +180,7 @@ class RunDriver(Generic[OutputT]):
             definitions.append(output_tool)
         request = ModelRequest(
             messages=tuple(state.messages),
-            instructions=self._instructions(),
+            instructions=StateSession.instructions(self._session, state.instructions),
             tools=tuple(definitions),
             tool_choice="required"
             if output_tool is not None and cfg.model.profile.tool_choice_required
