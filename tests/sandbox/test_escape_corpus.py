@@ -1,7 +1,7 @@
 """The escape corpus: attacks an agent's tool calls could make, each of which must be stopped.
 
 Part A attacks the file tools (path traversal, absolute paths, sibling prefixes, symlinks,
-hard links, `/proc/self/root`, host secrets, writes outside, smuggled grep/glob paths).
+hard links (read and grep), `/proc/self/root`, host secrets, writes outside, smuggled grep/glob paths).
 Part B attacks the shell and Python tools (host secrets, writes outside, hard links made
 from inside, `/proc/self/root`, the network, a fork bomb, a memory bomb, endless output, a
 process left running after the tool returns).
@@ -88,7 +88,8 @@ class NaiveTools:
                 )
                 return "edited"
             if name == "grep":
-                return "\n".join(p.read_text() for p in target.rglob("*") if p.is_file())
+                files = [p for p in target.rglob("*") if p.is_file()]
+                return "\n".join(line for p in files for line in p.read_text().splitlines())
             if name == "glob":
                 return "\n".join(str(p) for p in self._root.glob(arguments["pattern"]))
         except OSError as exc:
@@ -154,6 +155,12 @@ async def hard_link_read(tools: Call, s: Scene) -> tuple[bool, str]:
     return s.secret_text in out, out
 
 
+async def hard_link_grep(tools: Call, s: Scene) -> tuple[bool, str]:
+    os.link(s.secret, s.root / "backup.txt")
+    out = await tools("grep", pattern="SECRET")
+    return s.secret_text in out, out
+
+
 async def shadow_read(tools: Call, s: Scene) -> tuple[bool, str]:
     depth = "../" * len(s.root.parts)
     out = await tools("read_file", path="/etc/shadow")
@@ -190,6 +197,7 @@ FILE_ATTACKS = [
     Attack("write through a symlinked directory", symlink_dir_write, "refused:"),
     Attack("/proc/self/root path and link", proc_self_root_read, "refused:"),
     Attack("hard link to a host file", hard_link_read, "hard links"),
+    Attack("grep through a hard link to a host file", hard_link_grep, "no matches"),
     Attack("read /etc/shadow", shadow_read, "refused:"),
     Attack("write outside the workspace", write_outside, "refused:"),
     Attack("edit a host file through a symlink", edit_through_symlink, "refused:"),

@@ -10,7 +10,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from sandbox_helpers import Scene, processes_with
+from sandbox_helpers import Scene, children_of_this_process, processes_with
 
 from legato.exceptions import ConfigurationError, SandboxUnavailable, SandboxViolation
 from legato.sandbox import (
@@ -235,3 +235,45 @@ async def test_network_only_when_granted(scene: Scene, granted: bool) -> None:
         else:
             with pytest.raises(BlockingIOError):
                 server.accept()
+
+
+async def test_limits_without_prlimit_fall_back_to_setrlimit(
+    scene: Scene, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import legato.sandbox._limits as limits_module
+
+    real_which = limits_module.shutil.which
+    monkeypatch.setattr(
+        limits_module.shutil,
+        "which",
+        lambda name, *a, **k: None if name == "prlimit" else real_which(name, *a, **k),  # pyright: ignore[reportUnknownLambdaType, reportUnknownArgumentType]
+    )
+    runner = BubblewrapRunner(Workspace(scene.root))
+    result = await runner.run(
+        [SH, "-c", "head -c 3000000 /dev/zero > big.bin"], limits=Limits(file_size_bytes=1 << 20)
+    )
+    assert not result.ok
+    assert (scene.root / "big.bin").stat().st_size <= 1 << 20
+
+
+def test_loop_timeout_kills_the_sandboxed_tree(scene: Scene) -> None:
+    """The agent's own tool timeout cancels the call; the sandbox dies with it."""
+    from legato import Agent
+    from legato.events import ToolCallFinished
+    from legato.testing import ScriptedModel, call, reply
+    from legato.tools import Toolset
+    from legato.tools.builtin import workspace_tools
+
+    tag = marker()
+    toolset = workspace_tools(Workspace(scene.root))
+    shell = toolset.get("shell")
+    assert shell is not None
+    impatient = Toolset([shell.replace(timeout=0.5)])
+    model = ScriptedModel(
+        [reply(call("shell", {"command": f"sleep {tag} & sleep {tag}"}, id="c1")), "gave up"]
+    )
+    result = Agent(model, tools=[impatient]).run_sync("wait forever")
+    finished = [e for e in result.journal.events if isinstance(e, ToolCallFinished)]
+    assert finished[0].outcome == "timeout"
+    assert processes_with(tag) == []
+    assert children_of_this_process() == []

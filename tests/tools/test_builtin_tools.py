@@ -89,6 +89,14 @@ async def test_read_file_refuses_binary_and_limits_size(root: Path) -> None:
         await use(small, "read_file", path="src")
 
 
+async def test_read_file_cuts_very_long_lines(tools: Toolset, root: Path) -> None:
+    (root / "minified.js").write_bytes(b"var a = 1; " * 20_000 + b"\nsecond line\n")
+    out = await use(tools, "read_file", path="minified.js", start_line=1)
+    first, second = out.split("\n")
+    assert first.endswith("[line cut]") and len(first) < 70_000
+    assert second == "     2\tsecond line"
+
+
 async def test_write_and_edit(tools: Toolset, root: Path) -> None:
     assert await use(tools, "write_file", path="docs/a.txt", content="one\ntwo\n") == (
         "wrote 8 bytes (2 lines) to docs/a.txt"

@@ -11,6 +11,7 @@ import contextlib
 import re
 from collections.abc import Generator, Iterator
 from dataclasses import dataclass
+from typing import BinaryIO
 
 from legato.exceptions import SandboxViolation, ToolError
 from legato.sandbox import Workspace
@@ -263,14 +264,26 @@ def _glob(ws: Workspace, opts: FileToolOptions) -> Tool:
     return Tool.from_function(glob, side_effects="none", timeout=60)
 
 
-def _numbered(
-    f: Iterator[bytes], path: str, size: int, start: int, end: int | None, budget: int
-) -> str:
+_LONG_LINE = 1 << 16
+"""Bytes of one line kept; the rest of a longer line is skipped, never held in memory."""
+
+
+def _lines(f: BinaryIO) -> Iterator[bytes]:
+    """The file's lines, each cut at `_LONG_LINE` bytes (with a marker)."""
+    while raw := f.readline(_LONG_LINE):
+        if len(raw) == _LONG_LINE and not raw.endswith(b"\n"):
+            while (rest := f.readline(_LONG_LINE)) and not rest.endswith(b"\n"):
+                pass
+            raw = raw[: _LONG_LINE - 4].rsplit(b" ", 1)[0] + b" [line cut]"
+        yield raw
+
+
+def _numbered(f: BinaryIO, path: str, size: int, start: int, end: int | None, budget: int) -> str:
     out: list[str] = []
     used = 0
     last = start - 1
     more = False
-    for number, raw in enumerate(f, 1):
+    for number, raw in enumerate(_lines(f), 1):
         if number < start:
             continue
         if end is not None and number > end:

@@ -1,7 +1,8 @@
 """`grep`: search file contents in the workspace, with ripgrep when it is installed.
 
 ripgrep is run directly (arguments as a list, the pattern after `-e`, the path after `--`)
-on a path the workspace has resolved; it does not follow symbolic links. Without ripgrep,
+on a path the workspace has resolved; it does not follow symbolic links, and its matches
+are shown only for files the workspace itself would open (so not for a hard link). Without ripgrep,
 a Python search walks the workspace through its descriptors (hidden files and directories
 skipped, binary files skipped). The two use slightly different regex dialects (Rust's and
 Python's); both accept the common syntax.
@@ -80,7 +81,7 @@ async def _ripgrep(
     ignore_case: bool,
     max_matches: int,
 ) -> list[str]:
-    argv = [rg, "--line-number", "--no-heading", "--with-filename", "--color=never"]
+    argv = [rg, "--line-number", "--no-heading", "--with-filename", "--null", "--color=never"]
     argv += [f"--max-columns={_MAX_LINE}", "--max-columns-preview", f"--max-filesize={_MAX_FILE}"]
     if ignore_case:
         argv.append("--ignore-case")
@@ -99,8 +100,27 @@ async def _ripgrep(
     if result.exit_code == 2 and not result.stdout:
         msg = f"grep failed: {result.stderr.strip()}"
         raise ToolError(msg)
-    lines = result.stdout.splitlines()
-    return [line.removeprefix("./") for line in lines]
+    allowed: dict[str, bool] = {}
+    lines: list[str] = []
+    for line in result.stdout.splitlines():
+        file, sep, rest = line.partition("\0")
+        if not sep:
+            continue
+        file = file.removeprefix("./")
+        if file not in allowed:
+            allowed[file] = _readable(ws, file)
+        if allowed[file]:
+            lines.append(f"{file}:{rest}")
+    return lines
+
+
+def _readable(ws: Workspace, file: str) -> bool:
+    """What ripgrep read is shown only if the workspace would let `read_file` read it."""
+    try:
+        ws.open_read(file).close()
+    except (OSError, SandboxViolation):
+        return False
+    return True
 
 
 def _python_grep(
