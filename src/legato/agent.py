@@ -6,7 +6,8 @@ can serve many concurrent runs.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Callable, Iterator, Sequence
+import contextlib
+from collections.abc import AsyncGenerator, AsyncIterator, Callable, Iterator, Sequence
 from typing import Any, Generic, cast, overload
 
 from typing_extensions import TypeVar
@@ -138,17 +139,16 @@ class Agent(Generic[OutputT]):
 
     # -- running -----------------------------------------------------------------------------------
 
-    def _driver(
+    def run_config(
         self,
-        prompt: Prompt | None,
         *,
-        message_history: Sequence[Message],
-        deps: Any,
-        model: Model | str | None,
-        model_settings: ModelSettings | None,
-        max_steps: int | None,
-    ) -> RunDriver[OutputT]:
-        config: RunConfig[OutputT] = RunConfig(
+        deps: Any = None,
+        model: Model | str | None = None,
+        model_settings: ModelSettings | None = None,
+        max_steps: int | None = None,
+    ) -> RunConfig[OutputT]:
+        """The configuration a run of this agent uses (to drive or resume a run directly)."""
+        return RunConfig(
             agent_name=self.name,
             model=infer_model(model) if model is not None else self.model,
             instructions=self.instructions,
@@ -159,6 +159,34 @@ class Agent(Generic[OutputT]):
             output_retries=self.output_retries,
             tool_timeout=self.tool_timeout,
             deps=deps,
+        )
+
+    def as_tool(
+        self, *, name: str, description: str, max_depth: int = 3, timeout: float | None = None
+    ) -> Tool:
+        """This agent as a tool another agent calls with a task; each call is a child run.
+
+        The child's events stream through the caller's run tagged with their lineage, and
+        the caller's journal records the child's start and end (see `legato.spawn`).
+        """
+        from legato.spawn import agent_tool
+
+        return agent_tool(
+            self, name=name, description=description, max_depth=max_depth, timeout=timeout
+        )
+
+    def _driver(
+        self,
+        prompt: Prompt | None,
+        *,
+        message_history: Sequence[Message],
+        deps: Any,
+        model: Model | str | None,
+        model_settings: ModelSettings | None,
+        max_steps: int | None,
+    ) -> RunDriver[OutputT]:
+        config = self.run_config(
+            deps=deps, model=model, model_settings=model_settings, max_steps=max_steps
         )
         driver = RunDriver(config)
         driver.start(_prompt_message(prompt), message_history)
@@ -237,8 +265,10 @@ class Agent(Generic[OutputT]):
             model_settings=model_settings,
             max_steps=max_steps,
         )
-        async for event in driver.events():
-            yield event
+        # closing the stream early (break, aclose) ends the run and cancels what it owns
+        async with contextlib.aclosing(cast(AsyncGenerator[RunEvent], driver.events())) as events:
+            async for event in events:
+                yield event
 
     def stream_sync(
         self,

@@ -9,6 +9,7 @@ from rich.markup import escape
 
 from legato.events import (
     ChildEvent,
+    ContextSliced,
     Journal,
     ModelRequested,
     ModelResponded,
@@ -16,6 +17,9 @@ from legato.events import (
     RunFailed,
     RunFinished,
     RunStarted,
+    SpawnDecided,
+    SpawnFinished,
+    SpawnStarted,
     StepFinished,
     TextDelta,
     ThinkingDelta,
@@ -33,6 +37,26 @@ _LIMIT = 300
 def _short(text: str) -> str:
     text = text.replace("\n", " ")
     return text if len(text) <= _LIMIT else text[: _LIMIT - 1] + "…"
+
+
+def _spawn_line(event: SpawnStarted | SpawnFinished | ContextSliced | SpawnDecided) -> str:
+    """One line for a sub-agent event (empty for the ones not worth a line)."""
+    match event:
+        case SpawnStarted():
+            again = " (resumed)" if event.resumed else ""
+            return f"[blue]⑂ child {escape(event.lineage.run_id)}{again}:[/] {escape(_short(event.task))}"
+        case SpawnFinished():
+            style = "blue" if event.outcome == "ok" else "red"
+            detail = event.error or json.dumps(event.output)
+            return f"[{style}]⑂ child {escape(event.lineage.run_id)} [{event.outcome}][/] {escape(_short(detail))}"
+        case ContextSliced():
+            return f"[dim]slice for {escape(event.child_run_id)}: {len(event.entries)} items, {event.tokens_passed}/{event.tokens_available} tokens[/]"
+        case SpawnDecided():
+            return (
+                f"[dim]spawn policy {escape(event.policy)}: {escape(event.reason)}[/]"
+                if event.spawn
+                else ""
+            )
 
 
 def render_event(console: Console, event: RunEvent) -> None:
@@ -68,6 +92,10 @@ def render_event(console: Console, event: RunEvent) -> None:
             )
         case RunStarted() | UserPrompt():
             pass
+        case SpawnStarted() | SpawnFinished() | ContextSliced() | SpawnDecided():
+            line = _spawn_line(event)
+            if line:
+                console.print(line, highlight=False)
         case ChildEvent():
             inner = event.event
             if not isinstance(inner, TextDelta | ThinkingDelta | ToolCallDelta):
@@ -117,3 +145,7 @@ def render_journal(console: Console, journal: Journal) -> None:
                 console.print(
                     f"{prefix}[bold red]failed:[/] {escape(event.error_type)}: {escape(event.message)}"
                 )
+            case SpawnStarted() | SpawnFinished() | ContextSliced() | SpawnDecided():
+                line = _spawn_line(event)
+                if line:
+                    console.print(f"{prefix}  {line}", highlight=False)

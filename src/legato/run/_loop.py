@@ -77,6 +77,7 @@ class RunDriver(Generic[OutputT]):
         self._output: OutputT | None = None
         self._executor = ToolExecutor({}, default_timeout=config.tool_timeout)
         self._scope = Scope()
+        self._tools_loaded = False
 
     def _record(self, event: JournalEvent) -> JournalEvent:
         self.journal.append(event)
@@ -135,7 +136,9 @@ class RunDriver(Generic[OutputT]):
         last = state.last_message
         if last is not None and last.role == "assistant":
             if state.pending_calls:
-                async for event in self._run_tools(list(state.pending_calls)):
+                # on resume, calls that already finished are not run again
+                calls = [c for c in state.pending_calls if c.id not in state.results]
+                async for event in self._run_tools(calls):
                     yield event
             else:
                 async for event in self._handle_answer(last):
@@ -160,6 +163,7 @@ class RunDriver(Generic[OutputT]):
             raise MaxStepsExceeded(cfg.max_steps)
         tools = await self._tools()
         self._executor = ToolExecutor(tools, default_timeout=cfg.tool_timeout)
+        self._tools_loaded = True
         definitions = [t.definition for t in tools.values()]
         output_tool = cfg.output.tool_definition()
         if output_tool is not None:
@@ -223,6 +227,8 @@ class RunDriver(Generic[OutputT]):
     async def _run_tools(self, calls: list[ToolCallPart]) -> AsyncIterator[RunEvent]:
         cfg, state = self.config, self.state
         step = state.step
+        if not self._tools_loaded:  # a resumed run continues with tool calls
+            self._executor = ToolExecutor(await self._tools(), default_timeout=cfg.tool_timeout)
         special = self._output_calls(calls)
         messages = tuple(state.messages)
 

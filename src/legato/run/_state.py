@@ -9,12 +9,16 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from legato.events import (
+    ContextSliced,
     JournalEvent,
     ModelRequested,
     ModelResponded,
     RunFailed,
     RunFinished,
     RunStarted,
+    SpawnDecided,
+    SpawnFinished,
+    SpawnStarted,
     StepFinished,
     ToolCallFinished,
     ToolCallStarted,
@@ -92,6 +96,8 @@ class RunState:
                 self.output = event.output
             case RunFailed():
                 self.failed = event
+            case SpawnStarted() | SpawnFinished() | ContextSliced() | SpawnDecided():
+                pass  # sub-agent records: the conversation does not change
 
     def _finish_call(self, event: ToolCallFinished) -> None:
         self.results[event.call.id] = event.result
