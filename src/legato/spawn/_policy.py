@@ -116,8 +116,13 @@ def measure(
     step: int,
     todos: TodoList | None = None,
     context_window: int | None = None,
+    current_failed: bool | None = None,
 ) -> ComplexityMetrics:
-    """The complexity metrics of a run, from its conversation and todo list."""
+    """The complexity metrics of a run, from its conversation and todo list.
+
+    `current_failed` tells how the tool call being observed ended (its result is not in
+    the conversation yet): a failure extends the streak of failures, a success ends it.
+    """
     text = sum(
         estimate_tokens(getattr(p, "text", "") or getattr(p, "raw_arguments", "") or "")
         for m in messages
@@ -129,7 +134,11 @@ def measure(
         context_tokens=text,
         context_window=context_window,
         pending_todos=len(todos.pending) if todos else 0,
-        consecutive_failures=_consecutive_failures(messages),
+        consecutive_failures=(
+            0
+            if current_failed is False
+            else _consecutive_failures(messages) + (1 if current_failed else 0)
+        ),
         resources_touched=_resources(messages),
         steps_without_progress=max(0, step - last_progress),
     )

@@ -149,10 +149,10 @@ class SpawnToolset:
             ctx: RunContext[Any] = kwargs.pop(_CTX)
             try:
                 value = await tool.invoke(kwargs, ctx)
-            except BaseException:
-                await self._observe(ctx)
+            except Exception:
+                await self._observe(ctx, failed=True)
                 raise
-            hint = await self._observe(ctx)
+            hint = await self._observe(ctx, failed=False)
             if hint is None:
                 return value
             if isinstance(value, str):
@@ -175,10 +175,10 @@ class SpawnToolset:
             run = await self._run(ctx)
             run.todos.add(add or [])
             unknown = run.todos.complete(done or [], step=ctx.step)
+            hint = await self._observe(ctx)
             text = run.todos.render()
             if unknown:
                 text += f"\n(no items numbered {unknown})"
-            hint = await self._observe(ctx)
             return f"{text}\n\n{hint}" if hint else text
 
         return Tool.from_function(todo)
@@ -308,7 +308,7 @@ class SpawnToolset:
 
     # -- the spawn policy ------------------------------------------------------------------------
 
-    async def _observe(self, ctx: RunContext[Any]) -> str | None:
+    async def _observe(self, ctx: RunContext[Any], *, failed: bool | None = None) -> str | None:
         """Measure the run, let the policy decide (once per step), act on a positive decision.
 
         Returns a hint for the model when the decision turned positive: the result of the
@@ -324,6 +324,7 @@ class SpawnToolset:
             step=ctx.step,
             todos=run.todos,
             context_window=self.model.profile.context_window,
+            current_failed=failed,
         )
         decision = self.policy.decide(metrics)
         if ctx.scope is not None:
