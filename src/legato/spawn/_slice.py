@@ -58,13 +58,34 @@ _STOP = frozenset(
 )
 
 
+_MIN_BEFORE_BOOST = 0.3
+_COMMON = 0.25
+"""A task word found in more than this share of the items does not discriminate: ignored."""
+
+
 def estimate_tokens(text: str) -> int:
     """Tokens of a text, estimated at four characters a token (at least one)."""
     return max(1, len(text) // 4)
 
 
+def _stem(word: str) -> str:
+    """A light suffix strip so that `invoices`/`invoice` and `rounding`/`round` meet."""
+    if word.endswith(("ches", "shes", "xes", "sses")) and len(word) > 5:
+        return word[:-2]
+    for suffix in ("ing", "ed", "s"):
+        if word.endswith(suffix) and len(word) - len(suffix) >= 4 and not word.endswith("ss"):
+            return word[: -len(suffix)]
+    return word
+
+
 def _terms(text: str) -> set[str]:
-    return {w.lower() for w in _WORD.findall(text) if len(w) > 2 and w.lower() not in _STOP}
+    """Content words, stemmed; identifiers also give their parts (`reset_email`: reset, email)."""
+    words: set[str] = set()
+    for word in _WORD.findall(text):
+        lowered = word.lower()
+        parts = [lowered, *lowered.split("_")] if "_" in lowered else [lowered]
+        words.update(_stem(p) for p in parts if len(p) > 2 and p not in _STOP)
+    return words
 
 
 def _references(text: str) -> set[str]:
@@ -203,10 +224,19 @@ def _score(
     if mentioned:
         score += 2.0 * len(mentioned)
         reasons.append("mentions: " + ", ".join(mentioned[:6]))
-    if item.tool is not None and item.tool in granted and score > 0:
+    if item.tool is not None and item.tool in granted and score >= _MIN_BEFORE_BOOST:
         score += 0.25
         reasons.append(f"read by granted tool {item.tool}")
     return score, reasons
+
+
+def _discriminating(terms: set[str], items: Sequence[SliceItem]) -> set[str]:
+    """The task's words without those common to most of the context (they match anything)."""
+    if len(items) < 8:
+        return terms
+    vocabularies = [_terms(i.text) for i in items]
+    limit = _COMMON * len(items)
+    return {t for t in terms if sum(t in v for v in vocabularies) <= limit}
 
 
 def _history(items: Iterable[SliceItem], full: Sequence[Message] | None) -> tuple[Message, ...]:
@@ -270,6 +300,7 @@ def select_slice(
             ),
         )
     terms, refs, granted = _terms(task), _references(task), frozenset(granted_tools)
+    terms = _discriminating(terms, items)
     scored: list[tuple[float, SliceItem, list[str]]] = []
     for item in items:
         score, reasons = _score(item, terms, refs, granted)
