@@ -235,6 +235,7 @@ class SpawnFinished:
     error: str | None = None
     """Why the child did not finish, when it did not."""
     usage: Usage = field(default_factory=Usage)
+    """The child's usage including its own children's (the whole subtree)."""
     steps: int = 0
     from_journal: bool = False
     """The result was read from the child's finished journal; nothing was re-run."""

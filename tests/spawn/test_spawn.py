@@ -449,3 +449,47 @@ async def test_the_child_is_given_deps_and_a_context_slice() -> None:
     assert sliced.mode == "selective"
     assert sliced.tokens_passed < sliced.tokens_available
     assert any("auth.py" in " ".join(entry.reasons) for entry in sliced.entries)
+
+
+async def test_usage_rolls_up_through_the_tree_and_journals_round_trip() -> None:
+    from legato import Journal, Usage
+    from legato.spawn import tree_usage
+
+    spent = Usage(input_tokens=10, output_tokens=1)
+
+    def child_turn(request: ModelRequest) -> Any:
+        if "depth 2" in (request.instructions or ""):
+            return reply("leaf", usage=spent)
+        if request.messages[-1].role == "tool":
+            return reply("middle", usage=spent)
+        return reply(call("spawn", {"task": "deeper"}), usage=spent)
+
+    parent = ScriptedModel(
+        [
+            reply(call("spawn", {"task": "go", "tools": ["spawn"]}), usage=spent),
+            reply("top", usage=spent),
+        ]
+    )
+    agent = Agent(parent, tools=[spawn_tools([], model=FunctionModel(child_turn))])
+    result = await agent.run("go")
+    assert result.usage.requests == 2
+    total = tree_usage(result.journal)
+    assert total.requests == 5  # parent 2, child 2, grandchild 1
+    assert total.total_tokens == 5 * 11
+    assert Journal.from_jsonl(result.journal.to_jsonl()) == result.journal
+
+
+def test_spawn_events_render_in_the_cli() -> None:
+    from io import StringIO
+
+    from rich.console import Console
+
+    from legato.cli._render import render_journal
+
+    child = ScriptedModel(["fine"])
+    parent = ScriptedModel([reply(call("spawn", {"task": "look around"})), "ok"])
+    result = Agent(parent, tools=[spawn_tools([], model=child)]).run_sync("go")
+    out = StringIO()
+    render_journal(Console(file=out, width=200), result.journal)
+    text = out.getvalue()
+    assert "child" in text and "look around" in text and "[ok]" in text

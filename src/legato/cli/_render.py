@@ -48,7 +48,7 @@ def _spawn_line(event: SpawnStarted | SpawnFinished | ContextSliced | SpawnDecid
         case SpawnFinished():
             style = "blue" if event.outcome == "ok" else "red"
             detail = event.error or json.dumps(event.output)
-            return f"[{style}]⑂ child {escape(event.lineage.run_id)} [{event.outcome}][/] {escape(_short(detail))}"
+            return f"[{style}]⑂ child {escape(event.lineage.run_id)} \\[{event.outcome}][/] {escape(_short(detail))}"
         case ContextSliced():
             return f"[dim]slice for {escape(event.child_run_id)}: {len(event.entries)} items, {event.tokens_passed}/{event.tokens_available} tokens[/]"
         case SpawnDecided():
@@ -78,7 +78,8 @@ def render_event(console: Console, event: RunEvent) -> None:
             style = "red" if event.result.is_error else "green"
             text = escape(_short(event.result.text))
             console.print(
-                f"[{style}]← {escape(event.call.name)} [{event.outcome}][/] {text}", highlight=False
+                f"[{style}]← {escape(event.call.name)} \\[{event.outcome}][/] {text}",
+                highlight=False,
             )
         case RunFinished():
             cost = f", ${event.cost:.6f}" if event.cost is not None else ""
@@ -133,7 +134,7 @@ def render_journal(console: Console, journal: Journal) -> None:
             case ToolCallFinished():
                 style = "red" if event.result.is_error else "green"
                 console.print(
-                    f"{prefix}  [{style}]← {escape(event.call.name)} [{event.outcome}][/] {escape(_short(event.result.text))}"
+                    f"{prefix}  [{style}]← {escape(event.call.name)} \\[{event.outcome}][/] {escape(_short(event.result.text))}"
                 )
             case StepFinished():
                 pass

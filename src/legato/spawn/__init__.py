@@ -14,7 +14,7 @@ tagged with their lineage. See docs/subagents.md.
 """
 
 from legato.spawn._as_tool import agent_tool, resume, resume_stream
-from legato.spawn._child import ChildOutcome, current_lineage, outcome_from_journal
+from legato.spawn._child import ChildOutcome, current_lineage, outcome_from_journal, tree_usage
 from legato.spawn._limits import (
     BudgetAccount,
     BudgetShare,
@@ -86,4 +86,5 @@ __all__ = [
     "resume_stream",
     "select_slice",
     "spawn_tools",
+    "tree_usage",
 ]

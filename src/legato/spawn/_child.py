@@ -44,6 +44,7 @@ __all__ = [
     "execute_child",
     "outcome_from_journal",
     "prepare_child",
+    "tree_usage",
 ]
 
 _LINEAGE: ContextVar[Lineage | None] = ContextVar("legato_spawn_lineage", default=None)
@@ -106,6 +107,15 @@ _FAILED_OUTCOMES: dict[str, SpawnOutcome] = {
 }
 
 
+def tree_usage(journal: Journal) -> Usage:
+    """A run's usage plus that of all its descendants (their `SpawnFinished` records)."""
+    usage = RunState.from_events(list(journal.events)).usage
+    for event in journal:
+        if isinstance(event, SpawnFinished):
+            usage = usage + event.usage
+    return usage
+
+
 def outcome_from_journal(lineage: Lineage, journal: Journal) -> ChildOutcome | None:
     """The outcome recorded in a child's journal, or None while the child is unfinished."""
     state = RunState.from_events(list(journal.events))
@@ -114,7 +124,7 @@ def outcome_from_journal(lineage: Lineage, journal: Journal) -> ChildOutcome | N
             lineage=lineage,
             outcome="ok",
             output=state.output,
-            usage=state.usage,
+            usage=tree_usage(journal),
             steps=state.step,
             from_journal=True,
         )
@@ -123,7 +133,7 @@ def outcome_from_journal(lineage: Lineage, journal: Journal) -> ChildOutcome | N
             lineage=lineage,
             outcome=_FAILED_OUTCOMES.get(state.failed.error_type, "error"),
             error=f"{state.failed.error_type}: {state.failed.message}",
-            usage=state.usage,
+            usage=tree_usage(journal),
             steps=state.step,
             from_journal=True,
         )
@@ -261,7 +271,11 @@ async def execute_child(
     state = driver.state
     if failure is None:
         outcome = ChildOutcome(
-            lineage=lineage, outcome="ok", output=state.output, usage=state.usage, steps=state.step
+            lineage=lineage,
+            outcome="ok",
+            output=state.output,
+            usage=tree_usage(prepared.journal),
+            steps=state.step,
         )
     else:
         kind, error_type, message = failure
@@ -275,7 +289,7 @@ async def execute_child(
             lineage=lineage,
             outcome=kind,
             error=f"{error_type}: {message}",
-            usage=state.usage,
+            usage=tree_usage(prepared.journal),
             steps=state.step,
         )
     emit(outcome.finished_event())

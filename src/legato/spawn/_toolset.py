@@ -13,8 +13,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
-from legato.events import Lineage, RunStarted, SpawnDecided, UserPrompt
-from legato.exceptions import ChildFailed, SpawnRefused, ToolError
+from legato.events import ComplexityMetrics, Lineage, RunStarted, SpawnDecided, UserPrompt
+from legato.exceptions import ChildFailed, SpawnRefused, ToolDefinitionError, ToolError
 from legato.messages import Message, TextPart
 from legato.models import Model, infer_model
 from legato.run import OutputSchema, RunConfig
@@ -34,7 +34,7 @@ from legato.spawn._limits import (
     StepTokenBudget,
     narrow_limits,
 )
-from legato.spawn._policy import SpawnPolicy, ThresholdPolicy, TodoList, measure
+from legato.spawn._policy import SpawnDecision, SpawnPolicy, ThresholdPolicy, TodoList, measure
 from legato.spawn._skills import SkillSet
 from legato.spawn._slice import ContextSource, SliceMode, select_slice
 from legato.spawn._store import ChildRecord, JournalStore, MemoryJournalStore
@@ -93,7 +93,7 @@ class SpawnToolset:
         clash = _OWN_TOOLS & set(self._loose)
         if clash:
             msg = f"tools named {sorted(clash)} clash with the spawn toolset's own tools"
-            raise ToolError(msg)
+            raise ToolDefinitionError(msg)
         self._model_spec = model
         self._model: Model | None = None if isinstance(model, str) else model
         self._instructions = instructions
@@ -246,7 +246,7 @@ class SpawnToolset:
             """
             run = await self._run(ctx)
             targets = (
-                [await self._find(run, i) for i in ids] if ids else list(run.children.values())
+                [await self._find(ctx, run, i) for i in ids] if ids else list(run.children.values())
             )
             if not targets:
                 msg = "you have no children to wait for"
@@ -294,14 +294,13 @@ class SpawnToolset:
             raise SpawnRefused(msg)
         return BudgetShare(steps=steps, tokens=tokens)
 
-    async def _find(self, run: _Run, child_id: str) -> _Child:
+    async def _find(self, ctx: RunContext[Any], run: _Run, child_id: str) -> _Child:
         child = run.children.get(child_id)
         if child is not None:
             return child
         for record in await self.store.children(run.run_id):
-            if record.lineage.run_id == child_id:
-                msg = f"child {child_id} is not running in this process"
-                raise ToolError(msg)
+            if record.lineage.run_id == child_id:  # started before a resume: continue or read back
+                return await self._launch(ctx, run, record, start=None)
         known = ", ".join(run.children) or "none"
         msg = f"no child {child_id!r} of this run; your children: {known}"
         raise ToolError(msg)
@@ -474,13 +473,17 @@ class SpawnToolset:
         start: Callable[[], ChildStart] | None,
     ) -> _Child:
         share = BudgetShare(steps=record.max_steps, tokens=record.max_tokens)
+        resuming = await self.store.load(record.lineage.run_id) is not None
         try:
             account = run.account.split(share)
-        except SpawnRefused:
-            raise
-        except Exception as exc:  # the gate's budget raises its own errors
-            msg = f"the budget refused the share: {exc}"
-            raise SpawnRefused(msg) from exc
+        except Exception as exc:  # SpawnRefused, or the gate's budget's own error
+            if not resuming:
+                if isinstance(exc, SpawnRefused):
+                    raise
+                msg = f"the budget refused the share: {exc}"
+                raise SpawnRefused(msg) from exc
+            # the share was granted before the interruption; the rebuilt account lacks it
+            account = StepTokenBudget(share)
         emit = ctx.scope.emit if ctx.scope is not None else _drop
         if start is None:
             start = _no_fresh_start(record)
@@ -627,9 +630,8 @@ class _NoSpawn:
     name: str = "never"
     auto_spawn: bool = False
 
-    def decide(self, metrics: Any) -> Any:
-        from legato.spawn._policy import SpawnDecision
-
+    def decide(self, metrics: ComplexityMetrics) -> SpawnDecision:
+        """Always no."""
         return SpawnDecision(spawn=False, reason="spawn not granted")
 
 
