@@ -13,7 +13,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
-from legato.events import ComplexityMetrics, Lineage, RunStarted, SpawnDecided, UserPrompt
+from legato.events import Lineage, RunStarted, SpawnDecided, UserPrompt
 from legato.exceptions import ChildFailed, SpawnRefused, ToolDefinitionError, ToolError
 from legato.messages import Message, TextPart
 from legato.models import Model, infer_model
@@ -34,7 +34,7 @@ from legato.spawn._limits import (
     StepTokenBudget,
     narrow_limits,
 )
-from legato.spawn._policy import SpawnDecision, SpawnPolicy, ThresholdPolicy, TodoList, measure
+from legato.spawn._policy import NeverSpawn, SpawnPolicy, ThresholdPolicy, TodoList, measure
 from legato.spawn._skills import SkillSet
 from legato.spawn._slice import ContextSource, SliceMode, select_slice
 from legato.spawn._store import ChildRecord, JournalStore, MemoryJournalStore
@@ -123,7 +123,8 @@ class SpawnToolset:
     @property
     def offers_spawn(self) -> bool:
         """Whether `spawn` is offered: not under the static policy, not at the depth limit."""
-        return self.policy.name != "never" and current_depth() < self.limits.max_depth
+        static = isinstance(self.policy, NeverSpawn)
+        return not static and current_depth() < self.limits.max_depth
 
     # -- the tools -------------------------------------------------------------------------------
 
@@ -132,7 +133,10 @@ class SpawnToolset:
         tools = dict(self._loose)
         for source in self._sources:
             for t in await source.list_tools():
-                tools.setdefault(t.name, t)
+                if t.name in tools or t.name in _OWN_TOOLS:
+                    msg = f"two tools are named {t.name!r} (the second comes from {source.name!r})"
+                    raise ToolDefinitionError(msg)
+                tools[t.name] = t
         return tools
 
     async def list_tools(self) -> Sequence[Tool]:
@@ -545,7 +549,7 @@ class SpawnToolset:
             instructions=self._instructions,
             skills=self.skills.subset(record.skills),
             limits=self.limits,
-            policy=self.policy if "spawn" in granted else _NoSpawn(),
+            policy=self.policy if "spawn" in granted else NeverSpawn(name="spawn-not-granted"),
             slice=self._slice,
             sources=self._context_sources,
             store=self.store,
@@ -621,18 +625,6 @@ def _no_fresh_start(record: ChildRecord) -> Callable[[], ChildStart]:
         raise ToolError(msg)
 
     return fail
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class _NoSpawn:
-    """The policy of a child that was not granted `spawn`."""
-
-    name: str = "never"
-    auto_spawn: bool = False
-
-    def decide(self, metrics: ComplexityMetrics) -> SpawnDecision:
-        """Always no."""
-        return SpawnDecision(spawn=False, reason="spawn not granted")
 
 
 class _Granted:
