@@ -493,3 +493,143 @@ def test_spawn_events_render_in_the_cli() -> None:
     render_journal(Console(file=out, width=200), result.journal)
     text = out.getvalue()
     assert "child" in text and "look around" in text and "[ok]" in text
+
+
+async def test_a_tool_removed_from_the_parents_registry_is_a_phantom_for_the_child() -> None:
+    from legato.coherence import ToolRegistry
+
+    ran: list[str] = []
+
+    @tool
+    def deploy() -> str:
+        """Deploy."""
+        ran.append("deploy")
+        return "deployed"
+
+    registry = ToolRegistry([deploy])
+
+    def child_turn(request: ModelRequest) -> Any:
+        last = request.messages[-1]
+        if last.role == "tool":
+            return f"child saw: {last.tool_results[0].text}"
+        registry.remove("deploy")  # retired while the child was deciding to call it
+        return reply(call("deploy"))
+
+    parent = ScriptedModel([reply(call("spawn", {"task": "deploy", "tools": ["deploy"]})), "ok"])
+    result = await Agent(
+        parent, tools=[spawn_tools([registry], model=FunctionModel(child_turn))]
+    ).run("go")
+    text = finished(list(result.journal))[0].result.text
+    assert "child saw: tool 'deploy' was removed after you were shown it" in text
+    assert ran == []
+
+
+async def test_full_slicing_copies_the_conversation() -> None:
+    child = ScriptedModel(["ok"])
+    parent = ScriptedModel(
+        [
+            reply(call("read_file", {"path": "auth.py"})),
+            reply(call("spawn", {"task": "anything"})),
+            "done",
+        ]
+    )
+    result = await Agent(parent, tools=[spawn_tools([read_file], model=child, slice="full")]).run(
+        "start"
+    )
+    sliced = next(e for e in result.journal if isinstance(e, ContextSliced))
+    assert sliced.mode == "full" and sliced.tokens_passed == sliced.tokens_available
+    history = child.requests[0].messages[:-1]
+    assert [m.role for m in history] == ["user", "assistant", "tool"]
+    assert history[2].tool_results[0].text == FILES["auth.py"]
+
+
+async def test_wait_children_with_max_wait_reports_who_is_still_running() -> None:
+    release = asyncio.Event()
+
+    @tool
+    async def block() -> str:
+        """Block until released."""
+        await release.wait()
+        return "released"
+
+    def child_turn(request: ModelRequest) -> Any:
+        last = request.messages[-1]
+        return last.tool_results[0].text if last.role == "tool" else reply(call("block"))
+
+    def parent_turn(request: ModelRequest) -> Any:
+        answers = sum(m.role == "assistant" for m in request.messages)
+        if answers == 0:
+            return reply(call("spawn", {"task": "t", "tools": ["block"], "wait": False}))
+        if answers == 1:
+            return reply(call("wait_children", {"max_wait": 0.01}))
+        if answers == 2:
+            release.set()
+            return reply(call("wait_children"))
+        return "done"
+
+    agent = Agent(
+        FunctionModel(parent_turn), tools=[spawn_tools([block], model=FunctionModel(child_turn))]
+    )
+    result = await agent.run("go")
+    texts = [r.result.text for r in finished(list(result.journal))]
+    assert texts[1].startswith("still running: ")
+    assert texts[2].endswith(": released")
+
+
+async def test_hooks_for_the_gate_budget_and_inherited_policies() -> None:
+    from dataclasses import replace
+
+    from legato import Toolset
+    from legato.run import RunConfig
+    from legato.spawn import ChildRecord, StepTokenBudget
+
+    @tool(side_effects="irreversible")
+    def pay(amount: int) -> str:
+        """Pay.
+
+        Args:
+            amount: Euros.
+        """
+        return "paid"
+
+    class NoIrreversibleForChildren:
+        """A parent policy children inherit: they may not run irreversible effects."""
+
+        def child_config(
+            self, config: RunConfig[str], *, record: ChildRecord, ctx: RunContext[Any]
+        ) -> RunConfig[str]:
+            class Safe:
+                name = "safe"
+
+                async def list_tools(self) -> list[Any]:
+                    listed = [t for s in config.tool_sources for t in await s.list_tools()]
+                    return [t for t in listed if t.side_effects != "irreversible"]
+
+            return replace(config, tool_sources=[Safe()])
+
+    accounts: list[str] = []
+
+    def account(ctx: RunContext[Any]) -> StepTokenBudget:
+        accounts.append(ctx.run_id)
+        return StepTokenBudget(BudgetShare(steps=3))
+
+    child = ScriptedModel(["ok"])
+    parent = ScriptedModel(
+        [
+            reply(call("spawn", {"task": "big", "max_steps": 5})),
+            reply(call("spawn", {"task": "pay", "tools": ["pay", "read_file"], "max_steps": 2})),
+            "done",
+        ]
+    )
+    spawner = spawn_tools(
+        [Toolset([pay, read_file])],
+        model=child,
+        budget_account=account,
+        inherit=NoIrreversibleForChildren(),
+    )
+    result = await Agent(parent, tools=[spawner]).run("go")
+    texts = [r.result.text for r in finished(list(result.journal))]
+    assert "steps 5 > 3 remaining" in texts[0]
+    assert texts[1] == "ok"
+    assert accounts == [result.run_id]
+    assert tool_names(child.requests[0]) == ["read_file", "todo"]

@@ -45,7 +45,7 @@ from legato.spawn._slice import (
     select_slice,
 )
 from legato.spawn._store import ChildRecord, JournalStore, MemoryJournalStore
-from legato.spawn._toolset import SpawnToolset, spawn_tools
+from legato.spawn._toolset import Inheritance, SpawnToolset, spawn_tools
 
 __all__ = [
     "BudgetAccount",
@@ -54,6 +54,7 @@ __all__ = [
     "ChildOutcome",
     "ChildRecord",
     "ContextSource",
+    "Inheritance",
     "JournalStore",
     "MemoryJournalStore",
     "MemorySource",

@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any, Literal
+from typing import Any, Literal, Protocol, runtime_checkable
 
 from legato.events import Lineage, RunStarted, SpawnDecided, UserPrompt
 from legato.exceptions import ChildFailed, SpawnRefused, ToolDefinitionError, ToolError
@@ -40,7 +40,7 @@ from legato.spawn._slice import ContextSource, SliceMode, select_slice
 from legato.spawn._store import ChildRecord, JournalStore, MemoryJournalStore
 from legato.tools import RunContext, Tool, ToolSource, as_tool, to_content
 
-__all__ = ["SpawnToolset", "spawn_tools"]
+__all__ = ["Inheritance", "SpawnToolset", "spawn_tools"]
 
 _OWN_TOOLS = frozenset({"spawn", "wait_children", "todo", "open_skill", "read_skill_file"})
 _CTX = "_legato_spawn_ctx"
@@ -66,6 +66,22 @@ class _Run:
     last_spawn: bool = False
 
 
+@runtime_checkable
+class Inheritance(Protocol):
+    """The hook where the effect gate, approval policy and sandbox pass to a child, narrowed.
+
+    Called with the child's run configuration as spawning builds it (granted tools, narrowed
+    limits, the parent's deps); return it with whatever the parent's policies add. What it
+    adds may only be narrower than the parent's: a child never gets more than its parent.
+    """
+
+    def child_config(
+        self, config: RunConfig[str], *, record: ChildRecord, ctx: RunContext[Any]
+    ) -> RunConfig[str]:
+        """The child's configuration with the inherited policies applied."""
+        ...
+
+
 class SpawnToolset:
     """A `ToolSource` for a parent that may spawn children (see `spawn_tools`)."""
 
@@ -82,6 +98,8 @@ class SpawnToolset:
         sources: Sequence[ContextSource] = (),
         store: JournalStore | None = None,
         auto_grant: Sequence[str] = (),
+        budget_account: Callable[[RunContext[Any]], BudgetAccount] | None = None,
+        inherit: Inheritance | None = None,
         name: str = "spawn",
         account: BudgetAccount | None = None,
     ) -> None:
@@ -106,6 +124,8 @@ class SpawnToolset:
         self._auto_grant = tuple(auto_grant)
         self._name = name
         self._account = account
+        self._budget_account = budget_account
+        self._inherit = inherit
         self._runs: dict[str, _Run] = {}
 
     @property
@@ -265,7 +285,12 @@ class SpawnToolset:
         run = self._runs.get(ctx.run_id)
         if run is not None:
             return run
-        account = self._account or StepTokenBudget(self.limits.budget)
+        if self._account is not None:
+            account = self._account
+        elif self._budget_account is not None:
+            account = self._budget_account(ctx)
+        else:
+            account = StepTokenBudget(self.limits.budget)
         run = self._runs[ctx.run_id] = _Run(run_id=ctx.run_id, account=account)
         if ctx.scope is not None:
             ctx.scope.start_task(self._hold(ctx.run_id), name=f"spawn-owner-{ctx.run_id}")
@@ -511,6 +536,8 @@ class SpawnToolset:
             tool_timeout=limits.tool_timeout,
             deps=ctx.deps,
         )
+        if self._inherit is not None:
+            config = self._inherit.child_config(config, record=record, ctx=ctx)
 
         async def run_it() -> ChildOutcome:
             outcome: ChildOutcome | None = None
@@ -553,6 +580,7 @@ class SpawnToolset:
             slice=self._slice,
             sources=self._context_sources,
             store=self.store,
+            inherit=self._inherit,
             name=self._name,
             account=account,
         )
@@ -658,6 +686,8 @@ def spawn_tools(
     sources: Sequence[ContextSource] = (),
     store: JournalStore | None = None,
     auto_grant: Sequence[str] = (),
+    budget_account: Callable[[RunContext[Any]], BudgetAccount] | None = None,
+    inherit: Inheritance | None = None,
 ) -> SpawnToolset:
     """A parent's tools plus the tools to spawn children and wait for them.
 
@@ -672,6 +702,10 @@ def spawn_tools(
         sources: Memory items and state keys that may be sliced to children.
         store: Where child journals are kept (in memory by default).
         auto_grant: Tools granted to children the policy starts on its own.
+        budget_account: The hook for the effect gate's budget: the account of the parent
+            run (default: a `StepTokenBudget` of `limits.budget` per run).
+        inherit: The hook that passes the parent's gate, approvals and sandbox to each
+            child, narrowed.
     """
     return SpawnToolset(
         tools,
@@ -684,4 +718,6 @@ def spawn_tools(
         sources=sources,
         store=store,
         auto_grant=auto_grant,
+        budget_account=budget_account,
+        inherit=inherit,
     )
