@@ -224,3 +224,38 @@ async def test_the_context_window_comes_from_the_model_profile() -> None:
     decision = next(e for e in result.journal if isinstance(e, SpawnDecided))
     assert decision.metrics.context_window == 150
     assert decision.spawn and "full" in decision.reason
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_budget_shares_always_roll_up_to_the_root(seed: int) -> None:
+    import random
+
+    rng = random.Random(seed)
+    root = StepTokenBudget(BudgetShare(steps=100, tokens=10_000))
+    open_accounts: list[tuple[StepTokenBudget, StepTokenBudget | None]] = [(root, None)]
+    charged = 0
+    closed: list[StepTokenBudget] = []
+    for _ in range(300):
+        account, _parent = rng.choice(open_accounts)
+        action = rng.random()
+        left = account.remaining()
+        assert left.steps is not None and left.tokens is not None
+        if action < 0.4 and left.steps:
+            share = BudgetShare(
+                steps=rng.randint(1, left.steps), tokens=rng.randint(0, left.tokens)
+            )
+            open_accounts.append((account.split(share), account))
+        elif action < 0.7 and left.steps:
+            steps = rng.randint(0, left.steps)
+            account.charge(steps=steps)
+            charged += steps
+        elif account is not root:
+            account.close()
+            closed.append(account)
+            open_accounts.remove((account, _parent))
+        with pytest.raises(SpawnRefused):
+            root.split(BudgetShare(steps=(root.remaining().steps or 0) + 1, tokens=0))
+    for account, _ in reversed(open_accounts[1:]):
+        account.close()
+    # every step charged anywhere in the tree is spent at the root; nothing else is
+    assert root.remaining().steps == 100 - charged

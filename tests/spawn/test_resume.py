@@ -94,7 +94,8 @@ async def test_resuming_the_parent_resumes_unfinished_children_and_reads_finishe
     child_calls: list[str] = []
     agent = build(gate, store, child_turns(child_calls), ScriptedModel([SPAWN_BOTH]))
     events = await interrupt(agent, gate)
-    journal = Journal([e for e in events if is_journal_event(e)])
+    # the journal survives a process restart as JSON lines
+    journal = Journal.from_jsonl(Journal([e for e in events if is_journal_event(e)]).to_jsonl())
     # interrupted: both spawn calls started, neither finished in the parent's journal
     assert not any(isinstance(e, ToolCallFinished) for e in journal)
     children = [e.lineage.run_id for e in journal if isinstance(e, SpawnStarted)]

@@ -135,7 +135,14 @@ class StepTokenBudget:
             return
         self._closed = True
         left = self.remaining()
-        self._parent.charge(steps=-(left.steps or 0), tokens=-(left.tokens or 0))
+        self._parent._refund(left.steps or 0, left.tokens or 0)
+
+    def _refund(self, steps: int, tokens: int) -> None:
+        """Take back what a child left unspent; a closed account passes it further up."""
+        if self._closed and self._parent is not None:
+            self._parent._refund(steps, tokens)
+        else:
+            self.charge(steps=-steps, tokens=-tokens)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
