@@ -188,3 +188,38 @@ async def test_a_background_child_is_resumed_when_the_parent_resumes() -> None:
     assert texts[-1].endswith("slow: slow-data")
     assert child_calls == ["slow"]  # resumed after its first model call, not started over
     assert result.output == "collected"
+
+
+async def test_the_loop_resumes_an_interrupted_response_without_rerunning_finished_calls() -> None:
+    runs: list[str] = []
+    gate = asyncio.Event()
+
+    @tool
+    async def work(name: str) -> str:
+        """Do some work (name 'slow' waits for the gate).
+
+        Args:
+            name: Which work.
+        """
+        runs.append(name)
+        if name == "slow":
+            await gate.wait()
+        return f"{name} done"
+
+    turns = [reply(call("work", {"name": "fast"}), call("work", {"name": "slow"})), "both done"]
+    agent = Agent(ScriptedModel(turns), tools=[work])
+    events: list[RunEvent] = []
+    stream = agent.stream("go")
+    async for event in stream:
+        events.append(event)
+        if isinstance(event, ToolCallFinished):  # fast finished; slow is still running
+            break
+    await stream.aclose()  # type: ignore[attr-defined] # an async generator
+    assert runs == ["fast", "slow"]
+    gate.set()
+    journal = Journal([e for e in events if is_journal_event(e)])
+    result = await resume(Agent(ScriptedModel(turns[1:]), tools=[work]), journal)
+    assert runs == ["fast", "slow", "slow"]  # fast was not run again
+    assert result.output == "both done"
+    tool_message = next(m for m in result.messages if m.role == "tool")
+    assert [r.text for r in tool_message.tool_results] == ["fast done", "slow done"]
