@@ -127,6 +127,7 @@ class SpawnToolset:
         self._budget_account = budget_account
         self._inherit = inherit
         self._runs: dict[str, _Run] = {}
+        self._own = (self._todo_tool(), self._spawn_tool(), self._wait_tool(), *self.skills.tools())
 
     @property
     def name(self) -> str:
@@ -161,11 +162,17 @@ class SpawnToolset:
 
     async def list_tools(self) -> Sequence[Tool]:
         """The pool tools (observed for the spawn policy) and this toolset's own tools."""
-        listed = [self._observed(t) for t in (await self.pool()).values()]
-        listed.append(self._todo_tool())
+        pool = await self.pool()
+        listed = [self._observed(t) for t in pool.values()]
+        todo, spawn, wait, *skill_tools = self._own
+        listed.append(todo)
         if self.offers_spawn:
-            listed += [self._spawn_tool(), self._wait_tool()]
-        listed += self.skills.tools()
+            grantable = ", ".join([*pool, "spawn", "todo"])
+            note = f"\n\nTools you can grant: {grantable}."
+            if len(self.skills):
+                note += f" Skills you can grant: {', '.join(self.skills.names)}."
+            listed += [spawn.replace(description=spawn.description + note), wait]
+        listed += skill_tools
         return listed
 
     def _observed(self, tool: Tool) -> Tool:
