@@ -86,7 +86,9 @@ async def test_a_waited_child_answers_through_the_spawn_call() -> None:
     assert tool_names(child.requests[0]) == ["read_file", "todo"]
     assert "spawn" in tool_names(parent.requests[0])
     spawn_definition = next(t for t in parent.requests[0].tools if t.name == "spawn")
-    assert "Tools you can grant: read_file, delete_all, spawn, todo." in spawn_definition.description
+    assert (
+        "Tools you can grant: read_file, delete_all, spawn, todo." in spawn_definition.description
+    )
     child.assert_complete()
 
 
