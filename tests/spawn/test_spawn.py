@@ -637,3 +637,28 @@ async def test_hooks_for_the_gate_budget_and_inherited_policies() -> None:
     assert texts[1] == "ok"
     assert accounts == [result.run_id]
     assert tool_names(child.requests[0]) == ["read_file", "todo"]
+
+
+async def test_one_agent_serves_concurrent_runs_each_with_its_own_children() -> None:
+    def parent_turn(request: ModelRequest) -> Any:
+        user = request.messages[0].text
+        if request.messages[-1].role == "tool":
+            return f"{user}: {request.messages[-1].tool_results[0].text}"
+        return reply(call("spawn", {"task": f"work for {user}"}))
+
+    def child_turn(request: ModelRequest) -> Any:
+        return request.messages[-1].text.upper()
+
+    agent = Agent(
+        FunctionModel(parent_turn), tools=[spawn_tools([], model=FunctionModel(child_turn))]
+    )
+    first, second = await asyncio.gather(agent.run("alice"), agent.run("bob"))
+    assert first.output == "alice: WORK FOR ALICE"
+    assert second.output == "bob: WORK FOR BOB"
+    ids = {
+        e.lineage.run_id: e.lineage.parent_run_id
+        for r in (first, second)
+        for e in r.journal
+        if isinstance(e, SpawnStarted)
+    }
+    assert sorted(ids.values()) == sorted([first.run_id, second.run_id])
