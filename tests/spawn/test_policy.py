@@ -259,3 +259,12 @@ def test_budget_shares_always_roll_up_to_the_root(seed: int) -> None:
         account.close()
     # every step charged anywhere in the tree is spent at the root; nothing else is
     assert root.remaining().steps == 100 - charged
+
+
+async def test_auto_spawn_that_cannot_start_says_why() -> None:
+    parent = ScriptedModel([reply(call("todo", {"add": ["a", "b"]})), "ok"])
+    policy = ThresholdPolicy(pending_todos=2, auto_spawn=True)
+    spawner = spawn_tools([], model=parent, policy=policy, auto_grant=["shell"])
+    result = await Agent(parent, tools=[spawner]).run("go")
+    text = next(e.result.text for e in result.journal if isinstance(e, ToolCallFinished))
+    assert "No child could be started: you cannot grant ['shell']" in text

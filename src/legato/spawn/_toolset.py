@@ -376,18 +376,26 @@ class SpawnToolset:
         if not turned_on or not self.offers_spawn:
             return None
         if self.policy.auto_spawn:
-            started = await self._auto_spawn(ctx, run)
+            started, refused = await self._auto_spawn(ctx, run)
             if started:
                 return (
                     f"[spawn policy: {decision.reason}] Started children {', '.join(started)} "
                     "for pending todo items; collect their answers with wait_children."
+                    + (f" Not started for the others: {refused}" if refused else "")
                 )
+            if refused:
+                return f"[spawn policy: {decision.reason}] No child could be started: {refused}"
         return (
             f"[spawn policy: {decision.reason}] Consider handing self-contained parts of the "
             "work to sub-agents with the spawn tool."
         )
 
-    async def _auto_spawn(self, ctx: RunContext[Any], run: _Run) -> list[str]:
+    async def _auto_spawn(self, ctx: RunContext[Any], run: _Run) -> tuple[list[str], str | None]:
+        """Start background children for pending todo items.
+
+        Returns their ids, and why the rest could not start (budget, fan-out, an
+        `auto_grant` tool the parent lacks).
+        """
         started: list[str] = []
         for item in run.todos.pending:
             try:
@@ -401,11 +409,11 @@ class SpawnToolset:
                     background=True,
                     call_id=f"auto{ctx.step}-{item.number}",
                 )
-            except SpawnRefused:
-                break
+            except SpawnRefused as refusal:
+                return started, str(refusal)
             item.child = child.prepared.lineage.run_id
             started.append(item.child)
-        return started
+        return started, None
 
     # -- starting children -----------------------------------------------------------------------
 
