@@ -21,7 +21,7 @@ import time
 from typing import Any
 
 from legato import Agent, tool
-from legato.events import ContextSliced
+from legato.events import ContextSliced, SpawnFinished
 from legato.messages import Message
 from legato.models import ModelRequest
 from legato.spawn import SpawnLimits, spawn_tools
@@ -191,7 +191,9 @@ async def slicing_run(mode: str, seed: int, *, vague: bool = False) -> dict[str,
                 f"    slice for {e.child_run_id[-6:]}: "
                 + "; ".join(f"{x.id} {x.score} {x.reasons}" for x in e.entries)
             )
+    prompts = sum(e.usage.input_tokens for e in result.journal if isinstance(e, SpawnFinished))
     return {
+        "prompt": prompts,
         "passed": sum(e.tokens_passed for e in sliced),
         "available": sum(e.tokens_available for e in sliced),
         "per_child": [e.tokens_passed for e in sliced],
@@ -243,7 +245,8 @@ async def main() -> None:
             f"  seed {seed}: selective {selective['passed']:>5} tokens "
             f"(per child {selective['per_child']}), full {full['passed']:>5} tokens, "
             f"{saved:.1%} fewer; planted facts in slices {found}/{needed} "
-            f"(full copy {full_full(full_found, needed)})"
+            f"(full copy {full_full(full_found, needed)}); children's whole prompts "
+            f"{selective['prompt']} vs {full['prompt']} tokens"
         )
     print(
         f"  tokens saved by selective slicing: median {statistics.median(savings):.1%}, min {min(savings):.1%}"
