@@ -49,6 +49,7 @@ bench: $(VENV)/.installed-dev
 $(MCP_NODE)/.installed: Makefile
 	npm install --no-audit --no-fund --loglevel=error --prefix $(MCP_NODE) $(MCP_NODE_PKG) \
 		&& touch $@ || echo "npm install failed: the MCP tests that need node will be skipped"
+	$(BIN)/python bench/spawn.py
 
 clean:
 	rm -rf $(VENV) .pytest_cache .ruff_cache

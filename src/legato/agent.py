@@ -7,6 +7,7 @@ can serve many concurrent runs. The options an agent takes are listed once, in
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import AsyncGenerator, Callable, Iterator, Sequence
 from typing import Any, Generic, TypedDict, cast, overload
 
@@ -153,10 +154,11 @@ class Agent(Generic[OutputT]):
 
     # -- running -----------------------------------------------------------------------------------
 
-    def _driver(self, prompt: Prompt | None, options: RunOptions) -> RunDriver[OutputT]:
+    def run_config(self, **options: Unpack[RunOptions]) -> RunConfig[OutputT]:
+        """The configuration a run of this agent uses (to drive or resume a run directly)."""
         model = options.get("model")
         state = options.get("state")
-        config: RunConfig[OutputT] = RunConfig(
+        return RunConfig(
             agent_name=self.name,
             model=infer_model(model) if model is not None else self.model,
             instructions=self.instructions,
@@ -170,6 +172,23 @@ class Agent(Generic[OutputT]):
             state=_as_state(state) if state is not None else self.state,
             state_options=self.state_options,
         )
+
+    def as_tool(
+        self, *, name: str, description: str, max_depth: int = 3, timeout: float | None = None
+    ) -> Tool:
+        """This agent as a tool another agent calls with a task; each call is a child run.
+
+        The child's events stream through the caller's run tagged with their lineage, and
+        the caller's journal records the child's start and end (see `legato.spawn`).
+        """
+        from legato.spawn import agent_tool
+
+        return agent_tool(
+            self, name=name, description=description, max_depth=max_depth, timeout=timeout
+        )
+
+    def _driver(self, prompt: Prompt | None, options: RunOptions) -> RunDriver[OutputT]:
+        config = self.run_config(**options)
         message = _prompt_message(prompt)
         history = options.get("message_history", ())
         if message is None and not history:
@@ -201,8 +220,11 @@ class Agent(Generic[OutputT]):
         self, prompt: Prompt | None = None, /, **options: Unpack[RunOptions]
     ) -> AsyncGenerator[RunEvent]:
         """Run the agent, yielding every event: text deltas, tool calls, results, the end."""
-        async for event in self._driver(prompt, options).events():
-            yield event
+        driver = self._driver(prompt, options)
+        # closing the stream early (break, aclose) ends the run and cancels what it owns
+        async with contextlib.aclosing(cast(AsyncGenerator[RunEvent], driver.events())) as events:
+            async for event in events:
+                yield event
 
     def stream_sync(
         self, prompt: Prompt | None = None, /, **options: Unpack[RunOptions]

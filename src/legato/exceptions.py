@@ -8,7 +8,8 @@ LegatoError
 │   ├── MissingCredentials        a provider key is missing (names the environment variable)
 │   ├── ToolDefinitionError       a function that cannot become a tool, or duplicate tool names
 │   ├── WorkspaceNotFound         a workspace root that does not exist or is not a directory
-│   └── SandboxUnavailable        bubblewrap is missing or cannot create its namespaces here
+│   ├── SandboxUnavailable        bubblewrap is missing or cannot create its namespaces here
+│   └── SkillError                a skill folder or SKILL.md that cannot be loaded (names the file)
 ├── ModelError                    a model call failed; `retryable` says whether trying again may help
 │   ├── RateLimited               429; carries `retry_after` seconds when the provider sent it
 │   ├── ModelOverloaded           529 / 503 "overloaded"
@@ -27,7 +28,13 @@ LegatoError
 │   ├── UnexpectedModelBehavior   the model answered in a way the run cannot use
 │   └── RunCancelled              the run was cancelled
 ├── ToolError                     raise in a tool to send the model an error message it can act on
-│   └── ToolArgumentsInvalid      the model's arguments do not match the tool's schema
+│   ├── ToolArgumentsInvalid      the model's arguments do not match the tool's schema
+│   ├── SpawnRefused              a spawn request beyond the parent's tools, skills, budget or depth
+│   ├── ChildFailed               a child run failed, timed out or used up its budget (says why)
+│   ├── CommitConflict            a write based on a stale read: re-read and retry
+│   │   └── WriteSkew             a commit would break a declared invariant (snapshot isolation)
+│   ├── LeaseRefused              a write with an expired or superseded fencing token
+│   └── PhantomTool               a tool that changed or disappeared since the model was shown it
 ├── StateError                    the verified state refused something; nothing was committed
 │   ├── StateValidationError      a value of the wrong type, or a state that fails validation on load
 │   ├── UndeclaredStateKey        a key the state's schema does not declare
@@ -53,6 +60,8 @@ from __future__ import annotations
 
 __all__ = [
     "AuthenticationFailed",
+    "ChildFailed",
+    "CommitConflict",
     "ConfigurationError",
     "ContentFiltered",
     "ContextLengthExceeded",
@@ -61,6 +70,7 @@ __all__ = [
     "ContractViolation",
     "InvalidRequest",
     "JournalError",
+    "LeaseRefused",
     "LegatoError",
     "MCPConnectionError",
     "MCPError",
@@ -75,6 +85,7 @@ __all__ = [
     "ModelTimeout",
     "NetworkBlocked",
     "OutputRetriesExceeded",
+    "PhantomTool",
     "ProviderServerError",
     "RateLimited",
     "ResponseParseError",
@@ -85,6 +96,8 @@ __all__ = [
     "SandboxUnavailable",
     "SandboxViolation",
     "SecurityError",
+    "SkillError",
+    "SpawnRefused",
     "StreamInterrupted",
     "ToolArgumentsInvalid",
     "ToolDefinitionError",
@@ -94,6 +107,7 @@ __all__ = [
     "UnexpectedModelBehavior",
     "UnknownModel",
     "WorkspaceNotFound",
+    "WriteSkew",
 ]
 
 
@@ -160,6 +174,10 @@ class SandboxUnavailable(ConfigurationError):
     Install it with `pip install 'legato[sandbox]'` (or the `bubblewrap` system package),
     or opt out explicitly with `sandbox="none"`.
     """
+
+
+class SkillError(ConfigurationError):
+    """A skill that cannot be loaded: a missing or malformed `SKILL.md` (names file and line)."""
 
 
 # -- model calls -----------------------------------------------------------------------------
@@ -459,6 +477,54 @@ class MCPRequestFailed(MCPError):
     def __init__(self, message: str, *, server: str, code: int) -> None:
         self.code = code
         super().__init__(f"{message} (error {code})", server=server)
+
+
+class SpawnRefused(ToolError):
+    """A spawn request beyond what the parent may grant.
+
+    An ungranted tool or skill, a budget share larger than what remains, a depth or fan-out
+    beyond the configured limit.
+    """
+
+
+class ChildFailed(ToolError):
+    """A child run did not deliver a result; the message says why (error, timeout, budget)."""
+
+    def __init__(self, child_run_id: str, reason: str) -> None:
+        self.child_run_id = child_run_id
+        self.reason = reason
+        super().__init__(f"child run {child_run_id} failed: {reason}")
+
+
+class CommitConflict(ToolError):
+    """A write whose read is stale: the resource changed since it was read.
+
+    The message tells the model to read the resource again and retry; nothing was written.
+    """
+
+    def __init__(self, resource: str, message: str) -> None:
+        self.resource = resource
+        super().__init__(message)
+
+
+class WriteSkew(CommitConflict):
+    """A commit that, together with commits made since its snapshot, breaks an invariant."""
+
+
+class LeaseRefused(ToolError):
+    """A write carrying a fencing token that has expired or been superseded."""
+
+    def __init__(self, resource: str, message: str) -> None:
+        self.resource = resource
+        super().__init__(message)
+
+
+class PhantomTool(ToolError):
+    """A call to a tool that was removed or replaced after the model was shown it."""
+
+    def __init__(self, tool: str, message: str) -> None:
+        self.tool = tool
+        super().__init__(message)
 
 
 # -- journals and tests ------------------------------------------------------------------------

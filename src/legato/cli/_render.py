@@ -9,6 +9,7 @@ from rich.markup import escape
 
 from legato.events import (
     ChildEvent,
+    ContextSliced,
     Journal,
     ModelRequested,
     ModelResponded,
@@ -16,6 +17,9 @@ from legato.events import (
     RunFailed,
     RunFinished,
     RunStarted,
+    SpawnDecided,
+    SpawnFinished,
+    SpawnStarted,
     StateCommitted,
     StateLoaded,
     StateRejected,
@@ -80,6 +84,26 @@ def state_lines(event: StateLoaded | StateCommitted | StateRejected) -> list[str
             return lines
 
 
+def _spawn_line(event: SpawnStarted | SpawnFinished | ContextSliced | SpawnDecided) -> str:
+    """One line for a sub-agent event (empty for the ones not worth a line)."""
+    match event:
+        case SpawnStarted():
+            again = " (resumed)" if event.resumed else ""
+            return f"[blue]⑂ child {escape(event.lineage.run_id)}{again}:[/] {escape(_short(event.task))}"
+        case SpawnFinished():
+            style = "blue" if event.outcome == "ok" else "red"
+            detail = event.error or json.dumps(event.output)
+            return f"[{style}]⑂ child {escape(event.lineage.run_id)} \\[{event.outcome}][/] {escape(_short(detail))}"
+        case ContextSliced():
+            return f"[dim]slice for {escape(event.child_run_id)}: {len(event.entries)} items, {event.tokens_passed}/{event.tokens_available} tokens[/]"
+        case SpawnDecided():
+            return (
+                f"[dim]spawn policy {escape(event.policy)}: {escape(event.reason)}[/]"
+                if event.spawn
+                else ""
+            )
+
+
 def render_event(console: Console, event: RunEvent) -> None:
     """Print one streamed event: deltas inline, the rest one line each."""
     match event:
@@ -112,10 +136,7 @@ def render_event(console: Console, event: RunEvent) -> None:
             console.print(
                 f"[bold red]failed: {escape(event.error_type)}: {escape(event.message)}[/]"
             )
-        case StateCommitted() | StateRejected():
-            for line in state_lines(event):
-                console.print(line, highlight=False)
-        case RunStarted() | UserPrompt() | StateLoaded():
+        case RunStarted() | UserPrompt():
             pass
         case ChildEvent():
             inner = event.event
@@ -124,6 +145,21 @@ def render_event(console: Console, event: RunEvent) -> None:
                     f"[blue]{'  ' * event.lineage.depth}[{escape(event.lineage.agent)}][/]", end=" "
                 )
                 render_event(console, inner)
+        case _:
+            for line in _extra_lines(event):
+                console.print(line, highlight=False)
+
+
+def _extra_lines(event: RunEvent) -> list[str]:
+    """Lines for the events of the policy and spawn layers (verified state, sub-agents)."""
+    match event:
+        case StateCommitted() | StateRejected():
+            return state_lines(event)
+        case SpawnStarted() | SpawnFinished() | ContextSliced() | SpawnDecided():
+            line = _spawn_line(event)
+            return [line] if line else []
+        case _:
+            return []
 
 
 def render_journal(console: Console, journal: Journal) -> None:
@@ -172,3 +208,7 @@ def render_journal(console: Console, journal: Journal) -> None:
                 console.print(f"{prefix}{indent}{first}", highlight=False)
                 for line in rest:
                     console.print(f"     {indent}{line}", highlight=False)
+            case SpawnStarted() | SpawnFinished() | ContextSliced() | SpawnDecided():
+                line = _spawn_line(event)
+                if line:
+                    console.print(f"{prefix}  {line}", highlight=False)

@@ -88,6 +88,7 @@ class RunDriver(Generic[OutputT]):
         )
         self._executor = ToolExecutor({}, default_timeout=config.tool_timeout)
         self._scope = Scope()
+        self._tools_loaded = False
 
     def _record(self, event: JournalEvent) -> JournalEvent:
         self.journal.append(event)
@@ -149,7 +150,9 @@ class RunDriver(Generic[OutputT]):
         last = state.last_message
         if last is not None and last.role == "assistant":
             if state.pending_calls:
-                async for event in self._run_tools(list(state.pending_calls)):
+                # on resume, calls that already finished are not run again
+                calls = [c for c in state.pending_calls if c.id not in state.results]
+                async for event in self._run_tools(calls):
                     yield event
             else:
                 async for event in self._handle_answer(last):
@@ -174,6 +177,7 @@ class RunDriver(Generic[OutputT]):
             raise MaxStepsExceeded(cfg.max_steps)
         tools = await self._tools()
         self._executor = ToolExecutor(tools, default_timeout=cfg.tool_timeout, state=self._session)
+        self._tools_loaded = True
         definitions = [t.definition for t in tools.values()]
         output_tool = cfg.output.tool_definition()
         if output_tool is not None:
@@ -237,6 +241,8 @@ class RunDriver(Generic[OutputT]):
     async def _run_tools(self, calls: list[ToolCallPart]) -> AsyncIterator[RunEvent]:
         cfg, state = self.config, self.state
         step = state.step
+        if not self._tools_loaded:  # a resumed run continues with tool calls
+            self._executor = ToolExecutor(await self._tools(), default_timeout=cfg.tool_timeout)
         special = self._output_calls(calls)
         messages = tuple(state.messages)
 

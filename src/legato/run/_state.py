@@ -9,12 +9,16 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from legato.events import (
+    ContextSliced,
     JournalEvent,
     ModelRequested,
     ModelResponded,
     RunFailed,
     RunFinished,
     RunStarted,
+    SpawnDecided,
+    SpawnFinished,
+    SpawnStarted,
     StateCommitted,
     StateLoaded,
     StateRejected,
@@ -106,6 +110,9 @@ class RunState:
                 self.failed = event
             case StateLoaded() | StateCommitted() | StateRejected():
                 self._apply_state(event)
+
+            case SpawnStarted() | SpawnFinished() | ContextSliced() | SpawnDecided():
+                pass  # sub-agent records: the conversation does not change
 
     def _apply_state(self, event: StateLoaded | StateCommitted | StateRejected) -> None:
         match event:

@@ -1,0 +1,132 @@
+"""`agent.as_tool(...)`: another agent as a tool; each call is a child run."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from typing import TYPE_CHECKING, Any
+
+from legato.events import Journal, Lineage, RunEvent, RunStarted, UserPrompt
+from legato.exceptions import ChildFailed, SpawnRefused
+from legato.messages import Message
+from legato.run import RunDriver, RunResult
+from legato.spawn._child import ChildStart, current_depth, execute_child, prepare_child
+from legato.spawn._slice import SliceMode, select_slice
+from legato.spawn._store import ChildRecord, JournalStore, MemoryJournalStore
+from legato.tools import RunContext, Tool
+
+if TYPE_CHECKING:
+    from legato.agent import Agent
+
+__all__ = ["agent_tool", "resume", "resume_stream"]
+
+
+def agent_tool(
+    agent: Agent[Any],
+    *,
+    name: str,
+    description: str,
+    max_depth: int = 3,
+    timeout: float | None = None,
+    store: JournalStore | None = None,
+    slice: SliceMode | None = "selective",
+    slice_tokens: int = 2000,
+) -> Tool:
+    """A tool that runs `agent` as a child run on the task the caller gives.
+
+    The child has the agent's own tools and instructions; it receives the slice of the
+    caller's conversation relevant to the task (`slice=None`: the task only). Its events
+    stream through the caller's run with their lineage; its failure is a tool error.
+    """
+    journals = store or MemoryJournalStore()
+
+    async def run_agent(ctx: RunContext[Any], task: str) -> Any:
+        """Run the agent on a task.
+
+        Args:
+            ctx: The calling run.
+            task: What the agent must do and deliver.
+        """
+        depth = current_depth() + 1
+        if depth > max_depth:
+            msg = f"{name}: a child here would be at depth {depth}, beyond the limit of {max_depth}"
+            raise SpawnRefused(msg)
+        lineage = Lineage(
+            run_id=f"{ctx.run_id}-{ctx.tool_call_id or ctx.step}",
+            parent_run_id=ctx.run_id,
+            parent_step=ctx.step,
+            parent_call_id=ctx.tool_call_id,
+            agent=agent.name,
+            depth=depth,
+        )
+        record = ChildRecord(lineage=lineage, task=task, max_steps=agent.max_steps)
+        config = agent.run_config(deps=ctx.deps)
+
+        def start() -> ChildStart:
+            sliced = (
+                None
+                if slice is None
+                else select_slice(
+                    task,
+                    child_run_id=lineage.run_id,
+                    messages=ctx.messages,
+                    token_budget=slice_tokens,
+                    mode=slice,
+                )
+            )
+            return ChildStart(
+                started=RunStarted(
+                    run_id=lineage.run_id,
+                    agent=agent.name,
+                    model=config.model.name,
+                    instructions=agent.instructions,
+                    history=sliced.history if sliced else (),
+                ),
+                prompt=UserPrompt(message=Message.user(task)),
+                sliced=sliced.event if sliced else None,
+            )
+
+        emit = ctx.scope.emit if ctx.scope is not None else _drop
+        prepared = await prepare_child(record, store=journals, emit=emit, make_start=start)
+        outcome = await execute_child(
+            prepared, config=config, store=journals, emit=emit, time_limit=timeout
+        )
+        if not outcome.ok:
+            raise ChildFailed(lineage.run_id, outcome.error or outcome.outcome)
+        return outcome.output
+
+    return Tool.from_function(
+        run_agent,
+        name=name,
+        description=description,
+        timeout=None if timeout is None else timeout + 5.0,
+    )
+
+
+def _drop(event: RunEvent) -> None:
+    """Where a child's events go when the tool is called outside a run."""
+
+
+async def resume_stream(
+    agent: Agent[Any], journal: Journal, *, deps: Any = None
+) -> AsyncIterator[RunEvent]:
+    """Continue an interrupted run of `agent` from its journal, yielding the new events.
+
+    Finished tool calls and model calls are not repeated; a `spawn` call that was running
+    finds its child in the spawn toolset's store and resumes it (a finished child's answer
+    is read from its journal).
+    """
+    driver = RunDriver(agent.run_config(deps=deps), journal=Journal(journal.events))
+    seen = len(journal)
+    index = 0
+    async for event in driver.events():
+        index += 1
+        if index > seen:
+            yield event
+
+
+async def resume(agent: Agent[Any], journal: Journal, *, deps: Any = None) -> RunResult[Any]:
+    """Continue an interrupted run from its journal to its result."""
+    driver = RunDriver(agent.run_config(deps=deps), journal=Journal(journal.events))
+    async for _ in driver.events():
+        pass
+    return driver.result()
