@@ -11,14 +11,18 @@ from typing import Any, Generic, cast, overload
 
 from typing_extensions import TypeVar
 
+from legato.context import ContextPolicy
 from legato.events import RunEvent
 from legato.exceptions import ConfigurationError
+from legato.memory import Memory
 from legato.messages import ContentPart, Message
 from legato.models import Model, ModelSettings, infer_model
 from legato.run._loop import RunConfig, RunDriver
 from legato.run._output import OutputMode, OutputSchema
+from legato.run._persist import persisted
 from legato.run._result import RunResult
 from legato.run._sync import iterate_sync, run_sync
+from legato.store import SQLiteStore, Store
 from legato.tools import Tool, Toolset, ToolSource
 
 __all__ = ["Agent", "Prompt"]
@@ -58,6 +62,9 @@ class Agent(Generic[OutputT]):
         model_settings: ModelSettings | None = None,
         output_retries: int = 1,
         tool_timeout: float | None = None,
+        store: Store | None = None,
+        context: ContextPolicy | None = None,
+        memory: Memory | None = None,
     ) -> None: ...
 
     @overload
@@ -74,6 +81,9 @@ class Agent(Generic[OutputT]):
         model_settings: ModelSettings | None = None,
         output_retries: int = 1,
         tool_timeout: float | None = None,
+        store: Store | None = None,
+        context: ContextPolicy | None = None,
+        memory: Memory | None = None,
     ) -> None: ...
 
     def __init__(
@@ -89,6 +99,9 @@ class Agent(Generic[OutputT]):
         model_settings: ModelSettings | None = None,
         output_retries: int = 1,
         tool_timeout: float | None = None,
+        store: Store | None = None,
+        context: ContextPolicy | None = None,
+        memory: Memory | None = None,
     ) -> None:
         """Configure an agent.
 
@@ -104,6 +117,10 @@ class Agent(Generic[OutputT]):
             model_settings: Default generation settings.
             output_retries: Invalid final answers tolerated before the run fails.
             tool_timeout: Seconds any tool call may take unless the tool sets its own.
+            store: Where run journals and sessions are kept; runs with `session=` and no
+                store use a `SQLiteStore` at `.legato/legato.db`.
+            context: When and how to compact the conversation (see `legato.context`).
+            memory: Long-term memory: recall into the instructions and memory tools.
         """
         if max_steps < 1:
             msg = "max_steps must be at least 1"
@@ -121,6 +138,14 @@ class Agent(Generic[OutputT]):
         sources = [t for t in tools if not isinstance(t, Tool) and isinstance(t, ToolSource)]
         self.toolset = Toolset(loose, name=f"{name}-tools")
         self.tool_sources: list[ToolSource] = [self.toolset, *sources]
+        self.store = store
+        self.context = context
+        self.memory = memory
+        if context is not None and context.tools():
+            self.tool_sources.append(Toolset(context.tools(), name="context"))
+        memory_toolset = memory.toolset() if memory is not None else None
+        if memory_toolset is not None:
+            self.tool_sources.append(memory_toolset)
 
     @property
     def model(self) -> Model:
@@ -128,6 +153,11 @@ class Agent(Generic[OutputT]):
         if self._model is None:
             self._model = infer_model(self._model_spec)
         return self._model
+
+    def _store(self) -> Store:
+        if self.store is None:
+            self.store = SQLiteStore()
+        return self.store
 
     @property
     def output_type(self) -> type[OutputT]:
@@ -145,11 +175,19 @@ class Agent(Generic[OutputT]):
         model: Model | str | None,
         model_settings: ModelSettings | None,
         max_steps: int | None,
+        session: str | None = None,
     ) -> RunDriver[OutputT]:
+        message = _prompt_message(prompt)
+        if session is not None:
+            stored = self._store().load_session(session, create=True)
+            message_history = [*stored, *message_history]
+        instructions = self.instructions
+        if self.memory is not None and message is not None:
+            instructions = self.memory.instructions_for(instructions, message.text)
         config: RunConfig[OutputT] = RunConfig(
             agent_name=self.name,
             model=infer_model(model) if model is not None else self.model,
-            instructions=self.instructions,
+            instructions=instructions,
             tool_sources=self.tool_sources,
             output=self._output,
             settings=self.model_settings.merged(model_settings),
@@ -157,10 +195,15 @@ class Agent(Generic[OutputT]):
             output_retries=self.output_retries,
             tool_timeout=self.tool_timeout,
             deps=deps,
+            context=self.context,
         )
         driver = RunDriver(config)
-        driver.start(_prompt_message(prompt), message_history)
+        driver.start(message, message_history)
         return driver
+
+    def _events(self, driver: RunDriver[OutputT], session: str | None) -> AsyncIterator[RunEvent]:
+        store = self._store() if session is not None else self.store
+        return persisted(driver, runs=store, sessions=store, session=session)
 
     async def run(
         self,
@@ -171,6 +214,7 @@ class Agent(Generic[OutputT]):
         model: Model | str | None = None,
         model_settings: ModelSettings | None = None,
         max_steps: int | None = None,
+        session: str | None = None,
     ) -> RunResult[OutputT]:
         """Run the agent to its final answer.
 
@@ -181,6 +225,8 @@ class Agent(Generic[OutputT]):
             model: Use another model for this run.
             model_settings: Settings overriding the agent's for this run.
             max_steps: Override the agent's step allowance for this run.
+            session: Continue the stored conversation of this name (created on first
+                use); the run's messages are added to it when the run finishes.
         """
         driver = self._driver(
             prompt,
@@ -189,8 +235,9 @@ class Agent(Generic[OutputT]):
             model=model,
             model_settings=model_settings,
             max_steps=max_steps,
+            session=session,
         )
-        async for _ in driver.events():
+        async for _ in self._events(driver, session):
             pass
         return driver.result()
 
@@ -203,6 +250,7 @@ class Agent(Generic[OutputT]):
         model: Model | str | None = None,
         model_settings: ModelSettings | None = None,
         max_steps: int | None = None,
+        session: str | None = None,
     ) -> RunResult[OutputT]:
         """`run` for synchronous code; works inside a running event loop too."""
         return run_sync(
@@ -213,6 +261,7 @@ class Agent(Generic[OutputT]):
                 model=model,
                 model_settings=model_settings,
                 max_steps=max_steps,
+                session=session,
             )
         )
 
@@ -225,6 +274,7 @@ class Agent(Generic[OutputT]):
         model: Model | str | None = None,
         model_settings: ModelSettings | None = None,
         max_steps: int | None = None,
+        session: str | None = None,
     ) -> AsyncIterator[RunEvent]:
         """Run the agent, yielding every event: text deltas, tool calls, results, the end."""
         driver = self._driver(
@@ -234,8 +284,9 @@ class Agent(Generic[OutputT]):
             model=model,
             model_settings=model_settings,
             max_steps=max_steps,
+            session=session,
         )
-        async for event in driver.events():
+        async for event in self._events(driver, session):
             yield event
 
     def stream_sync(
@@ -247,6 +298,7 @@ class Agent(Generic[OutputT]):
         model: Model | str | None = None,
         model_settings: ModelSettings | None = None,
         max_steps: int | None = None,
+        session: str | None = None,
     ) -> Iterator[RunEvent]:
         """`stream` for synchronous code; works inside a running event loop too."""
         return iterate_sync(
@@ -257,6 +309,7 @@ class Agent(Generic[OutputT]):
                 model=model,
                 model_settings=model_settings,
                 max_steps=max_steps,
+                session=session,
             )
         )
 

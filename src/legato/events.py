@@ -29,6 +29,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "JOURNAL_EVENT_TYPES",
+    "Compacted",
     "Journal",
     "JournalEvent",
     "ModelRequested",
@@ -156,6 +157,34 @@ class RunFailed:
     kind: Literal["run_failed"] = "run_failed"
 
 
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Compacted:
+    """The context sent to the model was compacted; the full history stays in the journal.
+
+    From this event on, the model sees `messages` in place of the first `upto` messages of
+    the run's conversation. The summary text (if any) is kept here, so resuming or replaying
+    the run never calls the model to summarize again.
+    """
+
+    strategy: str
+    """The compactor's name, e.g. `keep_recent`, `elide_tool_results`, `summarize`."""
+    reason: Literal["threshold", "context_length_exceeded"]
+    upto: int
+    """How many messages of the conversation the new context view covers."""
+    messages: tuple[Message, ...]
+    """The context view that replaces the first `upto` messages."""
+    sources: tuple[int, ...]
+    """For each message of the view, its index in the conversation (-1 for a synthetic one)."""
+    removed: tuple[int, ...]
+    """Conversation indexes no longer in the view (dropped or summarized)."""
+    elided: tuple[str, ...] = ()
+    """Tool call ids whose results were replaced by a stub (fetch with `recall_result`)."""
+    summary: str | None = None
+    tokens_before: int = 0
+    tokens_after: int = 0
+    kind: Literal["compacted"] = "compacted"
+
+
 JournalEvent: TypeAlias = Annotated[
     RunStarted
     | UserPrompt
@@ -165,7 +194,8 @@ JournalEvent: TypeAlias = Annotated[
     | ToolCallFinished
     | StepFinished
     | RunFinished
-    | RunFailed,
+    | RunFailed
+    | Compacted,
     Field(discriminator="kind"),
 ]
 """Any event that is recorded in a journal."""
@@ -180,6 +210,7 @@ RunEvent: TypeAlias = (
     | StepFinished
     | RunFinished
     | RunFailed
+    | Compacted
     | TextDelta
     | ThinkingDelta
     | ToolCallDelta
@@ -197,6 +228,7 @@ JOURNAL_EVENT_TYPES: tuple[type, ...] = (
     StepFinished,
     RunFinished,
     RunFailed,
+    Compacted,
 )
 """The classes of the events that are journaled (the others are stream-only deltas)."""
 

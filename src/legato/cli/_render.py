@@ -8,6 +8,7 @@ from rich.console import Console
 from rich.markup import escape
 
 from legato.events import (
+    Compacted,
     Journal,
     ModelRequested,
     ModelResponded,
@@ -67,6 +68,10 @@ def render_event(console: Console, event: RunEvent) -> None:
             )
         case RunStarted() | UserPrompt():
             pass
+        case Compacted():
+            console.print(
+                f"[dim]context compacted ({event.strategy}): {event.tokens_before} → {event.tokens_after} tokens[/]"
+            )
 
 
 def render_journal(console: Console, journal: Journal) -> None:
@@ -108,4 +113,10 @@ def render_journal(console: Console, journal: Journal) -> None:
             case RunFailed():
                 console.print(
                     f"{prefix}[bold red]failed:[/] {escape(event.error_type)}: {escape(event.message)}"
+                )
+            case Compacted():
+                console.print(
+                    f"{prefix}[dim]compacted ({event.strategy}, {event.reason}): removed "
+                    f"{len(event.removed)} messages, elided {len(event.elided)} results, "
+                    f"{event.tokens_before} → {event.tokens_after} tokens[/]"
                 )

@@ -15,6 +15,7 @@ from typing import Any, Generic
 
 from typing_extensions import TypeVar
 
+from legato.context import ContextPolicy
 from legato.events import (
     Journal,
     JournalEvent,
@@ -28,6 +29,7 @@ from legato.events import (
     UserPrompt,
 )
 from legato.exceptions import (
+    ContextLengthExceeded,
     MaxStepsExceeded,
     OutputRetriesExceeded,
     StreamInterrupted,
@@ -37,6 +39,7 @@ from legato.exceptions import (
 )
 from legato.messages import Message, ModelResponse, ToolCallPart, ToolResultPart
 from legato.models import Model, ModelRequest, ModelSettings, ResponseCompleted
+from legato.run._context import ContextStep
 from legato.run._output import OUTPUT_TOOL, OutputSchema, OutputValidationError
 from legato.run._result import RunResult, result_from_state
 from legato.run._state import RunState
@@ -63,6 +66,8 @@ class RunConfig(Generic[OutputT]):
     unknown_tool_retries: int = 1
     tool_timeout: float | None = None
     deps: Any = None
+    context: ContextPolicy | None = None
+    """When and how to compact the conversation sent to the model (None: never)."""
 
 
 class RunDriver(Generic[OutputT]):
@@ -74,6 +79,7 @@ class RunDriver(Generic[OutputT]):
         self.state = RunState.from_events(list(self.journal.events))
         self._output: OutputT | None = None
         self._executor = ToolExecutor({}, default_timeout=config.tool_timeout)
+        self._context = ContextStep(config.context, config.model)
 
     def _record(self, event: JournalEvent) -> JournalEvent:
         self.journal.append(event)
@@ -142,8 +148,18 @@ class RunDriver(Generic[OutputT]):
         return tools
 
     async def _call_model(self) -> AsyncIterator[RunEvent]:
+        try:
+            async for event in self._request_model():
+                yield event
+        except ContextLengthExceeded:
+            if not self._context.retries_overflow:
+                raise
+            async for event in self._request_model(overflowed=True):
+                yield event
+
+    async def _request_model(self, *, overflowed: bool = False) -> AsyncIterator[RunEvent]:
         cfg, state = self.config, self.state
-        if state.step >= cfg.max_steps:
+        if state.step >= cfg.max_steps and not overflowed:
             raise MaxStepsExceeded(cfg.max_steps)
         tools = await self._tools()
         self._executor = ToolExecutor(tools, default_timeout=cfg.tool_timeout)
@@ -151,8 +167,18 @@ class RunDriver(Generic[OutputT]):
         output_tool = cfg.output.tool_definition()
         if output_tool is not None:
             definitions.append(output_tool)
+        # context management: compact the conversation if the request would not fit
+        messages, compacted = await self._context.prepare(
+            self.journal.events,
+            state.messages,
+            instructions=state.instructions,
+            tools=definitions,
+            overflowed=overflowed,
+        )
+        if compacted is not None:
+            yield self._record(compacted)
         request = ModelRequest(
-            messages=tuple(state.messages),
+            messages=tuple(messages),
             instructions=state.instructions,
             tools=tuple(definitions),
             tool_choice="required"
@@ -161,7 +187,7 @@ class RunDriver(Generic[OutputT]):
             settings=cfg.settings,
             output=cfg.output.native_spec(),
         )
-        step = state.step + 1
+        step = state.step if overflowed else state.step + 1
         yield self._record(ModelRequested(step=step, model=cfg.model.name))
         started = time.perf_counter()
         response: ModelResponse | None = None

@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from legato.events import (
+    Compacted,
     JournalEvent,
     ModelRequested,
     ModelResponded,
@@ -92,6 +93,8 @@ class RunState:
                 self.output = event.output
             case RunFailed():
                 self.failed = event
+            case Compacted():
+                pass  # the conversation stays whole; the model's view is in the event
 
     def _finish_call(self, event: ToolCallFinished) -> None:
         self.results[event.call.id] = event.result

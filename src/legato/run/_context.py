@@ -1,0 +1,138 @@
+"""The loop's one call into context management, made before each model request.
+
+`ContextStep.prepare` returns the messages the model should see: the conversation, or
+the view left by the run's latest `Compacted` event plus what came after it. When the
+estimated request crosses the policy's trigger (or the provider said it was too long),
+it compacts and returns the `Compacted` event for the loop to record.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from legato.context import (
+    CompactionRequest,
+    ContextPolicy,
+    TokenCounter,
+    count_message,
+    count_request,
+    is_note,
+)
+from legato.events import Compacted, JournalEvent, ModelResponded
+from legato.messages import Message, ToolDefinition
+from legato.models import Model
+
+__all__ = ["ContextStep", "context_view"]
+
+
+def context_view(
+    events: Sequence[JournalEvent], messages: Sequence[Message]
+) -> tuple[list[Message], list[int]]:
+    """The messages the model sees after the latest compaction, and their conversation indexes."""
+    for event in reversed(events):
+        if isinstance(event, Compacted):
+            view = [*event.messages, *messages[event.upto :]]
+            sources = [*event.sources, *range(event.upto, len(messages))]
+            return view, sources
+    return list(messages), list(range(len(messages)))
+
+
+class ContextStep:
+    """Applies an agent's `ContextPolicy` before each model call."""
+
+    __slots__ = ("_counter", "_model", "_policy")
+
+    def __init__(self, policy: ContextPolicy | None, model: Model) -> None:
+        self._policy = policy
+        self._model = model
+        self._counter: TokenCounter | None = None
+
+    @property
+    def retries_overflow(self) -> bool:
+        """Whether a context-length error should be met by compacting and retrying once."""
+        return self._policy is not None and self._policy.retry_on_overflow
+
+    def counter(self) -> TokenCounter | None:
+        """The token counter in use (None without a policy)."""
+        if self._policy is not None and self._counter is None:
+            self._counter = self._policy.token_counter(self._model.profile)
+        return self._counter
+
+    @staticmethod
+    def estimate(
+        counter: TokenCounter,
+        events: Sequence[JournalEvent],
+        messages: Sequence[Message],
+        view: Sequence[Message],
+        overhead: int,
+    ) -> int:
+        """Input tokens of the next request: the last reported usage plus what came since.
+
+        Provider-reported usage is the truth: when the latest response (after the latest
+        compaction) reported its input tokens, the estimate is those plus its output plus
+        an estimate of the messages appended after it. Otherwise every message is counted.
+        """
+        for event in reversed(events):
+            if isinstance(event, Compacted):
+                break
+            if isinstance(event, ModelResponded) and event.response.usage.input_tokens > 0:
+                usage = event.response.usage
+                for i in range(len(messages) - 1, -1, -1):
+                    if messages[i] is event.response.message:
+                        tail = sum(count_message(m, counter) for m in messages[i + 1 :])
+                        return usage.input_tokens + usage.output_tokens + tail
+                break
+        return overhead + sum(count_message(m, counter) for m in view)
+
+    async def prepare(
+        self,
+        events: Sequence[JournalEvent],
+        messages: Sequence[Message],
+        *,
+        instructions: str | None,
+        tools: Sequence[ToolDefinition],
+        overflowed: bool = False,
+    ) -> tuple[list[Message], Compacted | None]:
+        """The messages to send, and the `Compacted` event to record if it compacted."""
+        view, sources = context_view(events, messages)
+        policy, counter = self._policy, self.counter()
+        if policy is None or counter is None:
+            return view, None
+        overhead = count_request([], counter, instructions=instructions, tools=tools)
+        estimate = self.estimate(counter, events, messages, view, overhead)
+        window = policy.window_for(self._model.profile)
+        if not overflowed and (window is None or estimate <= policy.trigger * window):
+            return view, None
+        budget = int(policy.target * (window or estimate)) - overhead
+        if overflowed:
+            budget = min(budget, (estimate - overhead) // 2)
+        pin = policy.pin
+
+        def pinned(index: int, message: Message) -> bool:
+            return is_note(message) or (pin is not None and pin(message))
+
+        result = await policy.strategy.compact(
+            view,
+            CompactionRequest(
+                budget=max(budget, 1),
+                count=lambda m: count_message(m, counter),
+                pinned=pinned,
+                model=self._model,
+                pinned_state=policy.pinned_state,
+            ),
+        )
+        if not result.changed:
+            return view, None
+        event = Compacted(
+            strategy=result.strategy,
+            reason="context_length_exceeded" if overflowed else "threshold",
+            upto=len(messages),
+            messages=result.messages,
+            sources=tuple(sources[s] if s >= 0 else -1 for s in result.sources),
+            removed=tuple(sorted({sources[j] for j in result.removed if sources[j] >= 0})),
+            elided=result.elided,
+            summary=result.summary,
+            tokens_before=estimate,
+            tokens_after=overhead + sum(count_message(m, counter) for m in result.messages),
+        )
+        return list(result.messages), event
