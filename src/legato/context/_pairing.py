@@ -76,6 +76,7 @@ def validate(
 
 def _check_pairs(messages: Sequence[Message], problems: list[PairingProblem]) -> None:
     open_calls: dict[str, ToolCallPart] = {}
+    all_ids: set[str] = set()
     owner = -1
     for i, m in enumerate(messages):
         results = m.tool_results
@@ -114,8 +115,9 @@ def _check_pairs(messages: Sequence[Message], problems: list[PairingProblem]) ->
         if m.role == "assistant":
             calls = m.tool_calls
             ids = [c.id for c in calls]
-            if any(not c for c in ids) or len(set(ids)) != len(ids):
+            if any(not c for c in ids) or len(set(ids)) != len(ids) or all_ids & set(ids):
                 problems.append(PairingProblem(index=i, code="bad_call_ids", detail=str(ids)))
+            all_ids.update(ids)
             open_calls = {c.id: c for c in calls}
             owner = i
     if open_calls:
@@ -203,17 +205,17 @@ def _fix_ids(messages: Sequence[Message], changes: list[str]) -> list[Message]:
     out: list[Message] = []
     counter = itertools.count(1)
     used = {c.id for m in messages for c in m.tool_calls if c.id}
+    seen: set[str] = set()
     for i, m in enumerate(messages):
         if m.role != "assistant" or not m.tool_calls:
             out.append(m)
             continue
-        seen: set[str] = set()
         parts: list[Part] = []
         for p in m.parts:
             if isinstance(p, ToolCallPart) and (not p.id or p.id in seen):
                 new_id = next(f"repaired_{n}" for n in counter if f"repaired_{n}" not in used)
                 used.add(new_id)
-                changes.append(f"message {i}: gave call {p.name!r} the id {new_id!r}")
+                changes.append(f"message {i}: gave call {p.name!r} the unique id {new_id!r}")
                 p = replace(p, id=new_id)
             if isinstance(p, ToolCallPart):
                 seen.add(p.id)
