@@ -110,7 +110,12 @@ def select_recent(
 
 
 def stitch(
-    messages: Sequence[Message], kept: set[int], *, note_text: str, strategy: str
+    messages: Sequence[Message],
+    kept: set[int],
+    *,
+    note_text: str,
+    strategy: str,
+    note_body: str = "",
 ) -> CompactionResult:
     """Keep the indexes in `kept`, put a note where the first gap is, and fix the seams."""
     removed = tuple(i for i in range(len(messages)) if i not in kept)
@@ -122,7 +127,7 @@ def stitch(
     for i, m in enumerate(messages):
         if i not in kept:
             if not noted and m.role != "system":
-                out.append(note(note_text))
+                out.append(note(note_text, note_body))
                 sources.append(-1)
                 noted = True
             continue

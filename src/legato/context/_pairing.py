@@ -161,9 +161,9 @@ NOTE_PREFIX = "[legato: "
 MISSING_RESULT_TEXT = "No result was recorded for this call."
 
 
-def note(text: str) -> Message:
-    """A user message legato inserts (a summary, an omission marker)."""
-    return Message.user(f"{NOTE_PREFIX}{text}]")
+def note(text: str, body: str = "") -> Message:
+    """A user message legato inserts (a summary, an omission marker): `[legato: text]`."""
+    return Message.user(f"{NOTE_PREFIX}{text}]" + (f"\n{body}" if body else ""))
 
 
 def is_note(message: Message) -> bool:

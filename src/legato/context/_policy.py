@@ -153,11 +153,17 @@ class Summarize:
             instructions=self.instructions,
             max_chars=self.max_transcript_chars,
         )
-        body = f"summary of {len(dropped)} earlier messages] {text}"
+        body = text
         if request.pinned_state:
             pinned = "\n".join(f"- {k}: {v!r}" for k, v in request.pinned_state.items())
             body += f"\nPinned state (verbatim):\n{pinned}"
-        result = stitch(messages, kept, note_text=body.removesuffix("]"), strategy=self.name)
+        result = stitch(
+            messages,
+            kept,
+            note_text=f"summary of {len(dropped)} earlier messages",
+            note_body=body,
+            strategy=self.name,
+        )
         return CompactionResult(
             messages=result.messages,
             sources=result.sources,
