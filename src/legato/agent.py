@@ -7,14 +7,12 @@ can serve many concurrent runs.
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Callable, Iterator, Sequence
-from typing import Any, Generic, cast, overload
+from typing import TYPE_CHECKING, Any, Generic, cast, overload
 
 from typing_extensions import TypeVar
 
-from legato.context import ContextPolicy
 from legato.events import RunEvent
 from legato.exceptions import ConfigurationError
-from legato.memory import Memory
 from legato.messages import ContentPart, Message
 from legato.models import Model, ModelSettings, infer_model
 from legato.run._loop import RunConfig, RunDriver
@@ -22,8 +20,12 @@ from legato.run._output import OutputMode, OutputSchema
 from legato.run._persist import persisted
 from legato.run._result import RunResult
 from legato.run._sync import iterate_sync, run_sync
-from legato.store import SQLiteStore, Store
 from legato.tools import Tool, Toolset, ToolSource
+
+if TYPE_CHECKING:
+    from legato.context import ContextPolicy
+    from legato.memory import Memory
+    from legato.store import Store
 
 __all__ = ["Agent", "Prompt"]
 
@@ -156,6 +158,8 @@ class Agent(Generic[OutputT]):
 
     def _store(self) -> Store:
         if self.store is None:
+            from legato.store import SQLiteStore
+
             self.store = SQLiteStore()
         return self.store
 

@@ -42,7 +42,9 @@ def script(request: ModelRequest) -> object:
     return f"Done with turn {sum(1 for m in request.messages if m.role == 'user')}."
 
 
-def test_500_turns_stay_in_budget_with_valid_pairs_and_every_pinned_fact(tmp_path: Path) -> None:
+async def test_500_turns_stay_in_budget_with_valid_pairs_and_every_pinned_fact(
+    tmp_path: Path,
+) -> None:
     from legato.memory import Memory, SQLiteMemory
 
     memory = SQLiteMemory(tmp_path / "legato.db")
@@ -72,7 +74,7 @@ def test_500_turns_stay_in_budget_with_valid_pairs_and_every_pinned_fact(tmp_pat
             prompt = f"FACT: vault {vault} opens with code {code}"
         else:
             prompt = f"Check the log of day {turn}"
-        result = agent.run_sync(prompt, message_history=history)
+        result = await agent.run(prompt, message_history=history)
         history = result.messages
         compactions += sum(1 for e in result.journal if isinstance(e, Compacted))
         reported += [

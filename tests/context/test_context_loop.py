@@ -238,7 +238,8 @@ def test_provider_usage_is_the_truth_for_the_next_estimate() -> None:
         response,
     ]
     counter = CharCounter()
-    estimate = ContextStep.estimate(counter, events, messages, messages, overhead=0)
+    step = ContextStep(ContextPolicy(counter=counter), model)
+    estimate = step.estimate(counter, events, messages, messages, overhead=0)
     assert estimate == 1234 + 10 + 4 + counter.count("more")
 
 

@@ -40,7 +40,7 @@ from legato.context._policy import (
     Summarize,
     summarize,
 )
-from legato.context._recall import recall_result
+from legato.context._recall import recall_result_tool
 from legato.context._tokens import (
     CharCounter,
     TiktokenCounter,
@@ -80,7 +80,7 @@ __all__ = [
     "keep_recent",
     "message_text",
     "note",
-    "recall_result",
+    "recall_result_tool",
     "repair",
     "select_recent",
     "stitch",

@@ -16,7 +16,7 @@ from legato.context._compact import (
     select_recent,
     stitch,
 )
-from legato.context._recall import recall_result
+from legato.context._recall import recall_result_tool
 from legato.context._tokens import CharCounter, TokenCounter, counter_for, message_text
 from legato.exceptions import CompactionFailed, ConfigurationError
 from legato.messages import JsonValue, Message
@@ -272,7 +272,7 @@ class ContextPolicy:
 
     def tools(self) -> list[Tool]:
         """Tools the agent gets with this policy."""
-        return [recall_result] if self.recall_tool else []
+        return [recall_result_tool()] if self.recall_tool else []
 
     def window_for(self, profile: ModelProfile) -> int | None:
         """The window size in tokens, if known."""

@@ -2,15 +2,21 @@
 
 from __future__ import annotations
 
+from functools import cache
 from typing import Any
 
 from legato.exceptions import ToolError
-from legato.tools import RunContext, tool
+from legato.tools import RunContext, Tool
 
-__all__ = ["recall_result"]
+__all__ = ["recall_result_tool"]
 
 
-@tool
+@cache
+def recall_result_tool() -> Tool:
+    """The `recall_result` tool (built on first use, so importing costs nothing)."""
+    return Tool.from_function(recall_result)
+
+
 def recall_result(ctx: RunContext[Any], handle: str, offset: int = 0, length: int = 20_000) -> str:
     """Read a tool result that was shortened to save context.
 

@@ -4,23 +4,21 @@
 the view left by the run's latest `Compacted` event plus what came after it. When the
 estimated request crosses the policy's trigger (or the provider said it was too long),
 it compacts and returns the `Compacted` event for the loop to record.
+
+`legato.context` is imported only when an agent has a context policy.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
-from legato.context import (
-    CompactionRequest,
-    ContextPolicy,
-    TokenCounter,
-    count_message,
-    count_request,
-    is_note,
-)
 from legato.events import Compacted, JournalEvent, ModelResponded
 from legato.messages import Message, ToolDefinition
 from legato.models import Model
+
+if TYPE_CHECKING:
+    from legato.context import ContextPolicy, TokenCounter
 
 __all__ = ["ContextStep", "context_view"]
 
@@ -40,12 +38,24 @@ def context_view(
 class ContextStep:
     """Applies an agent's `ContextPolicy` before each model call."""
 
-    __slots__ = ("_counter", "_model", "_policy")
+    __slots__ = ("_counter", "_counts", "_model", "_policy")
 
     def __init__(self, policy: ContextPolicy | None, model: Model) -> None:
         self._policy = policy
         self._model = model
         self._counter: TokenCounter | None = None
+        self._counts: dict[int, tuple[Message, int]] = {}
+
+    def count(self, message: Message, counter: TokenCounter) -> int:
+        """Tokens of one message, remembered per message object (messages are immutable)."""
+        entry = self._counts.get(id(message))
+        if entry is not None and entry[0] is message:
+            return entry[1]
+        from legato.context import count_message
+
+        tokens = count_message(message, counter)
+        self._counts[id(message)] = (message, tokens)
+        return tokens
 
     @property
     def retries_overflow(self) -> bool:
@@ -58,8 +68,8 @@ class ContextStep:
             self._counter = self._policy.token_counter(self._model.profile)
         return self._counter
 
-    @staticmethod
     def estimate(
+        self,
         counter: TokenCounter,
         events: Sequence[JournalEvent],
         messages: Sequence[Message],
@@ -79,10 +89,10 @@ class ContextStep:
                 usage = event.response.usage
                 for i in range(len(messages) - 1, -1, -1):
                     if messages[i] is event.response.message:
-                        tail = sum(count_message(m, counter) for m in messages[i + 1 :])
+                        tail = sum(self.count(m, counter) for m in messages[i + 1 :])
                         return usage.input_tokens + usage.output_tokens + tail
                 break
-        return overhead + sum(count_message(m, counter) for m in view)
+        return overhead + sum(self.count(m, counter) for m in view)
 
     async def prepare(
         self,
@@ -98,6 +108,8 @@ class ContextStep:
         policy, counter = self._policy, self.counter()
         if policy is None or counter is None:
             return view, None
+        from legato.context import CompactionRequest, count_request, is_note
+
         overhead = count_request([], counter, instructions=instructions, tools=tools)
         estimate = self.estimate(counter, events, messages, view, overhead)
         window = policy.window_for(self._model.profile)
@@ -115,7 +127,7 @@ class ContextStep:
             view,
             CompactionRequest(
                 budget=max(budget, 1),
-                count=lambda m: count_message(m, counter),
+                count=lambda m: self.count(m, counter),
                 pinned=pinned,
                 model=self._model,
                 pinned_state=policy.pinned_state,
@@ -133,6 +145,6 @@ class ContextStep:
             elided=result.elided,
             summary=result.summary,
             tokens_before=estimate,
-            tokens_after=overhead + sum(count_message(m, counter) for m in result.messages),
+            tokens_after=overhead + sum(self.count(m, counter) for m in result.messages),
         )
         return list(result.messages), event

@@ -11,11 +11,10 @@ import time
 import uuid
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any, Generic
+from typing import TYPE_CHECKING, Any, Generic
 
 from typing_extensions import TypeVar
 
-from legato.context import ContextPolicy
 from legato.events import (
     Journal,
     JournalEvent,
@@ -45,6 +44,9 @@ from legato.run._result import RunResult, result_from_state
 from legato.run._state import RunState
 from legato.run._tools import CallResult, ToolExecutor
 from legato.tools import RunContext, Tool, ToolSource
+
+if TYPE_CHECKING:
+    from legato.context import ContextPolicy
 
 __all__ = ["RunConfig", "RunDriver"]
 

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from legato.events import RunEvent, is_journal_event
 from legato.run._loop import RunDriver
-from legato.store import RunStore, SessionStore
+
+if TYPE_CHECKING:
+    from legato.store import RunStore, SessionStore
 
 __all__ = ["persisted"]
 
