@@ -23,7 +23,7 @@ from legato.context import (
     Summarize,
     count_message,
     elide_tool_results,
-    is_note,
+    is_summary,
     keep_recent,
 )
 from legato.events import ModelRequested, RunStarted, UserPrompt
@@ -73,7 +73,9 @@ def bench_compaction_time() -> None:
         messages = conversation(n // 4, result_chars=800)
 
         def keep(messages: list[Message] = messages) -> object:
-            return keep_recent(messages, budget=8_000, count=count, pinned=lambda i, m: is_note(m))
+            return keep_recent(
+                messages, budget=8_000, count=count, pinned=lambda i, m: is_summary(m)
+            )
 
         def elide(messages: list[Message] = messages) -> object:
             return elide_tool_results(messages, min_chars=500)
@@ -99,7 +101,7 @@ def bench_tokens_saved() -> None:
         Chain(steps=(ElideToolResults(min_chars=1000), KeepRecent())),
         Summarize(model=FunctionModel(summarizer)),
     ]
-    request = CompactionRequest(budget=8_000, count=count, pinned=lambda i, m: is_note(m))
+    request = CompactionRequest(budget=8_000, count=count, pinned=lambda i, m: is_summary(m))
     for strategy in strategies:
         start = time.perf_counter()
         result = asyncio.run(strategy.compact(messages, request))

@@ -17,7 +17,7 @@ from legato.messages import ContentPart, Message
 from legato.models import Model, ModelSettings, infer_model
 from legato.run._loop import RunConfig, RunDriver
 from legato.run._output import OutputMode, OutputSchema
-from legato.run._persist import persisted
+from legato.run._persist import continue_context, persisted
 from legato.run._result import RunResult
 from legato.run._sync import iterate_sync, run_sync
 from legato.tools import Tool, Toolset, ToolSource
@@ -182,8 +182,11 @@ class Agent(Generic[OutputT]):
         session: str | None = None,
     ) -> RunDriver[OutputT]:
         message = _prompt_message(prompt)
+        carried = None
         if session is not None:
-            stored = self._store().load_session(session, create=True)
+            store = self._store()
+            stored = store.load_session(session, create=True)
+            carried = store.session_context(session) if not message_history else None
             message_history = [*stored, *message_history]
         instructions = self.instructions
         if self.memory is not None and message is not None:
@@ -203,11 +206,14 @@ class Agent(Generic[OutputT]):
         )
         driver = RunDriver(config)
         driver.start(message, message_history)
+        continue_context(driver, carried)
         return driver
 
-    def _events(self, driver: RunDriver[OutputT], session: str | None) -> AsyncIterator[RunEvent]:
+    def _events(
+        self, driver: RunDriver[OutputT], session: str | None, *, carry: bool
+    ) -> AsyncIterator[RunEvent]:
         store = self._store() if session is not None else self.store
-        return persisted(driver, runs=store, sessions=store, session=session)
+        return persisted(driver, runs=store, sessions=store, session=session, carry_context=carry)
 
     async def run(
         self,
@@ -241,7 +247,7 @@ class Agent(Generic[OutputT]):
             max_steps=max_steps,
             session=session,
         )
-        async for _ in self._events(driver, session):
+        async for _ in self._events(driver, session, carry=not message_history):
             pass
         return driver.result()
 
@@ -290,7 +296,7 @@ class Agent(Generic[OutputT]):
             max_steps=max_steps,
             session=session,
         )
-        async for event in self._events(driver, session):
+        async for event in self._events(driver, session, carry=not message_history):
             yield event
 
     def stream_sync(

@@ -168,7 +168,9 @@ class Compacted:
 
     strategy: str
     """The compactor's name, e.g. `keep_recent`, `elide_tool_results`, `summarize`."""
-    reason: Literal["threshold", "context_length_exceeded"]
+    reason: Literal["threshold", "context_length_exceeded", "carried_over"]
+    """Why: the estimate crossed the trigger, the provider refused the request as too long,
+    or the view was carried over from the session's previous run."""
     upto: int
     """How many messages of the conversation the new context view covers."""
     messages: tuple[Message, ...]

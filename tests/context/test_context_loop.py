@@ -255,3 +255,74 @@ def test_policy_validation() -> None:
         ContextPolicy(trigger=0.5, target=0.6)
     with pytest.raises(ConfigurationError):
         ContextPolicy(window=0)
+
+
+def test_a_session_continues_from_its_compacted_view_without_summarizing_again(
+    tmp_path: Path,
+) -> None:
+    calls: list[ModelRequest] = []
+
+    def summarizer(request: ModelRequest) -> str:
+        calls.append(request)
+        return "Pages 0-5 were read; all lorem ipsum."
+
+    store = SQLiteStore(tmp_path / "legato.db")
+    policy = ContextPolicy(
+        strategy=Summarize(model=FunctionModel(summarizer)), counter=CharCounter()
+    )
+    first = paging_model(6, window=12_000)
+    Agent(first, tools=[fetch], context=policy, store=store).run_sync("Read.", session="s")
+    assert len(calls) == 1
+    carried = store.session_context("s")
+    assert carried is not None
+    assert carried.summary == "Pages 0-5 were read; all lorem ipsum."
+
+    second = ScriptedModel(["Yes, all read."], profile=ModelProfile(context_window=12_000))
+    result = Agent(second, tools=[fetch], context=policy, store=store).run_sync(
+        "Did you read them?", session="s"
+    )
+    assert len(calls) == 1  # the summary was not computed again
+    sent = second.requests[0].messages
+    assert "[legato: summary of 6 earlier messages]" in sent[0].text
+    assert sent[-1].text == "Did you read them?"
+    assert sum(len(m.tool_results) for m in result.messages) == 6  # history whole
+    [event] = [e for e in result.journal if isinstance(e, Compacted)]
+    assert event.reason == "carried_over"
+
+    # undoing turns until the view covers missing messages drops the carried view
+    store.undo_turn("s")
+    assert store.session_context("s") is not None
+    store.undo_turn("s")
+    assert store.session_context("s") is None
+
+
+def test_repeated_summaries_fold_into_one_instead_of_piling_up() -> None:
+    from legato.context import CompactionRequest, count_message, is_summary
+
+    counter = CharCounter()
+    summaries = iter(["first summary", "second summary"])
+    strategy = Summarize(model=FunctionModel(lambda request: next(summaries)))
+    request = CompactionRequest(
+        budget=400,
+        count=lambda m: count_message(m, counter),
+        pinned=lambda i, m: is_summary(m),
+    )
+    messages = [
+        m
+        for i in range(20)
+        for m in (Message.user(f"q{i} " * 40), Message.assistant(f"a{i} " * 40))
+    ]
+    once = asyncio.run(strategy.compact(messages, request))
+    grown = [
+        *once.messages,
+        *[
+            m
+            for i in range(20, 30)
+            for m in (Message.user(f"q{i} " * 40), Message.assistant(f"a{i} " * 40))
+        ],
+    ]
+    twice = asyncio.run(strategy.compact(grown, request))
+    notes = [m for m in twice.messages if is_summary(m)]
+    assert len(notes) == 1
+    assert "second summary" in notes[0].text
+    assert "first summary" not in "".join(m.text for m in twice.messages)

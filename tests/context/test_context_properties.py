@@ -20,7 +20,7 @@ from legato.context import (
     Summarize,
     count_message,
     elide_tool_results,
-    is_note,
+    is_summary,
     keep_recent,
     repair,
     validate,
@@ -37,7 +37,7 @@ def count(message: Message) -> int:
 
 
 def pinned(index: int, message: Message) -> bool:
-    return is_pinned(message) or is_note(message)
+    return is_pinned(message) or is_summary(message)
 
 
 def assert_valid(messages: Sequence[Message]) -> None:

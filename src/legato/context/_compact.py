@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 
-from legato.context._pairing import NOTE_PREFIX, is_note, note
+from legato.context._pairing import NOTE_PREFIX, note
 from legato.messages import Message, Part, TextPart, ToolResultPart
 
 __all__ = [
@@ -256,8 +256,3 @@ def compose(first: CompactionResult, second: CompactionResult) -> CompactionResu
         summary=second.summary or first.summary,
         strategy=f"{first.strategy}+{second.strategy}",
     )
-
-
-def is_pinned_note(index: int, message: Message) -> bool:
-    """Notes legato inserted earlier (summaries, omission markers) are kept by later passes."""
-    return is_note(message)

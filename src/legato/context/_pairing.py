@@ -166,10 +166,18 @@ def note(text: str, body: str = "") -> Message:
     return Message.user(f"{NOTE_PREFIX}{text}]" + (f"\n{body}" if body else ""))
 
 
+SUMMARY_PREFIX = f"{NOTE_PREFIX}summary of "
+"""How the note holding a summary starts."""
+
+
 def is_note(message: Message) -> bool:
-    """Whether the message opens with a note legato inserted."""
-    first = message.parts[0] if message.parts else None
-    return isinstance(first, TextPart) and first.text.startswith(NOTE_PREFIX)
+    """Whether the message holds a note legato inserted."""
+    return any(isinstance(p, TextPart) and p.text.startswith(NOTE_PREFIX) for p in message.parts)
+
+
+def is_summary(message: Message) -> bool:
+    """Whether the message holds a summary note (keep-recent passes keep it)."""
+    return any(isinstance(p, TextPart) and p.text.startswith(SUMMARY_PREFIX) for p in message.parts)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

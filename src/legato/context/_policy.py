@@ -16,6 +16,7 @@ from legato.context._compact import (
     select_recent,
     stitch,
 )
+from legato.context._pairing import is_summary
 from legato.context._recall import recall_result_tool
 from legato.context._tokens import CharCounter, TokenCounter, counter_for, message_text
 from legato.exceptions import CompactionFailed, ConfigurationError
@@ -134,11 +135,15 @@ class Summarize:
         self, messages: Sequence[Message], request: CompactionRequest
     ) -> CompactionResult:
         """Summarize what a keep-recent window at `keep_fraction` of the budget would drop."""
+        def keep(index: int, message: Message) -> bool:
+            # an earlier summary is folded into the new one instead of piling up
+            return not is_summary(message) and request.pinned(index, message)
+
         kept = select_recent(
             messages,
             budget=int(request.budget * self.keep_fraction),
             count=request.count,
-            pinned=request.pinned,
+            pinned=keep,
         )
         dropped = [m for i, m in enumerate(messages) if i not in kept]
         if not dropped:

@@ -108,7 +108,7 @@ class ContextStep:
         policy, counter = self._policy, self.counter()
         if policy is None or counter is None:
             return view, None
-        from legato.context import CompactionRequest, count_request, is_note
+        from legato.context import CompactionRequest, count_request, is_summary
 
         overhead = count_request([], counter, instructions=instructions, tools=tools)
         estimate = self.estimate(counter, events, messages, view, overhead)
@@ -121,7 +121,7 @@ class ContextStep:
         pin = policy.pin
 
         def pinned(index: int, message: Message) -> bool:
-            return is_note(message) or (pin is not None and pin(message))
+            return is_summary(message) or (pin is not None and pin(message))
 
         result = await policy.strategy.compact(
             view,

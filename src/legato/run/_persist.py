@@ -3,15 +3,29 @@
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
-from legato.events import RunEvent, is_journal_event
+from legato.events import Compacted, RunEvent, is_journal_event
 from legato.run._loop import RunDriver
 
 if TYPE_CHECKING:
     from legato.store import RunStore, SessionStore
 
-__all__ = ["persisted"]
+__all__ = ["continue_context", "persisted"]
+
+
+def continue_context(driver: RunDriver[Any], carried: Compacted | None) -> None:
+    """Start a session's run from the compacted view its previous run ended with.
+
+    The view is recorded as a `Compacted` event (reason `carried_over`), so the journal
+    shows exactly what the model saw, and no summary is computed twice.
+    """
+    if carried is None or carried.upto > len(driver.state.messages):
+        return
+    event = replace(carried, reason="carried_over")
+    driver.journal.append(event)
+    driver.state.apply(event)
 
 
 async def persisted(
@@ -20,12 +34,14 @@ async def persisted(
     runs: RunStore | None,
     sessions: SessionStore | None,
     session: str | None,
+    carry_context: bool = True,
 ) -> AsyncIterator[RunEvent]:
     """Drive `driver`, storing each journal event as it is recorded.
 
     The session gets the run's new messages as one turn, in one transaction, only when
     the run finishes: a failed or abandoned run leaves the stored conversation as it was
-    (its journal, ending in `RunFailed`, is still stored).
+    (its journal, ending in `RunFailed`, is still stored). With `carry_context`, the
+    run's latest compaction is saved with the turn for the session's next run.
     """
     saved = 0
     run_id = driver.state.run_id
@@ -44,4 +60,12 @@ async def persisted(
     flush()
     state = driver.state
     if session is not None and sessions is not None and state.finished:
-        sessions.append_turn(session, state.messages[state.new_message_index :], run_id=run_id)
+        latest = next(
+            (e for e in reversed(driver.journal.events) if isinstance(e, Compacted)), None
+        )
+        sessions.append_turn(
+            session,
+            state.messages[state.new_message_index :],
+            run_id=run_id,
+            context=latest if carry_context else None,
+        )

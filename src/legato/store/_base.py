@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal, Protocol, runtime_checkable
 
-from legato.events import Journal, JournalEvent
+from legato.events import Compacted, Journal, JournalEvent
 from legato.messages import JsonValue, Message
 
 __all__ = [
@@ -105,8 +105,23 @@ class SessionStore(Protocol):
         """The session's messages; `SessionNotFound` unless it exists or `create` is set."""
         ...
 
-    def append_turn(self, name: str, messages: Sequence[Message], *, run_id: str | None) -> int:
-        """Add one turn's messages (atomically) and return the turn's number."""
+    def append_turn(
+        self,
+        name: str,
+        messages: Sequence[Message],
+        *,
+        run_id: str | None,
+        context: Compacted | None = None,
+    ) -> int:
+        """Add one turn's messages (atomically) and return the turn's number.
+
+        `context` is the run's latest compaction, which the session's next run continues
+        from (None: the model sees the whole conversation).
+        """
+        ...
+
+    def session_context(self, name: str) -> Compacted | None:
+        """The compaction the session's next run starts from, if any."""
         ...
 
     def undo_turn(self, name: str) -> list[Message]:

@@ -145,3 +145,9 @@ def _memory(db: sqlite3.Connection) -> None:
         "INSERT INTO memory_fts(memory_fts, rowid, text) VALUES ('delete', old.rowid, old.text); "
         "END"
     )
+
+
+@migration
+def _session_context(db: sqlite3.Connection) -> None:
+    # the latest `Compacted` event of a session's runs, so the next run continues the view
+    db.execute("ALTER TABLE sessions ADD COLUMN context TEXT")

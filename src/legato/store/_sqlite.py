@@ -10,7 +10,7 @@ from functools import cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal, cast
 
-from legato.events import Journal, JournalEvent, RunStarted
+from legato.events import Compacted, Journal, JournalEvent, RunStarted
 from legato.exceptions import JournalError, SessionExists, SessionNotFound, StoreError
 from legato.messages import JsonValue, Message
 from legato.store._base import ApprovalRecord, RunInfo, SessionInfo
@@ -187,14 +187,23 @@ class SQLiteStore:
                 )
         return [_load_message(r[0]) for r in rows]
 
-    def append_turn(self, name: str, messages: Sequence[Message], *, run_id: str | None) -> int:
+    def append_turn(
+        self,
+        name: str,
+        messages: Sequence[Message],
+        *,
+        run_id: str | None,
+        context: Compacted | None = None,
+    ) -> int:
         """Add one turn's messages to the session (created if missing); return the turn number."""
         now = time.time()
+        saved = _event_adapter().dump_json(context).decode() if context is not None else None
         with self.db.write() as conn:
             conn.execute(
-                "INSERT INTO sessions(name, created_at, updated_at) VALUES (?, ?, ?) "
-                "ON CONFLICT(name) DO UPDATE SET updated_at = excluded.updated_at",
-                (name, now, now),
+                "INSERT INTO sessions(name, created_at, updated_at, context) VALUES (?, ?, ?, ?) "
+                "ON CONFLICT(name) DO UPDATE SET updated_at = excluded.updated_at, "
+                "context = excluded.context",
+                (name, now, now, saved),
             )
             position, turn = conn.execute(
                 "SELECT coalesce(max(position) + 1, 0), coalesce(max(turn) + 1, 0) "
@@ -210,6 +219,17 @@ class SQLiteStore:
                 ],
             )
         return int(turn)
+
+    def session_context(self, name: str) -> Compacted | None:
+        """The latest compaction of the session's runs, which its next run continues."""
+        with self.db.read() as conn:
+            row = conn.execute("SELECT context FROM sessions WHERE name = ?", (name,)).fetchone()
+        if row is None:
+            raise SessionNotFound(name)
+        if row[0] is None:
+            return None
+        event = _event_adapter().validate_json(row[0])
+        return event if isinstance(event, Compacted) else None
 
     def undo_turn(self, name: str) -> list[Message]:
         """Remove the session's last turn; return its messages (empty if there were none)."""
@@ -227,6 +247,7 @@ class SQLiteStore:
                 (name, name),
             )
             conn.execute("UPDATE sessions SET updated_at = ? WHERE name = ?", (time.time(), name))
+            _drop_stale_context(conn, name)
         return [_load_message(r[0]) for r in rows]
 
     def fork_session(self, name: str, new_name: str, *, at: int | None = None) -> SessionInfo:
@@ -254,6 +275,12 @@ class SQLiteStore:
                 "WHERE session = ? AND position < ?",
                 (new_name, name, cut),
             )
+            conn.execute(
+                "UPDATE sessions SET context = (SELECT context FROM sessions WHERE name = ?) "
+                "WHERE name = ?",
+                (name, new_name),
+            )
+            _drop_stale_context(conn, new_name)
         return self._info(new_name)
 
     def list_sessions(self) -> list[SessionInfo]:
@@ -359,6 +386,19 @@ def _session_info(row: tuple[object, ...]) -> SessionInfo:
         messages=cast(int, row[4]),
         turns=cast(int, row[5]),
     )
+
+
+def _drop_stale_context(conn: sqlite3.Connection, name: str) -> None:
+    """Forget a carried compaction that covers messages the session no longer has."""
+    row = conn.execute("SELECT context FROM sessions WHERE name = ?", (name,)).fetchone()
+    if row is None or row[0] is None:
+        return
+    upto = json.loads(row[0]).get("upto", 0)
+    count = conn.execute(
+        "SELECT count(*) FROM session_messages WHERE session = ?", (name,)
+    ).fetchone()[0]
+    if upto > count:
+        conn.execute("UPDATE sessions SET context = NULL WHERE name = ?", (name,))
 
 
 def _session_exists(conn: sqlite3.Connection, name: str) -> bool:
