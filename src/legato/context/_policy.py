@@ -135,6 +135,7 @@ class Summarize:
         self, messages: Sequence[Message], request: CompactionRequest
     ) -> CompactionResult:
         """Summarize what a keep-recent window at `keep_fraction` of the budget would drop."""
+
         def keep(index: int, message: Message) -> bool:
             # an earlier summary is folded into the new one instead of piling up
             return not is_summary(message) and request.pinned(index, message)
