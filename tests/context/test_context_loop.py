@@ -326,3 +326,29 @@ def test_repeated_summaries_fold_into_one_instead_of_piling_up() -> None:
     assert len(notes) == 1
     assert "second summary" in notes[0].text
     assert "first summary" not in "".join(m.text for m in twice.messages)
+
+
+def test_between_compactions_each_request_extends_the_previous_one_byte_for_byte() -> None:
+    from legato.messages import messages_to_json
+
+    model = paging_model(12, window=12_000)
+    policy = ContextPolicy(counter=CharCounter())
+    result = Agent(model, tools=[fetch], context=policy).run_sync("Read every page.")
+    # which requests came right after a compaction
+    after_compaction: list[bool] = []
+    pending = False
+    for event in result.journal:
+        if isinstance(event, Compacted):
+            pending = True
+        elif isinstance(event, ModelRequested):
+            after_compaction.append(pending)
+            pending = False
+    assert any(after_compaction)
+    rewrites = 0
+    for k in range(1, len(model.requests)):
+        before = messages_to_json(model.requests[k - 1].messages)[:-1]
+        now = messages_to_json(model.requests[k].messages)
+        if not now.startswith(before):
+            rewrites += 1
+            assert after_compaction[k], f"request {k} rewrote its prefix without a compaction"
+    assert rewrites == sum(after_compaction)
