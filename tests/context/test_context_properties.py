@@ -6,7 +6,7 @@ import asyncio
 from collections.abc import Sequence
 
 from conversations import PIN, conversations, is_pinned, pairs
-from hypothesis import given, settings
+from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from legato.context import (
@@ -30,6 +30,8 @@ from legato.models import ModelRequest
 from legato.testing import FunctionModel
 
 COUNTER = CharCounter()
+# the machines are shared and loaded: no per-example deadline, no slow-generation failure
+RELAXED = settings(deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 
 def count(message: Message) -> int:
@@ -66,13 +68,14 @@ def assert_faithful(original: list[Message], result: CompactionResult) -> None:
             assert any(m.text in o.text for o in out), "a pinned or system message was dropped"
 
 
+@RELAXED
 @given(conversations())
 def test_generated_conversations_are_valid(messages: list[Message]) -> None:
     assert_valid(messages)
     assert not repair(messages).changed
 
 
-@settings(max_examples=300)
+@settings(RELAXED, max_examples=300)
 @given(conversations(), st.integers(min_value=0, max_value=8000))
 def test_keep_recent_output_is_valid_at_any_budget(messages: list[Message], budget: int) -> None:
     result = keep_recent(messages, budget=budget, count=count, pinned=pinned)
@@ -81,7 +84,7 @@ def test_keep_recent_output_is_valid_at_any_budget(messages: list[Message], budg
     assert kept >= {i for i, m in enumerate(messages) if m.role == "system"}
 
 
-@settings(max_examples=200)
+@settings(RELAXED, max_examples=200)
 @given(conversations(), st.integers(min_value=0, max_value=4), st.sampled_from([100, 2000, 20000]))
 def test_elision_keeps_structure_and_handles(
     messages: list[Message], keep_last: int, min_chars: int
@@ -106,7 +109,7 @@ def _summarizer(request: ModelRequest) -> str:
     return f"summary of {len(request.messages[0].text)} characters"
 
 
-@settings(max_examples=100)
+@settings(RELAXED, max_examples=100)
 @given(conversations(), st.integers(min_value=50, max_value=6000), st.integers(0, 2))
 def test_every_strategy_output_is_valid(messages: list[Message], budget: int, which: int) -> None:
     strategies = [
@@ -125,7 +128,7 @@ def test_every_strategy_output_is_valid(messages: list[Message], budget: int, wh
         assert result.summary in text
 
 
-@settings(max_examples=100)
+@settings(RELAXED, max_examples=100)
 @given(conversations(), st.integers(min_value=0, max_value=3000))
 def test_compacting_twice_stays_valid(messages: list[Message], budget: int) -> None:
     once = keep_recent(messages, budget=budget * 2, count=count, pinned=pinned)
@@ -165,7 +168,7 @@ def damaged(draw: st.DrawFn) -> list[Message]:
     return messages
 
 
-@settings(max_examples=300)
+@settings(RELAXED, max_examples=300)
 @given(damaged())
 def test_repair_makes_any_damaged_history_valid_and_says_so(messages: list[Message]) -> None:
     fixed = repair(messages)
