@@ -91,3 +91,44 @@ def test_one_parked_approval_is_claimed_by_exactly_one_process(tmp_path: Path) -
     assert len(winners) == 1
     [record] = store.approvals()
     assert record.decision == {"by": winners[0]}
+
+
+def test_a_writer_waits_for_another_writers_transaction_instead_of_interleaving(
+    tmp_path: Path,
+) -> None:
+    import sqlite3
+
+    import pytest
+
+    from legato.exceptions import StoreError
+
+    path = tmp_path / "legato.db"
+    first = SQLiteStore(path)
+    second = SQLiteStore(path, timeout=0.2)
+    first.append_turn("s", [Message.user("one")], run_id=None)
+    with first.db.write() as conn:  # a turn half-written by the first process
+        conn.execute(
+            "INSERT INTO session_messages(session, position, turn, run_id, message) "
+            "SELECT session, 1, 1, NULL, message FROM session_messages WHERE position = 0"
+        )
+        with pytest.raises(StoreError, match="locked"):
+            second.append_turn("s", [Message.user("two")], run_id=None)
+        assert len(second.load_session("s")) == 1  # readers never see the half-written turn
+    assert len(second.load_session("s")) == 2
+
+    # without a write transaction, two writers that read the next position and then insert
+    # collide: the second insert is refused (or, with no key, the turn would be lost)
+    a, b = sqlite3.connect(path), sqlite3.connect(path)
+    next_a = a.execute("SELECT max(position) + 1 FROM session_messages").fetchone()[0]
+    next_b = b.execute("SELECT max(position) + 1 FROM session_messages").fetchone()[0]
+    assert next_a == next_b
+    insert = (
+        "INSERT INTO session_messages(session, position, turn, run_id, message) "
+        "VALUES ('s', ?, 9, NULL, '{}')"
+    )
+    a.execute(insert, (next_a,))
+    a.commit()
+    with pytest.raises(sqlite3.IntegrityError):
+        b.execute(insert, (next_b,))
+    a.close()
+    b.close()
