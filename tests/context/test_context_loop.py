@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -225,11 +226,12 @@ def fetch_result(call_id: str, page: int):
 def test_provider_usage_is_the_truth_for_the_next_estimate() -> None:
     from legato.messages import Usage
 
+    # the provider counts twice what chars/4 says: the estimate follows the provider
     model = ScriptedModel(
-        [reply(call("fetch", {"page": 1}), usage=Usage(input_tokens=1234, output_tokens=10))],
+        [reply(call("fetch", {"page": 1}), usage=Usage(input_tokens=208, output_tokens=10))],
         profile=ModelProfile(context_window=100_000),
     )
-    history = [Message.user("go")]
+    history = [Message.user("x" * 400)]  # 4 + 100 counted tokens
     response = model_response(model, history)
     messages = [*history, response.response.message, Message.user("more")]
     events = [
@@ -240,7 +242,51 @@ def test_provider_usage_is_the_truth_for_the_next_estimate() -> None:
     counter = CharCounter()
     step = ContextStep(ContextPolicy(counter=counter), model)
     estimate = step.estimate(counter, events, messages, messages, overhead=0)
-    assert estimate == 1234 + 10 + 4 + counter.count("more")
+    assert step.ratio == 2.0
+    assert estimate == 208 + 10 + 2 * (4 + counter.count("more"))
+
+
+def test_compaction_budgets_in_the_providers_tokens_when_the_counter_is_off() -> None:
+    from legato.messages import Usage
+
+    window = 12_000
+    pages = iter(range(10))
+
+    def provider(request: ModelRequest) -> object:
+        # this provider's tokenizer yields 1.6x what chars/4 counts
+        reported = int(request_tokens(request) * 1.6)
+        if reported > window:
+            msg = f"{reported} tokens is more than {window}"
+            raise ContextLengthExceeded(msg)
+        page = next(pages, None)
+        answer = reply(call("fetch", {"page": page})) if page is not None else reply("done")
+        return replace(answer, usage=Usage(input_tokens=reported, output_tokens=5))
+
+    model = FunctionModel(provider, profile=ModelProfile(context_window=window))  # pyright: ignore[reportArgumentType]
+
+    def after_compactions(policy: ContextPolicy) -> list[int]:
+        """What the provider counted for each request sent right after a compaction."""
+        result = Agent(model, tools=[fetch], context=policy).run_sync("Read ten pages.")
+        assert result.output == "done"
+        sizes: list[int] = []
+        compacted = False
+        for event in result.journal:
+            if isinstance(event, Compacted):
+                compacted = True
+            elif isinstance(event, ModelResponded) and compacted:
+                sizes.append(event.response.usage.input_tokens)
+                compacted = False
+        return sizes
+
+    target = 0.5 * window
+    calibrated = after_compactions(ContextPolicy(counter=CharCounter()))
+    assert calibrated
+    assert all(size <= target * 1.1 for size in calibrated)  # aimed at the provider's count
+    # the protection off: compacting by the counter's own numbers misses the target
+    pages = iter(range(10))
+    uncalibrated = after_compactions(ContextPolicy(counter=CharCounter(), calibrate=False))
+    assert uncalibrated
+    assert all(size > target * 1.3 for size in uncalibrated)
 
 
 def model_response(model: ScriptedModel, history: list[Message]) -> ModelResponded:

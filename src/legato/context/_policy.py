@@ -253,6 +253,8 @@ class ContextPolicy:
     """How to count tokens; None picks by `ModelProfile.tokenizer`."""
     chars_per_token: float = 4.0
     """The estimate's ratio for models without a known tokenizer."""
+    calibrate: bool = True
+    """Scale counts by reported / counted tokens of the latest call (provider usage is truth)."""
     retry_on_overflow: bool = True
     """On `ContextLengthExceeded`, compact and retry the call once."""
     recall_tool: bool = True

@@ -38,13 +38,15 @@ def context_view(
 class ContextStep:
     """Applies an agent's `ContextPolicy` before each model call."""
 
-    __slots__ = ("_counter", "_counts", "_model", "_policy")
+    __slots__ = ("_counter", "_counts", "_model", "_policy", "ratio")
 
     def __init__(self, policy: ContextPolicy | None, model: Model) -> None:
         self._policy = policy
         self._model = model
         self._counter: TokenCounter | None = None
         self._counts: dict[int, tuple[Message, int]] = {}
+        self.ratio = 1.0
+        """Reported tokens per counted token, learned from the provider's usage."""
 
     def count(self, message: Message, counter: TokenCounter) -> int:
         """Tokens of one message, remembered per message object (messages are immutable)."""
@@ -81,18 +83,27 @@ class ContextStep:
         Provider-reported usage is the truth: when the latest response (after the latest
         compaction) reported its input tokens, the estimate is those plus its output plus
         an estimate of the messages appended after it. Otherwise every message is counted.
+        Each report also calibrates `ratio` (reported / counted tokens of that request),
+        which scales every count, so a rough counter converges on the provider's numbers.
         """
+        calibrate = self._policy is None or self._policy.calibrate
         for event in reversed(events):
             if isinstance(event, Compacted):
                 break
             if isinstance(event, ModelResponded) and event.response.usage.input_tokens > 0:
                 usage = event.response.usage
-                for i in range(len(messages) - 1, -1, -1):
-                    if messages[i] is event.response.message:
-                        tail = sum(self.count(m, counter) for m in messages[i + 1 :])
-                        return usage.input_tokens + usage.output_tokens + tail
-                break
-        return overhead + sum(self.count(m, counter) for m in view)
+                at = next(
+                    (k for k in range(len(view) - 1, -1, -1) if view[k] is event.response.message),
+                    None,
+                )
+                if at is None:
+                    break
+                if calibrate:
+                    sent = overhead + sum(self.count(m, counter) for m in view[:at])
+                    self.ratio = min(4.0, max(0.25, usage.input_tokens / max(sent, 1)))
+                tail = sum(self.count(m, counter) for m in view[at + 1 :])
+                return usage.input_tokens + usage.output_tokens + round(tail * self.ratio)
+        return round((overhead + sum(self.count(m, counter) for m in view)) * self.ratio)
 
     async def prepare(
         self,
@@ -115,9 +126,11 @@ class ContextStep:
         window = policy.window_for(self._model.profile)
         if not overflowed and (window is None or estimate <= policy.trigger * window):
             return view, None
-        budget = int(policy.target * (window or estimate)) - overhead
+        fixed = overhead * self.ratio  # instructions and tools: not compactable
+        budget = policy.target * (window or estimate) - fixed
         if overflowed:
-            budget = min(budget, (estimate - overhead) // 2)
+            budget = min(budget, (estimate - fixed) / 2)
+        budget = int(budget / self.ratio)  # in the counter's units
         pin = policy.pin
 
         def pinned(index: int, message: Message) -> bool:
@@ -145,6 +158,8 @@ class ContextStep:
             elided=result.elided,
             summary=result.summary,
             tokens_before=estimate,
-            tokens_after=overhead + sum(self.count(m, counter) for m in result.messages),
+            tokens_after=round(
+                (overhead + sum(self.count(m, counter) for m in result.messages)) * self.ratio
+            ),
         )
         return list(result.messages), event
