@@ -104,3 +104,55 @@ async def test_500_turns_stay_in_budget_with_valid_pairs_and_every_pinned_fact(
         assert in_context or recalled, f"fact about vault {vault} is lost"
         assert in_context  # pinned messages are never compacted away
         assert recalled  # and memory has it too
+
+
+async def test_a_long_stored_session_summarizes_rarely_and_stays_valid(tmp_path: Path) -> None:
+    from legato.context import Summarize
+    from legato.store import SQLiteStore
+
+    summaries: list[ModelRequest] = []
+
+    def summarizer(request: ModelRequest) -> str:
+        summaries.append(request)
+        return f"Summary {len(summaries)}: days were read; all requests were served."
+
+    policy = ContextPolicy(
+        strategy=Summarize(model=FunctionModel(summarizer)),
+        counter=CharCounter(),
+        pinned_state={"vault 7": "K55433"},
+    )
+    turns = 60
+
+    def agent() -> tuple[Agent[str], FunctionModel]:
+        model = FunctionModel(script, profile=ModelProfile(context_window=WINDOW))  # pyright: ignore[reportArgumentType]
+        return Agent(model, tools=[read_log], context=policy, store=store), model
+
+    store = SQLiteStore(tmp_path / "legato.db")
+    stored, model = agent()
+    for turn in range(turns):
+        await stored.run(f"Check the log of day {turn}", session="ops")
+    with_session = len(summaries)
+    for request in model.requests:
+        for rules in RULES:
+            assert validate(request.messages, rules) == []
+        estimate = count_request(
+            request.messages, CharCounter(), instructions=request.instructions, tools=request.tools
+        )
+        assert estimate <= 0.85 * WINDOW
+    final = "\n".join(m.text for m in model.requests[-1].messages)
+    assert "vault 7: 'K55433'" in final  # pinned state survives every summary
+    assert len(store.load_session("ops")) == turns * 4  # the stored history is whole
+
+    # without carrying the view over, every run starts from the whole history and
+    # summarizes again on its first call
+    summaries.clear()
+    plain, _ = agent()
+    history: list[Message] = []
+    for turn in range(turns):
+        history = (
+            await plain.run(f"Check the log of day {turn}", message_history=history)
+        ).messages
+    without = len(summaries)
+    print(f"summaries over {turns} turns: {with_session} carried over, {without} without")
+    assert with_session > 0
+    assert with_session * 3 < without
