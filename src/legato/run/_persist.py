@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
@@ -35,7 +35,7 @@ async def persisted(
     sessions: SessionStore | None,
     session: str | None,
     carry_context: bool = True,
-) -> AsyncIterator[RunEvent]:
+) -> AsyncGenerator[RunEvent]:
     """Drive `driver`, storing each journal event as it is recorded.
 
     The session gets the run's new messages as one turn, in one transaction, only when
