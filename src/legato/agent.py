@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import AsyncGenerator, Callable, Iterator, Sequence
-from typing import Any, Generic, TypedDict, cast, overload
+from dataclasses import replace
+from typing import TYPE_CHECKING, Any, Generic, TypedDict, cast, overload
 
 from pydantic import BaseModel
 from typing_extensions import TypeVar, Unpack
@@ -21,9 +22,15 @@ from legato.messages import ContentPart, Message
 from legato.models import Model, ModelSettings, infer_model
 from legato.run._loop import RunConfig, RunDriver
 from legato.run._output import OutputMode, OutputSchema
+from legato.run._persist import continue_context, persisted
 from legato.run._result import RunResult
 from legato.run._sync import iterate_sync, run_sync
 from legato.tools import Tool, Toolset, ToolSource
+
+if TYPE_CHECKING:
+    from legato.context import ContextPolicy
+    from legato.memory import Memory
+    from legato.store import Store
 
 __all__ = ["Agent", "AgentOptions", "Prompt", "RunOptions"]
 
@@ -58,6 +65,13 @@ class AgentOptions(TypedDict, total=False):
     pydantic model); tools with contracts change it."""
     state_options: StateOptions | None
     """How the model sees the state, and the per-run rejection limit."""
+    store: Store | None
+    """Where run journals and sessions are kept; runs with `session=` and no store use a
+    `SQLiteStore` at `.legato/legato.db`."""
+    context: ContextPolicy | None
+    """When and how to compact the conversation (see `legato.context`)."""
+    memory: Memory | None
+    """Long-term memory: recall into the instructions and memory tools."""
 
 
 class RunOptions(TypedDict, total=False):
@@ -76,6 +90,9 @@ class RunOptions(TypedDict, total=False):
     state: State[Any] | BaseModel | None
     """Start from this verified state instead of the agent's (e.g. an earlier
     `result.state`)."""
+    session: str | None
+    """Continue the stored conversation of this name (created on first use); the run's
+    messages are added to it when the run finishes."""
 
 
 def _as_state(state: State[Any] | BaseModel | None) -> State[Any] | None:
@@ -139,6 +156,14 @@ class Agent(Generic[OutputT]):
         sources = [t for t in tools if not isinstance(t, Tool) and isinstance(t, ToolSource)]
         self.toolset = Toolset(loose, name=f"{name}-tools")
         self.tool_sources: list[ToolSource] = [self.toolset, *sources]
+        self.store = options.get("store")
+        self.context = options.get("context")
+        self.memory = options.get("memory")
+        if self.context is not None and self.context.tools():
+            self.tool_sources.append(Toolset(self.context.tools(), name="context"))
+        memory_toolset = self.memory.toolset() if self.memory is not None else None
+        if memory_toolset is not None:
+            self.tool_sources.append(memory_toolset)
 
     @property
     def model(self) -> Model:
@@ -146,6 +171,13 @@ class Agent(Generic[OutputT]):
         if self._model is None:
             self._model = infer_model(self._model_spec)
         return self._model
+
+    def _store(self) -> Store:
+        if self.store is None:
+            from legato.store import SQLiteStore
+
+            self.store = SQLiteStore()
+        return self.store
 
     @property
     def output_type(self) -> type[OutputT]:
@@ -171,6 +203,7 @@ class Agent(Generic[OutputT]):
             deps=options.get("deps"),
             state=_as_state(state) if state is not None else self.state,
             state_options=self.state_options,
+            context=self.context,
         )
 
     def as_tool(
@@ -190,13 +223,31 @@ class Agent(Generic[OutputT]):
     def _driver(self, prompt: Prompt | None, options: RunOptions) -> RunDriver[OutputT]:
         config = self.run_config(**options)
         message = _prompt_message(prompt)
-        history = options.get("message_history", ())
+        history = list(options.get("message_history", ()))
+        session = options.get("session")
+        carried = None
+        if session is not None:
+            store = self._store()
+            stored = store.load_session(session, create=True)
+            carried = store.session_context(session) if not history else None
+            history = [*stored, *history]
         if message is None and not history:
             msg = "nothing to run: pass a prompt or a message_history to continue"
             raise ConfigurationError(msg)
+        if self.memory is not None and message is not None:
+            instructions = self.memory.instructions_for(self.instructions, message.text)
+            config = replace(config, instructions=instructions)
         driver = RunDriver(config)
         driver.start(message, history)
+        continue_context(driver, carried)
         return driver
+
+    def _events(self, driver: RunDriver[OutputT], options: RunOptions) -> AsyncGenerator[RunEvent]:
+        """The run's events, journaled to the store (and its session) as they happen."""
+        session = options.get("session")
+        store = self._store() if session is not None else self.store
+        carry = not options.get("message_history")
+        return persisted(driver, runs=store, sessions=store, session=session, carry_context=carry)
 
     async def run(
         self, prompt: Prompt | None = None, /, **options: Unpack[RunOptions]
@@ -206,7 +257,7 @@ class Agent(Generic[OutputT]):
         `prompt` is the user's message; None continues `message_history` as it is.
         """
         driver = self._driver(prompt, options)
-        async for _ in driver.events():
+        async for _ in self._events(driver, options):
             pass
         return driver.result()
 
@@ -222,7 +273,7 @@ class Agent(Generic[OutputT]):
         """Run the agent, yielding every event: text deltas, tool calls, results, the end."""
         driver = self._driver(prompt, options)
         # closing the stream early (break, aclose) ends the run and cancels what it owns
-        async with contextlib.aclosing(cast(AsyncGenerator[RunEvent], driver.events())) as events:
+        async with contextlib.aclosing(self._events(driver, options)) as events:
             async for event in events:
                 yield event
 

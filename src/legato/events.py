@@ -40,6 +40,7 @@ __all__ = [
     "SpawnOutcome",
     "SpawnStarted",
     "AnyJournalEvent",
+    "Compacted",
     "Journal",
     "JournalEvent",
     "ModelRequested",
@@ -206,6 +207,36 @@ class RunFailed:
     """The exception's class name, e.g. `MaxStepsExceeded`."""
     message: str
     kind: Literal["run_failed"] = "run_failed"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Compacted:
+    """The context sent to the model was compacted; the full history stays in the journal.
+
+    From this event on, the model sees `messages` in place of the first `upto` messages of
+    the run's conversation. The summary text (if any) is kept here, so resuming or replaying
+    the run never calls the model to summarize again.
+    """
+
+    strategy: str
+    """The compactor's name, e.g. `keep_recent`, `elide_tool_results`, `summarize`."""
+    reason: Literal["threshold", "context_length_exceeded", "carried_over"]
+    """Why: the estimate crossed the trigger, the provider refused the request as too long,
+    or the view was carried over from the session's previous run."""
+    upto: int
+    """How many messages of the conversation the new context view covers."""
+    messages: tuple[Message, ...]
+    """The context view that replaces the first `upto` messages."""
+    sources: tuple[int, ...]
+    """For each message of the view, its index in the conversation (-1 for a synthetic one)."""
+    removed: tuple[int, ...]
+    """Conversation indexes no longer in the view (dropped or summarized)."""
+    elided: tuple[str, ...] = ()
+    """Tool call ids whose results were replaced by a stub (fetch with `recall_result`)."""
+    summary: str | None = None
+    tokens_before: int = 0
+    tokens_after: int = 0
+    kind: Literal["compacted"] = "compacted"
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -394,6 +425,7 @@ AnyJournalEvent: TypeAlias = (
     | SpawnFinished
     | ContextSliced
     | SpawnDecided
+    | Compacted
 )
 """Any event that is recorded in a journal (the plain union)."""
 

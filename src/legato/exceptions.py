@@ -49,6 +49,13 @@ LegatoError
 │   ├── MCPProtocolError          the server sent something that is not valid MCP
 │   └── MCPRequestFailed          the server answered a request with a JSON-RPC error
 ├── JournalError                  a journal that cannot be read or replayed
+├── StoreError                    the store (sessions, journals, memory) cannot be used as asked
+│   ├── StoreCorrupted            the file is not a legato database, or it is damaged
+│   ├── SchemaTooNew              the database was written by a newer legato
+│   ├── SessionNotFound           no session has that name
+│   ├── SessionExists             a session of that name already exists
+│   └── MemoryItemNotFound        no memory item has that id
+├── CompactionFailed              the context could not be made to fit (e.g. the summary call failed)
 └── NetworkBlocked                a test tried to reach the network (see legato.testing)
 ```
 
@@ -62,6 +69,7 @@ __all__ = [
     "AuthenticationFailed",
     "ChildFailed",
     "CommitConflict",
+    "CompactionFailed",
     "ConfigurationError",
     "ContentFiltered",
     "ContextLengthExceeded",
@@ -78,6 +86,7 @@ __all__ = [
     "MCPRequestFailed",
     "MCPTimeout",
     "MaxStepsExceeded",
+    "MemoryItemNotFound",
     "MissingCredentials",
     "MissingDependency",
     "ModelError",
@@ -98,6 +107,11 @@ __all__ = [
     "SecurityError",
     "SkillError",
     "SpawnRefused",
+    "SchemaTooNew",
+    "SessionExists",
+    "SessionNotFound",
+    "StoreCorrupted",
+    "StoreError",
     "StreamInterrupted",
     "ToolArgumentsInvalid",
     "ToolDefinitionError",
@@ -536,3 +550,62 @@ class JournalError(LegatoError):
 
 class NetworkBlocked(LegatoError):
     """A connection to a non-loopback address was attempted while the network guard is on."""
+
+
+# -- stores and context ------------------------------------------------------------------------
+
+
+class StoreError(LegatoError):
+    """A store (sessions, run journals, approvals, memory) cannot do what was asked."""
+
+
+class StoreCorrupted(StoreError):
+    """The database file is not a legato database, or SQLite reports it as damaged."""
+
+    def __init__(self, path: str, reason: str) -> None:
+        self.path = path
+        self.reason = reason
+        super().__init__(f"{path}: {reason}")
+
+
+class SchemaTooNew(StoreError):
+    """The database's schema version is newer than this legato understands."""
+
+    def __init__(self, path: str, found: int, supported: int) -> None:
+        self.path = path
+        self.found = found
+        self.supported = supported
+        super().__init__(
+            f"{path}: schema version {found} was written by a newer legato "
+            f"(this one understands up to {supported}); upgrade legato to open it"
+        )
+
+
+class SessionNotFound(StoreError):
+    """No session of that name exists."""
+
+    def __init__(self, name: str, known: list[str] | None = None) -> None:
+        self.name = name
+        self.known = known or []
+        hint = f"; sessions: {', '.join(self.known[:10])}" if self.known else ""
+        super().__init__(f"no session named {name!r}{hint}")
+
+
+class SessionExists(StoreError):
+    """A session of that name already exists."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        super().__init__(f"a session named {name!r} already exists")
+
+
+class MemoryItemNotFound(StoreError):
+    """No memory item has that id."""
+
+    def __init__(self, item_id: str) -> None:
+        self.item_id = item_id
+        super().__init__(f"no memory item with id {item_id!r}")
+
+
+class CompactionFailed(LegatoError):
+    """The conversation could not be compacted: the summary call failed, or nothing fits."""

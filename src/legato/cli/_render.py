@@ -9,6 +9,7 @@ from rich.markup import escape
 
 from legato.events import (
     ChildEvent,
+    Compacted,
     ContextSliced,
     Journal,
     ModelRequested,
@@ -158,6 +159,11 @@ def _extra_lines(event: RunEvent) -> list[str]:
         case SpawnStarted() | SpawnFinished() | ContextSliced() | SpawnDecided():
             line = _spawn_line(event)
             return [line] if line else []
+        case Compacted():
+            return [
+                f"[dim]context compacted ({event.strategy}): {event.tokens_before} → "
+                f"{event.tokens_after} tokens[/]"
+            ]
         case _:
             return []
 
@@ -202,13 +208,28 @@ def render_journal(console: Console, journal: Journal) -> None:
                 console.print(
                     f"{prefix}[bold red]failed:[/] {escape(event.error_type)}: {escape(event.message)}"
                 )
-            case StateLoaded() | StateCommitted() | StateRejected():
-                first, *rest = state_lines(event)
-                indent = "" if isinstance(event, StateLoaded) else "  "
-                console.print(f"{prefix}{indent}{first}", highlight=False)
-                for line in rest:
-                    console.print(f"     {indent}{line}", highlight=False)
-            case SpawnStarted() | SpawnFinished() | ContextSliced() | SpawnDecided():
-                line = _spawn_line(event)
-                if line:
-                    console.print(f"{prefix}  {line}", highlight=False)
+            case _:
+                _print_extra(console, prefix, event)
+
+
+def _print_extra(console: Console, prefix: str, event: RunEvent) -> None:
+    """A journal line for the events of the policy and spawn layers and of compaction."""
+    match event:
+        case StateLoaded() | StateCommitted() | StateRejected():
+            first, *rest = state_lines(event)
+            indent = "" if isinstance(event, StateLoaded) else "  "
+            console.print(f"{prefix}{indent}{first}", highlight=False)
+            for line in rest:
+                console.print(f"     {indent}{line}", highlight=False)
+        case SpawnStarted() | SpawnFinished() | ContextSliced() | SpawnDecided():
+            line = _spawn_line(event)
+            if line:
+                console.print(f"{prefix}  {line}", highlight=False)
+        case Compacted():
+            console.print(
+                f"{prefix}[dim]compacted ({event.strategy}, {event.reason}): removed "
+                f"{len(event.removed)} messages, elided {len(event.elided)} results, "
+                f"{event.tokens_before} → {event.tokens_after} tokens[/]"
+            )
+        case _:
+            pass

@@ -103,6 +103,8 @@ class ModelProfile:
     schema_dialect: SchemaDialect = "json_schema"
     context_window: int | None = None
     max_output_tokens: int | None = None
+    tokenizer: str | None = None
+    """The tiktoken encoding of this model family (`o200k_base`, `cl100k_base`), if it has one."""
 
 
 # -- stream events --------------------------------------------------------------------------

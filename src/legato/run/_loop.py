@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import time
 import uuid
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncGenerator, AsyncIterator, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any, Generic
+from typing import TYPE_CHECKING, Any, Generic
 
 from typing_extensions import TypeVar
 
@@ -31,6 +31,7 @@ from legato.events import (
     is_journal_event,
 )
 from legato.exceptions import (
+    ContextLengthExceeded,
     MaxStepsExceeded,
     OutputRetriesExceeded,
     StreamInterrupted,
@@ -40,12 +41,16 @@ from legato.exceptions import (
 )
 from legato.messages import Message, ModelResponse, ToolCallPart, ToolResultPart
 from legato.models import Model, ModelRequest, ModelSettings, ResponseCompleted
+from legato.run._context import ContextStep
 from legato.run._output import OUTPUT_TOOL, OutputSchema, OutputValidationError
 from legato.run._result import RunResult, result_from_state
 from legato.run._scope import Scope
 from legato.run._state import RunState
 from legato.run._tools import CallResult, ToolExecutor
 from legato.tools import RunContext, Tool, ToolSource
+
+if TYPE_CHECKING:
+    from legato.context import ContextPolicy
 
 __all__ = ["RunConfig", "RunDriver"]
 
@@ -70,6 +75,8 @@ class RunConfig(Generic[OutputT]):
     state: State[Any] | None = None
     """The verified state the run starts from (the run works on a fork of it)."""
     state_options: StateOptions | None = None
+    context: ContextPolicy | None = None
+    """When and how to compact the conversation sent to the model (None: never)."""
 
 
 class RunDriver(Generic[OutputT]):
@@ -89,6 +96,7 @@ class RunDriver(Generic[OutputT]):
         self._executor = ToolExecutor({}, default_timeout=config.tool_timeout)
         self._scope = Scope()
         self._tools_loaded = False
+        self._context = ContextStep(config.context, config.model)
 
     def _record(self, event: JournalEvent) -> JournalEvent:
         self.journal.append(event)
@@ -113,7 +121,7 @@ class RunDriver(Generic[OutputT]):
             message = Message.user(prompt) if isinstance(prompt, str) else prompt
             self._record(UserPrompt(message=message))
 
-    async def events(self) -> AsyncIterator[RunEvent]:
+    async def events(self) -> AsyncGenerator[RunEvent]:
         """Run until the run finishes or fails, yielding every event."""
         for event in self.journal.events:
             yield event
@@ -172,8 +180,18 @@ class RunDriver(Generic[OutputT]):
         return {t.name: t for t in merge_tools(list(tools.values()), self._session)}
 
     async def _call_model(self) -> AsyncIterator[RunEvent]:
+        try:
+            async for event in self._request_model():
+                yield event
+        except ContextLengthExceeded:
+            if not self._context.retries_overflow:
+                raise
+            async for event in self._request_model(overflowed=True):
+                yield event
+
+    async def _request_model(self, *, overflowed: bool = False) -> AsyncIterator[RunEvent]:
         cfg, state = self.config, self.state
-        if state.step >= cfg.max_steps:
+        if state.step >= cfg.max_steps and not overflowed:
             raise MaxStepsExceeded(cfg.max_steps)
         tools = await self._tools()
         self._executor = ToolExecutor(tools, default_timeout=cfg.tool_timeout, state=self._session)
@@ -182,8 +200,18 @@ class RunDriver(Generic[OutputT]):
         output_tool = cfg.output.tool_definition()
         if output_tool is not None:
             definitions.append(output_tool)
+        # context management: compact the conversation if the request would not fit
+        messages, compacted = await self._context.prepare(
+            self.journal.events,
+            state.messages,
+            instructions=state.instructions,
+            tools=definitions,
+            overflowed=overflowed,
+        )
+        if compacted is not None:
+            yield self._record(compacted)
         request = ModelRequest(
-            messages=tuple(state.messages),
+            messages=tuple(messages),
             instructions=StateSession.instructions(self._session, state.instructions),
             tools=tuple(definitions),
             tool_choice="required"
@@ -192,7 +220,7 @@ class RunDriver(Generic[OutputT]):
             settings=cfg.settings,
             output=cfg.output.native_spec(),
         )
-        step = state.step + 1
+        step = state.step if overflowed else state.step + 1
         yield self._record(ModelRequested(step=step, model=cfg.model.name))
         started = time.perf_counter()
         response: ModelResponse | None = None

@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from legato.events import (
+    Compacted,
     ContextSliced,
     JournalEvent,
     ModelRequested,
@@ -113,6 +114,8 @@ class RunState:
 
             case SpawnStarted() | SpawnFinished() | ContextSliced() | SpawnDecided():
                 pass  # sub-agent records: the conversation does not change
+            case Compacted():
+                pass  # the conversation stays whole; the model's view is in the event
 
     def _apply_state(self, event: StateLoaded | StateCommitted | StateRejected) -> None:
         match event:

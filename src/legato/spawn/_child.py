@@ -13,10 +13,10 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
-from collections.abc import AsyncGenerator, Callable
+from collections.abc import Callable
 from contextvars import ContextVar
 from dataclasses import dataclass
-from typing import Any, cast
+from typing import Any
 
 from legato.events import (
     ChildEvent,
@@ -234,9 +234,7 @@ async def execute_child(
     failure: tuple[SpawnOutcome, str, str] | None = None
     try:
         async with asyncio.timeout(time_limit):
-            async with contextlib.aclosing(
-                cast(AsyncGenerator[RunEvent], driver.events())
-            ) as events:
+            async with contextlib.aclosing(driver.events()) as events:
                 async for event in events:
                     if is_journal_event(event):
                         seen += 1

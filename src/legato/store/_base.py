@@ -1,0 +1,172 @@
+"""The store protocols: small boundaries a SQLite or PostgreSQL backend implements.
+
+- `RunStore`: run journals (append events, load a run, list runs).
+- `SessionStore`: stored conversations that `agent.run(..., session=...)` continues.
+- `SessionCatalog`: list, rename and delete sessions.
+- `ApprovalStore`: approvals parked until a person decides, claimed exactly once.
+
+Values crossing these boundaries are neutral (`Message`, journal events, JSON), so a
+backend needs nothing from the layers above.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Literal, Protocol, runtime_checkable
+
+from legato.events import Compacted, Journal, JournalEvent
+from legato.messages import JsonValue, Message
+
+__all__ = [
+    "ApprovalRecord",
+    "ApprovalStore",
+    "RunInfo",
+    "RunStore",
+    "SessionCatalog",
+    "SessionInfo",
+    "SessionStore",
+    "Store",
+]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RunInfo:
+    """One stored run."""
+
+    run_id: str
+    agent: str
+    model: str
+    session: str | None
+    """The session the run belongs to, if any."""
+    created_at: float
+    """Unix time of its `RunStarted` event."""
+    status: Literal["running", "finished", "failed"]
+    events: int
+    """How many journal events are stored."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class SessionInfo:
+    """One stored session."""
+
+    name: str
+    created_at: float
+    updated_at: float
+    messages: int
+    turns: int
+    forked_from: str | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ApprovalRecord:
+    """An approval request as stored."""
+
+    request_id: str
+    run_id: str
+    payload: JsonValue
+    state: Literal["parked", "decided"]
+    decision: JsonValue = None
+
+
+@runtime_checkable
+class RunStore(Protocol):
+    """Where run journals live."""
+
+    def append_events(
+        self,
+        run_id: str,
+        events: Sequence[JournalEvent],
+        *,
+        start: int,
+        session: str | None = None,
+    ) -> None:
+        """Store `events` as the run's events `start`, `start + 1`, ... in one transaction.
+
+        The first event of a run (at `start=0`) must be its `RunStarted`. Appending at a
+        position that is already taken raises `StoreError` (two writers of one run).
+        """
+        ...
+
+    def load_run(self, run_id: str) -> Journal:
+        """The run's journal; `JournalError` if there is no such run."""
+        ...
+
+    def list_runs(self, *, session: str | None = None, limit: int = 100) -> list[RunInfo]:
+        """The newest runs first, optionally only those of one session."""
+        ...
+
+
+@runtime_checkable
+class SessionStore(Protocol):
+    """Conversations that continue across runs."""
+
+    def load_session(self, name: str, *, create: bool = False) -> list[Message]:
+        """The session's messages; `SessionNotFound` unless it exists or `create` is set."""
+        ...
+
+    def append_turn(
+        self,
+        name: str,
+        messages: Sequence[Message],
+        *,
+        run_id: str | None,
+        context: Compacted | None = None,
+    ) -> int:
+        """Add one turn's messages (atomically) and return the turn's number.
+
+        `context` is the run's latest compaction, which the session's next run continues
+        from (None: the model sees the whole conversation).
+        """
+        ...
+
+    def session_context(self, name: str) -> Compacted | None:
+        """The compaction the session's next run starts from, if any."""
+        ...
+
+    def undo_turn(self, name: str) -> list[Message]:
+        """Remove the last turn and return the messages removed."""
+        ...
+
+    def fork_session(self, name: str, new_name: str, *, at: int | None = None) -> SessionInfo:
+        """Copy a session into a new one, keeping messages `[0, at)` (all when None)."""
+        ...
+
+
+@runtime_checkable
+class SessionCatalog(Protocol):
+    """Listing and managing sessions."""
+
+    def list_sessions(self) -> list[SessionInfo]:
+        """Every session, the most recently updated first."""
+        ...
+
+    def rename_session(self, name: str, new_name: str) -> None:
+        """Give a session another name (its runs follow it)."""
+        ...
+
+    def delete_session(self, name: str) -> None:
+        """Delete a session and its messages (its run journals are kept)."""
+        ...
+
+
+@runtime_checkable
+class ApprovalStore(Protocol):
+    """Approvals parked in the store, so any process can decide them — exactly once."""
+
+    def park_approval(self, request_id: str, *, run_id: str, payload: JsonValue) -> None:
+        """Record a pending approval request."""
+        ...
+
+    def decide_approval(self, request_id: str, decision: JsonValue) -> bool:
+        """Claim the request with a decision; True for exactly one caller, False after."""
+        ...
+
+    def approvals(self, *, run_id: str | None = None) -> list[ApprovalRecord]:
+        """Stored approvals, oldest first."""
+        ...
+
+
+@runtime_checkable
+class Store(RunStore, SessionStore, SessionCatalog, Protocol):
+    """Everything `Agent(store=...)` needs: journals and sessions."""

@@ -1,0 +1,405 @@
+"""`SQLiteStore`: the embedded default store — journals, sessions and approvals in one file."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import time
+from collections.abc import Sequence
+from functools import cache
+from pathlib import Path
+from typing import TYPE_CHECKING, Literal, cast
+
+from legato.events import Compacted, Journal, JournalEvent, RunStarted
+from legato.exceptions import JournalError, SessionExists, SessionNotFound, StoreError
+from legato.messages import JsonValue, Message
+from legato.store._base import ApprovalRecord, RunInfo, SessionInfo
+from legato.store._db import DEFAULT_PATH, Database
+
+if TYPE_CHECKING:
+    from pydantic import TypeAdapter
+
+__all__ = ["SQLiteStore"]
+
+
+@cache
+def _event_adapter() -> TypeAdapter[JournalEvent]:
+    from pydantic import TypeAdapter
+
+    return TypeAdapter(JournalEvent)
+
+
+@cache
+def _message_adapter() -> TypeAdapter[Message]:
+    from pydantic import TypeAdapter
+
+    return TypeAdapter(Message)
+
+
+def _dump_message(message: Message) -> str:
+    return _message_adapter().dump_json(message).decode()
+
+
+def _load_message(text: str) -> Message:
+    return _message_adapter().validate_json(text)
+
+
+_STATUS: dict[str, Literal["finished", "failed"]] = {
+    "run_finished": "finished",
+    "run_failed": "failed",
+}
+
+
+class SQLiteStore:
+    """Run journals, sessions and approvals in one SQLite file (WAL mode).
+
+    ```python
+    store = SQLiteStore(".legato/legato.db")
+    agent = Agent(model, store=store)
+    agent.run_sync("Hello", session="chat")
+    ```
+
+    Safe for several threads and several processes writing the same file.
+    """
+
+    def __init__(
+        self, path: str | Path = DEFAULT_PATH, *, timeout: float = 30.0, db: Database | None = None
+    ) -> None:
+        """Open the store at `path` (created with its folder if missing).
+
+        Args:
+            path: The database file, or `":memory:"`.
+            timeout: Seconds a write waits for another writer.
+            db: An already open `Database` to share (memory and store in one file).
+        """
+        self.db = db or Database(path, timeout=timeout)
+
+    @property
+    def path(self) -> str:
+        """The database file."""
+        return self.db.path
+
+    def close(self) -> None:
+        """Close the database."""
+        self.db.close()
+
+    # -- runs ----------------------------------------------------------------------------------
+
+    def append_events(
+        self,
+        run_id: str,
+        events: Sequence[JournalEvent],
+        *,
+        start: int,
+        session: str | None = None,
+    ) -> None:
+        """Store events `start`, `start + 1`, ... of a run in one transaction."""
+        if not events:
+            return
+        adapter = _event_adapter()
+        rows = [
+            (run_id, start + i, e.kind, adapter.dump_json(e).decode()) for i, e in enumerate(events)
+        ]
+        status = next((_STATUS[e.kind] for e in reversed(events) if e.kind in _STATUS), None)
+        with self.db.write() as conn:
+            first = events[0]
+            if start == 0:
+                if not isinstance(first, RunStarted):
+                    msg = f"run {run_id}: the first event must be RunStarted, not {first.kind}"
+                    raise JournalError(msg)
+                conn.execute(
+                    "INSERT INTO runs(run_id, session, agent, model, created_at) "
+                    "VALUES (?, ?, ?, ?, ?)",
+                    (run_id, session, first.agent, first.model, time.time()),
+                )
+            try:
+                conn.executemany(
+                    "INSERT INTO events(run_id, seq, kind, data) VALUES (?, ?, ?, ?)", rows
+                )
+            except sqlite3.IntegrityError as exc:
+                msg = f"run {run_id}: events from position {start} are already stored ({exc})"
+                raise StoreError(msg) from exc
+            if status is not None:
+                conn.execute("UPDATE runs SET status = ? WHERE run_id = ?", (status, run_id))
+
+    def load_run(self, run_id: str) -> Journal:
+        """The run's journal."""
+        with self.db.read() as conn:
+            rows = conn.execute(
+                "SELECT seq, data FROM events WHERE run_id = ? ORDER BY seq", (run_id,)
+            ).fetchall()
+        if not rows:
+            msg = f"no stored run with id {run_id!r}"
+            raise JournalError(msg)
+        adapter = _event_adapter()
+        events: list[JournalEvent] = []
+        for expected, (seq, data) in enumerate(rows):
+            if seq != expected:
+                msg = f"run {run_id}: event {expected} is missing from the store"
+                raise JournalError(msg)
+            events.append(adapter.validate_json(data))
+        return Journal(events)
+
+    def list_runs(self, *, session: str | None = None, limit: int = 100) -> list[RunInfo]:
+        """The newest runs first, optionally only one session's."""
+        query = (
+            "SELECT r.run_id, r.agent, r.model, r.session, r.created_at, r.status, "
+            "(SELECT count(*) FROM events e WHERE e.run_id = r.run_id) FROM runs r"
+        )
+        args: tuple[object, ...] = ()
+        if session is not None:
+            query += " WHERE r.session = ?"
+            args = (session,)
+        query += " ORDER BY r.created_at DESC, r.rowid DESC LIMIT ?"
+        with self.db.read() as conn:
+            rows = conn.execute(query, (*args, limit)).fetchall()
+        return [
+            RunInfo(
+                run_id=r[0],
+                agent=r[1],
+                model=r[2],
+                session=r[3],
+                created_at=r[4],
+                status=r[5],
+                events=r[6],
+            )
+            for r in rows
+        ]
+
+    # -- sessions ------------------------------------------------------------------------------
+
+    def load_session(self, name: str, *, create: bool = False) -> list[Message]:
+        """The session's messages, oldest first."""
+        with self.db.read() as conn:
+            exists = _session_exists(conn, name)
+            rows = conn.execute(
+                "SELECT message FROM session_messages WHERE session = ? ORDER BY position",
+                (name,),
+            ).fetchall()
+        if not exists:
+            if not create:
+                raise SessionNotFound(name, self._names())
+            with self.db.write() as conn:
+                now = time.time()
+                conn.execute(
+                    "INSERT OR IGNORE INTO sessions(name, created_at, updated_at) VALUES (?, ?, ?)",
+                    (name, now, now),
+                )
+        return [_load_message(r[0]) for r in rows]
+
+    def append_turn(
+        self,
+        name: str,
+        messages: Sequence[Message],
+        *,
+        run_id: str | None,
+        context: Compacted | None = None,
+    ) -> int:
+        """Add one turn's messages to the session (created if missing); return the turn number."""
+        now = time.time()
+        saved = _event_adapter().dump_json(context).decode() if context is not None else None
+        with self.db.write() as conn:
+            conn.execute(
+                "INSERT INTO sessions(name, created_at, updated_at, context) VALUES (?, ?, ?, ?) "
+                "ON CONFLICT(name) DO UPDATE SET updated_at = excluded.updated_at, "
+                "context = excluded.context",
+                (name, now, now, saved),
+            )
+            position, turn = conn.execute(
+                "SELECT coalesce(max(position) + 1, 0), coalesce(max(turn) + 1, 0) "
+                "FROM session_messages WHERE session = ?",
+                (name,),
+            ).fetchone()
+            conn.executemany(
+                "INSERT INTO session_messages(session, position, turn, run_id, message) "
+                "VALUES (?, ?, ?, ?, ?)",
+                [
+                    (name, position + i, turn, run_id, _dump_message(m))
+                    for i, m in enumerate(messages)
+                ],
+            )
+        return int(turn)
+
+    def session_context(self, name: str) -> Compacted | None:
+        """The latest compaction of the session's runs, which its next run continues."""
+        with self.db.read() as conn:
+            row = conn.execute("SELECT context FROM sessions WHERE name = ?", (name,)).fetchone()
+        if row is None:
+            raise SessionNotFound(name)
+        if row[0] is None:
+            return None
+        event = _event_adapter().validate_json(row[0])
+        return event if isinstance(event, Compacted) else None
+
+    def undo_turn(self, name: str) -> list[Message]:
+        """Remove the session's last turn; return its messages (empty if there were none)."""
+        with self.db.write() as conn:
+            if not _session_exists(conn, name):
+                raise SessionNotFound(name)
+            rows = conn.execute(
+                "SELECT message FROM session_messages WHERE session = ? AND turn = "
+                "(SELECT max(turn) FROM session_messages WHERE session = ?) ORDER BY position",
+                (name, name),
+            ).fetchall()
+            conn.execute(
+                "DELETE FROM session_messages WHERE session = ? AND turn = "
+                "(SELECT max(turn) FROM session_messages WHERE session = ?)",
+                (name, name),
+            )
+            conn.execute("UPDATE sessions SET updated_at = ? WHERE name = ?", (time.time(), name))
+            _drop_stale_context(conn, name)
+        return [_load_message(r[0]) for r in rows]
+
+    def fork_session(self, name: str, new_name: str, *, at: int | None = None) -> SessionInfo:
+        """A new session holding messages `[0, at)` of `name` (all of them when `at` is None)."""
+        now = time.time()
+        with self.db.write() as conn:
+            if not _session_exists(conn, name):
+                raise SessionNotFound(name)
+            if _session_exists(conn, new_name):
+                raise SessionExists(new_name)
+            count = conn.execute(
+                "SELECT count(*) FROM session_messages WHERE session = ?", (name,)
+            ).fetchone()[0]
+            cut = count if at is None else at
+            if not 0 <= cut <= count:
+                msg = f"session {name!r} has {count} messages; cannot fork at {at}"
+                raise StoreError(msg)
+            conn.execute(
+                "INSERT INTO sessions(name, created_at, updated_at, forked_from) VALUES (?,?,?,?)",
+                (new_name, now, now, name),
+            )
+            conn.execute(
+                "INSERT INTO session_messages(session, position, turn, run_id, message) "
+                "SELECT ?, position, turn, run_id, message FROM session_messages "
+                "WHERE session = ? AND position < ?",
+                (new_name, name, cut),
+            )
+            conn.execute(
+                "UPDATE sessions SET context = (SELECT context FROM sessions WHERE name = ?) "
+                "WHERE name = ?",
+                (name, new_name),
+            )
+            _drop_stale_context(conn, new_name)
+        return self._info(new_name)
+
+    def list_sessions(self) -> list[SessionInfo]:
+        """Every session, most recently updated first."""
+        with self.db.read() as conn:
+            rows = conn.execute(_SESSION_QUERY + " ORDER BY s.updated_at DESC, s.name").fetchall()
+        return [_session_info(r) for r in rows]
+
+    def rename_session(self, name: str, new_name: str) -> None:
+        """Rename a session; its messages and runs follow."""
+        with self.db.write() as conn:
+            if not _session_exists(conn, name):
+                raise SessionNotFound(name)
+            if _session_exists(conn, new_name):
+                raise SessionExists(new_name)
+            conn.execute("UPDATE sessions SET name = ? WHERE name = ?", (new_name, name))
+            conn.execute("UPDATE runs SET session = ? WHERE session = ?", (new_name, name))
+
+    def delete_session(self, name: str) -> None:
+        """Delete the session and its messages; its run journals stay."""
+        with self.db.write() as conn:
+            if not _session_exists(conn, name):
+                raise SessionNotFound(name)
+            conn.execute("DELETE FROM sessions WHERE name = ?", (name,))
+
+    def _info(self, name: str) -> SessionInfo:
+        with self.db.read() as conn:
+            row = conn.execute(_SESSION_QUERY + " WHERE s.name = ?", (name,)).fetchone()
+        if row is None:
+            raise SessionNotFound(name)
+        return _session_info(row)
+
+    def session_info(self, name: str) -> SessionInfo:
+        """What the store knows about one session."""
+        return self._info(name)
+
+    def _names(self) -> list[str]:
+        return [s.name for s in self.list_sessions()]
+
+    # -- approvals -----------------------------------------------------------------------------
+
+    def park_approval(self, request_id: str, *, run_id: str, payload: JsonValue) -> None:
+        """Record a pending approval; parking the same request twice is an error."""
+        try:
+            with self.db.write() as conn:
+                conn.execute(
+                    "INSERT INTO approvals(request_id, run_id, payload, created_at) "
+                    "VALUES (?, ?, ?, ?)",
+                    (request_id, run_id, json.dumps(payload), time.time()),
+                )
+        except sqlite3.IntegrityError as exc:
+            msg = f"approval {request_id!r} is already parked"
+            raise StoreError(msg) from exc
+
+    def decide_approval(self, request_id: str, decision: JsonValue) -> bool:
+        """Claim a parked approval; exactly one caller gets True, across processes."""
+        with self.db.write() as conn:
+            cursor = conn.execute(
+                "UPDATE approvals SET state = 'decided', decision = ?, decided_at = ? "
+                "WHERE request_id = ? AND state = 'parked'",
+                (json.dumps(decision), time.time(), request_id),
+            )
+            return cursor.rowcount == 1
+
+    def approvals(self, *, run_id: str | None = None) -> list[ApprovalRecord]:
+        """Stored approvals, oldest first."""
+        query = "SELECT request_id, run_id, payload, state, decision FROM approvals"
+        args: tuple[str, ...] = ()
+        if run_id is not None:
+            query += " WHERE run_id = ?"
+            args = (run_id,)
+        with self.db.read() as conn:
+            rows = conn.execute(query + " ORDER BY created_at, rowid", args).fetchall()
+        return [
+            ApprovalRecord(
+                request_id=r[0],
+                run_id=r[1],
+                payload=cast(JsonValue, json.loads(r[2])),
+                state=r[3],
+                decision=cast(JsonValue, json.loads(r[4])) if r[4] is not None else None,
+            )
+            for r in rows
+        ]
+
+    def __repr__(self) -> str:
+        return f"SQLiteStore({self.path!r})"
+
+
+_SESSION_QUERY = (
+    "SELECT s.name, s.created_at, s.updated_at, s.forked_from, "
+    "(SELECT count(*) FROM session_messages m WHERE m.session = s.name), "
+    "(SELECT count(DISTINCT turn) FROM session_messages m WHERE m.session = s.name) "
+    "FROM sessions s"
+)
+
+
+def _session_info(row: tuple[object, ...]) -> SessionInfo:
+    return SessionInfo(
+        name=cast(str, row[0]),
+        created_at=cast(float, row[1]),
+        updated_at=cast(float, row[2]),
+        forked_from=cast("str | None", row[3]),
+        messages=cast(int, row[4]),
+        turns=cast(int, row[5]),
+    )
+
+
+def _drop_stale_context(conn: sqlite3.Connection, name: str) -> None:
+    """Forget a carried compaction that covers messages the session no longer has."""
+    row = conn.execute("SELECT context FROM sessions WHERE name = ?", (name,)).fetchone()
+    if row is None or row[0] is None:
+        return
+    upto = json.loads(row[0]).get("upto", 0)
+    count = conn.execute(
+        "SELECT count(*) FROM session_messages WHERE session = ?", (name,)
+    ).fetchone()[0]
+    if upto > count:
+        conn.execute("UPDATE sessions SET context = NULL WHERE name = ?", (name,))
+
+
+def _session_exists(conn: sqlite3.Connection, name: str) -> bool:
+    return conn.execute("SELECT 1 FROM sessions WHERE name = ?", (name,)).fetchone() is not None

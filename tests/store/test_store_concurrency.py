@@ -1,0 +1,134 @@
+"""Several processes writing one SQLite file at once."""
+
+from __future__ import annotations
+
+import multiprocessing
+from pathlib import Path
+
+from legato.events import RunStarted, UserPrompt
+from legato.messages import Message
+from legato.store import SQLiteStore
+
+WRITERS = 4
+TURNS = 40
+
+
+def _writer(path: str, worker: int) -> None:
+    store = SQLiteStore(path, timeout=60)
+    for turn in range(TURNS):
+        run_id = f"w{worker}-r{turn}"
+        store.append_events(
+            run_id,
+            [
+                RunStarted(run_id=run_id, agent="a", model="m"),
+                UserPrompt(message=Message.user(f"{worker}:{turn}")),
+            ],
+            start=0,
+            session="shared",
+        )
+        store.append_turn(
+            "shared",
+            [Message.user(f"{worker}:{turn}:q"), Message.assistant(f"{worker}:{turn}:a")],
+            run_id=run_id,
+        )
+    store.close()
+
+
+def _claimer(path: str, worker: int, results: multiprocessing.Queue[tuple[int, bool]]) -> None:
+    store = SQLiteStore(path, timeout=60)
+    results.put((worker, store.decide_approval("req", {"by": worker})))
+    store.close()
+
+
+def test_concurrent_writers_lose_nothing_and_never_interleave_a_turn(tmp_path: Path) -> None:
+    path = str(tmp_path / "legato.db")
+    SQLiteStore(path).close()  # create and migrate once, like a project would
+    ctx = multiprocessing.get_context("fork")
+    procs = [ctx.Process(target=_writer, args=(path, w)) for w in range(WRITERS)]
+    for p in procs:
+        p.start()
+    for p in procs:
+        p.join(timeout=120)
+        assert p.exitcode == 0
+    store = SQLiteStore(path)
+    messages = store.load_session("shared")
+    assert len(messages) == WRITERS * TURNS * 2
+    for question, answer in zip(messages[::2], messages[1::2], strict=True):
+        assert question.text.removesuffix(":q") == answer.text.removesuffix(":a")
+    info = store.session_info("shared")
+    assert info.turns == WRITERS * TURNS
+    runs = store.list_runs(limit=10_000)
+    assert len(runs) == WRITERS * TURNS
+    assert all(r.events == 2 for r in runs)
+
+
+def test_concurrent_migration_of_a_fresh_file(tmp_path: Path) -> None:
+    path = str(tmp_path / "fresh.db")
+    ctx = multiprocessing.get_context("fork")
+    procs = [ctx.Process(target=_writer, args=(path, w)) for w in range(WRITERS)]
+    for p in procs:
+        p.start()
+    for p in procs:
+        p.join(timeout=120)
+        assert p.exitcode == 0
+    assert len(SQLiteStore(path).load_session("shared")) == WRITERS * TURNS * 2
+
+
+def test_one_parked_approval_is_claimed_by_exactly_one_process(tmp_path: Path) -> None:
+    path = str(tmp_path / "legato.db")
+    store = SQLiteStore(path)
+    store.park_approval("req", run_id="r", payload={"tool": "pay"})
+    ctx = multiprocessing.get_context("fork")
+    results: multiprocessing.Queue[tuple[int, bool]] = ctx.Queue()
+    procs = [ctx.Process(target=_claimer, args=(path, w, results)) for w in range(8)]
+    for p in procs:
+        p.start()
+    for p in procs:
+        p.join(timeout=120)
+        assert p.exitcode == 0
+    outcomes = [results.get(timeout=10) for _ in procs]
+    winners = [w for w, won in outcomes if won]
+    assert len(winners) == 1
+    [record] = store.approvals()
+    assert record.decision == {"by": winners[0]}
+
+
+def test_a_writer_waits_for_another_writers_transaction_instead_of_interleaving(
+    tmp_path: Path,
+) -> None:
+    import sqlite3
+
+    import pytest
+
+    from legato.exceptions import StoreError
+
+    path = tmp_path / "legato.db"
+    first = SQLiteStore(path)
+    second = SQLiteStore(path, timeout=0.2)
+    first.append_turn("s", [Message.user("one")], run_id=None)
+    with first.db.write() as conn:  # a turn half-written by the first process
+        conn.execute(
+            "INSERT INTO session_messages(session, position, turn, run_id, message) "
+            "SELECT session, 1, 1, NULL, message FROM session_messages WHERE position = 0"
+        )
+        with pytest.raises(StoreError, match="locked"):
+            second.append_turn("s", [Message.user("two")], run_id=None)
+        assert len(second.load_session("s")) == 1  # readers never see the half-written turn
+    assert len(second.load_session("s")) == 2
+
+    # without a write transaction, two writers that read the next position and then insert
+    # collide: the second insert is refused (or, with no key, the turn would be lost)
+    a, b = sqlite3.connect(path), sqlite3.connect(path)
+    next_a = a.execute("SELECT max(position) + 1 FROM session_messages").fetchone()[0]
+    next_b = b.execute("SELECT max(position) + 1 FROM session_messages").fetchone()[0]
+    assert next_a == next_b
+    insert = (
+        "INSERT INTO session_messages(session, position, turn, run_id, message) "
+        "VALUES ('s', ?, 9, NULL, '{}')"
+    )
+    a.execute(insert, (next_a,))
+    a.commit()
+    with pytest.raises(sqlite3.IntegrityError):
+        b.execute(insert, (next_b,))
+    a.close()
+    b.close()
