@@ -371,3 +371,26 @@ async def test_gemini_function_call_signatures_go_back_to_gemini_only(
     assert call_part["thoughtSignature"] == "c2lnbmVkLWNhbGw="
     assert call_part["functionCall"]["name"] == "get_weather"
     assert "c2lnbmVkLWNhbGw=" not in json.dumps(sim.requests[2].body)
+
+
+async def test_a_payload_of_the_wrong_shape_is_a_parse_error_with_the_payload(
+    sim: WireSimulator,
+) -> None:
+    from legato.exceptions import ResponseParseError
+    from legato.simulator import Fault
+
+    odd = (
+        b'data: {"id":"x","object":"chat.completion.chunk","created":0,"model":"m",'
+        b'"choices":[{"index":0,"delta":{"tool_calls":[{"index":0,"function":5}]}}],'
+        b'"api_key":"sk-leaked-0123456789"}\n\n'
+    )
+    sim.enqueue(SimTurn(text="hello", fault=Fault(raw_event=odd, raw_after=1)))
+    model = OpenAIChatModel("gpt-4o", base_url=f"{sim.url}/v1", api_key="k", settings=NO_RETRY)
+    try:
+        with pytest.raises(ResponseParseError, match="unexpected response shape") as info:
+            await complete(model, ModelRequest(messages=(Message.user("x"),)))
+    finally:
+        await model.aclose()
+    body = json.dumps(info.value.body)
+    assert '"function": 5' in body  # the raw chunk is attached
+    assert "sk-leaked" not in body  # and redacted

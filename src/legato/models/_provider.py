@@ -309,6 +309,17 @@ def _price(model: str, provider_id: str, counts: tuple[int, int, int, int]) -> f
     return float(calc.total_price)
 
 
+def _plain(raw: object) -> object:
+    """An SDK object as plain JSON-like data, for error reports."""
+    dump = getattr(raw, "model_dump", None)
+    if dump is None:
+        return raw
+    try:
+        return cast(object, dump(mode="json", warnings=False))
+    except Exception:  # a report must never fail on a broken payload
+        return repr(raw)
+
+
 # -- the base class --------------------------------------------------------------------------
 
 
@@ -364,6 +375,16 @@ class ProviderModel:
     def _map_error(self, exc: Exception, started: bool) -> ModelError | None:
         """Map a foreign exception to legato's tree; None lets it through."""
         return None
+
+    def _translate(
+        self, translate: Callable[..., list[ModelStreamEvent]], raw: Any, *args: Any
+    ) -> list[ModelStreamEvent]:
+        """`translate(raw, *args)`; a payload of an unexpected shape becomes a typed error."""
+        try:
+            return translate(raw, *args)
+        except (AttributeError, KeyError, TypeError, IndexError, ValueError) as exc:
+            reason = f"unexpected response shape ({type(exc).__name__}: {exc})"
+            raise parse_error(self.provider, _plain(raw), reason) from exc
 
     def _broken(self, exc: Exception) -> Exception:
         """What to raise for an exception that broke off a started response."""

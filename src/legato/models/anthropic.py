@@ -310,14 +310,14 @@ class AnthropicModel(ProviderModel):
         output_tool = request.output.name if request.output is not None else None
         if not self.settings.stream:
             message = await client.messages.create(**body, **options)
-            for event in self._whole(message, assembler, state, output_tool):
+            for event in self._translate(self._whole, message, assembler, state, output_tool):
                 yield event
         else:
             events = await client.messages.create(**body, stream=True, **options)
             try:
                 async for event in events:
                     state.seen = True
-                    for out in self._event(event, assembler, state, output_tool):
+                    for out in self._translate(self._event, event, assembler, state, output_tool):
                         yield out
             except Exception as exc:
                 raise self._broken(exc) from exc

@@ -277,7 +277,7 @@ class GeminiModel(ProviderModel):
             response = await models.generate_content(
                 model=self.model, contents=contents, config=config
             )
-            for event in self._chunk(response, assembler, state):
+            for event in self._translate(self._chunk, response, assembler, state):
                 yield event
         else:
             chunks = await models.generate_content_stream(
@@ -285,7 +285,7 @@ class GeminiModel(ProviderModel):
             )
             try:
                 async for chunk in chunks:
-                    for event in self._chunk(chunk, assembler, state):
+                    for event in self._translate(self._chunk, chunk, assembler, state):
                         yield event
             except Exception as exc:
                 raise self._broken(exc) from exc

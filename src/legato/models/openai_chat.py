@@ -274,13 +274,13 @@ class OpenAIChatModel(ProviderModel):
         state = _State()
         if not stream:
             completion = await create(**body, **options)
-            for event in self._whole(completion, assembler, state):
+            for event in self._translate(self._whole, completion, assembler, state):
                 yield event
         else:
             chunks = await create(**body, **options)
             try:
                 async for chunk in chunks:
-                    for event in self._chunk(chunk, assembler, state):
+                    for event in self._translate(self._chunk, chunk, assembler, state):
                         yield event
             except Exception as exc:
                 raise self._broken(exc) from exc

@@ -207,14 +207,14 @@ class OpenAIResponsesModel(ProviderModel):
         if not stream:
             response = await client.responses.create(**body, **options)
             state.response = response
-            for event in self._items(response.output, assembler):
+            for event in self._translate(self._items, response.output, assembler):
                 yield event
         else:
             events = await client.responses.create(**body, **options)
             try:
                 async for event in events:
                     state.seen = True
-                    for out in self._event(event, assembler, state):
+                    for out in self._translate(self._event, event, assembler, state):
                         yield out
             except Exception as exc:
                 raise self._broken(exc) from exc
