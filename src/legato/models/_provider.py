@@ -45,6 +45,7 @@ __all__ = [
     "read_api_key",
     "redact",
     "require",
+    "sdk_call_arguments",
     "shared_ssl_context",
     "transport_error",
 ]
@@ -140,6 +141,31 @@ class LoopClients(Generic[T]):
         entry = self._clients.pop(asyncio.get_running_loop(), None)
         if entry is not None:
             await cast(Any, entry[1]).aclose()
+
+
+# -- calling SDK methods -----------------------------------------------------------------------
+
+
+@cache
+def _parameters(function: Callable[..., Any]) -> frozenset[str]:
+    import inspect
+
+    return frozenset(inspect.signature(function).parameters)
+
+
+def sdk_call_arguments(method: Any, body: Mapping[str, Any], **options: Any) -> dict[str, Any]:
+    """Keyword arguments for an SDK method.
+
+    Fields the method declares go as they are; the rest go in `extra_body`, so fields an SDK
+    version does not know (or no longer lists) still reach the wire.
+    """
+    known = _parameters(getattr(method, "__func__", method))
+    kwargs: dict[str, Any] = {k: v for k, v in body.items() if k in known}
+    extra = {k: v for k, v in body.items() if k not in known}
+    if extra:
+        kwargs["extra_body"] = extra
+    kwargs.update(options)
+    return kwargs
 
 
 # -- errors ------------------------------------------------------------------------------------

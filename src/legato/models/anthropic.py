@@ -46,6 +46,7 @@ from legato.models._provider import (
     parse_error,
     read_api_key,
     require,
+    sdk_call_arguments,
     shared_ssl_context,
 )
 from legato.models.assembly import ResponseAssembler
@@ -309,11 +310,15 @@ class AnthropicModel(ProviderModel):
         state = _State()
         output_tool = request.output.name if request.output is not None else None
         if not self.settings.stream:
-            message = await client.messages.create(**body, **options)
+            message = await client.messages.create(
+                **sdk_call_arguments(client.messages.create, body, **options)
+            )
             for event in self._translate(self._whole, message, assembler, state, output_tool):
                 yield event
         else:
-            events = await client.messages.create(**body, stream=True, **options)
+            events = await client.messages.create(
+                **sdk_call_arguments(client.messages.create, body, stream=True, **options)
+            )
             try:
                 async for event in events:
                     state.seen = True

@@ -40,7 +40,7 @@ from legato.models._openai_common import (
     merge_body,
     openai_usage,
 )
-from legato.models._provider import ProviderModel, ProviderSettings
+from legato.models._provider import ProviderModel, ProviderSettings, sdk_call_arguments
 from legato.models.assembly import ResponseAssembler
 from legato.models.dialects import apply_dialect
 
@@ -273,11 +273,11 @@ class OpenAIChatModel(ProviderModel):
         assembler = ResponseAssembler(provider=self.provider)
         state = _State()
         if not stream:
-            completion = await create(**body, **options)
+            completion = await create(**sdk_call_arguments(create, body, **options))
             for event in self._translate(self._whole, completion, assembler, state):
                 yield event
         else:
-            chunks = await create(**body, **options)
+            chunks = await create(**sdk_call_arguments(create, body, **options))
             try:
                 async for chunk in chunks:
                     for event in self._translate(self._chunk, chunk, assembler, state):

@@ -37,7 +37,7 @@ from legato.models._openai_common import (
     merge_body,
     openai_usage,
 )
-from legato.models._provider import ProviderModel, ProviderSettings
+from legato.models._provider import ProviderModel, ProviderSettings, sdk_call_arguments
 from legato.models.assembly import ResponseAssembler
 from legato.models.dialects import apply_dialect
 
@@ -205,12 +205,16 @@ class OpenAIResponsesModel(ProviderModel):
         assembler = ResponseAssembler(provider="openai")
         state = _State()
         if not stream:
-            response = await client.responses.create(**body, **options)
+            response = await client.responses.create(
+                **sdk_call_arguments(client.responses.create, body, **options)
+            )
             state.response = response
             for event in self._translate(self._items, response.output, assembler):
                 yield event
         else:
-            events = await client.responses.create(**body, **options)
+            events = await client.responses.create(
+                **sdk_call_arguments(client.responses.create, body, **options)
+            )
             try:
                 async for event in events:
                     state.seen = True

@@ -407,3 +407,37 @@ async def test_streamed_and_whole_answers_are_equal(case: Case, sim: WireSimulat
     assert streamed.message == whole.message
     assert streamed.usage == whole.usage and streamed.cost == whole.cost
     assert streamed.stop_reason is whole.stop_reason is StopReason.TOOL_CALLS
+
+
+async def test_settings_headers_and_extra_body_reach_the_wire(
+    case: Case, sim: WireSimulator
+) -> None:
+    from legato.models import ModelSettings
+
+    sim.enqueue(SimTurn(text="ok"))
+    model = case.make(
+        sim.url,
+        ProviderSettings(
+            retry=RetryPolicy(max_attempts=1),
+            headers={"x-client-header": "c1"},
+            extra_body={"probe_client": "p1"},
+        ),
+    )
+    settings = ModelSettings(
+        temperature=0.25,
+        max_tokens=321,
+        stop_sequences=("STOP-HERE",),
+        extra_headers={"x-request-header": "r1"},
+        extra_body={"probe_request": "p2"},
+    )
+    try:
+        await call(model, request_for(settings=settings))
+    finally:
+        await close(model)
+    (recorded,) = sim.requests
+    body = json.dumps(recorded.body)
+    for expected in ("0.25", "321", '"probe_client": "p1"', '"probe_request": "p2"'):
+        assert expected in body, (expected, body)
+    assert ("STOP-HERE" in body) is case.stop_sequences
+    assert recorded.headers.get("x-client-header") == "c1"
+    assert recorded.headers.get("x-request-header") == "r1"
