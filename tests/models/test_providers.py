@@ -394,3 +394,18 @@ async def test_a_payload_of_the_wrong_shape_is_a_parse_error_with_the_payload(
     body = json.dumps(info.value.body)
     assert '"function": 5' in body  # the raw chunk is attached
     assert "sk-leaked" not in body  # and redacted
+
+
+def test_llamacpp_profile_asks_for_json_the_way_the_server_understands() -> None:
+    from legato.models import OutputSpec
+    from legato.models.openai_chat import chat_body
+
+    schema: dict[str, object] = {"type": "object", "properties": {"a": {"type": "integer"}}}
+    request = ModelRequest(
+        messages=(Message.user("x"),),
+        output=OutputSpec(name="final_result", schema=schema),  # type: ignore[arg-type] # plain dict schema
+    )
+    llama = chat_body(request, model="m", server=PROFILES["llamacpp-server"], stream=True)
+    assert llama["response_format"] == {"type": "json_object", "schema": schema}
+    openai_format = chat_body(request, model="m", server=PROFILES["groq"], stream=True)
+    assert openai_format["response_format"]["type"] == "json_schema"

@@ -82,6 +82,9 @@ class ServerProfile:
     server sends HTTP 200 and no chunks); such requests go out unstreamed."""
     send_strict: bool = True
     """The server understands `strict` on tools and json_schema response formats."""
+    json_object_schema: bool = False
+    """Structured output goes as `{"type": "json_object", "schema": ...}` (llama-cpp-python's
+    server) instead of OpenAI's `{"type": "json_schema", "json_schema": {...}}`."""
 
 
 OPENAI = ServerProfile(
@@ -189,7 +192,11 @@ def chat_body(request: ModelRequest, *, model: str, server: ServerProfile, strea
         spec: Obj = {"name": request.output.name, "schema": schema}
         if strict:
             spec["strict"] = True
-        body["response_format"] = {"type": "json_schema", "json_schema": spec}
+        body["response_format"] = (
+            {"type": "json_object", "schema": schema}
+            if server.json_object_schema
+            else {"type": "json_schema", "json_schema": spec}
+        )
     optional: dict[str, object] = {
         "temperature": s.temperature,
         server.max_tokens_field: s.max_tokens,
