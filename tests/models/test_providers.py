@@ -196,9 +196,10 @@ async def test_without_the_profile_the_auto_stream_failure_is_an_error(
         await model.aclose()
 
 
-async def test_tool_choice_reaches_each_wire(sim: WireSimulator) -> None:
+@pytest.mark.parametrize("choice", ["get_weather", "none", "required"])
+async def test_tool_choice_reaches_each_wire(sim: WireSimulator, choice: str) -> None:
     sim.enqueue(*[SimTurn(text="ok") for _ in range(4)])
-    request = ModelRequest(messages=(Message.user("x"),), tools=(TOOL,), tool_choice="get_weather")
+    request = ModelRequest(messages=(Message.user("x"),), tools=(TOOL,), tool_choice=choice)
     models = [
         OpenAIChatModel("gpt-4o", base_url=f"{sim.url}/v1", api_key="k", settings=NO_RETRY),
         OpenAIResponsesModel("gpt-4o", base_url=f"{sim.url}/v1", api_key="k", settings=NO_RETRY),
@@ -209,13 +210,25 @@ async def test_tool_choice_reaches_each_wire(sim: WireSimulator) -> None:
         await complete(model, request)
         await model.aclose()
     chat, responses, gemini, anthropic = (r.body for r in sim.requests)
-    assert chat["tool_choice"] == {"type": "function", "function": {"name": "get_weather"}}
-    assert responses["tool_choice"] == {"type": "function", "name": "get_weather"}
-    assert gemini["toolConfig"]["functionCallingConfig"] == {
-        "mode": "ANY",
-        "allowedFunctionNames": ["get_weather"],
+    expected: dict[str, tuple[object, object, object, object]] = {
+        "get_weather": (
+            {"type": "function", "function": {"name": "get_weather"}},
+            {"type": "function", "name": "get_weather"},
+            {"mode": "ANY", "allowedFunctionNames": ["get_weather"]},
+            {"type": "tool", "name": "get_weather"},
+        ),
+        "none": ("none", "none", {"mode": "NONE"}, {"type": "none"}),
+        "required": ("required", "required", {"mode": "ANY"}, {"type": "any"}),
     }
-    assert anthropic["tool_choice"] == {"type": "tool", "name": "get_weather"}
+    got = (
+        chat["tool_choice"],
+        responses["tool_choice"],
+        gemini["toolConfig"]["functionCallingConfig"],
+        anthropic["tool_choice"],
+    )
+    assert got == expected[choice]
+    # the tools stay declared even when none may be called (the history may hold calls)
+    assert all("get_weather" in json.dumps(r.body) for r in sim.requests)
 
 
 def test_run_sync_twice_reuses_nothing_from_a_closed_loop(sim: WireSimulator) -> None:

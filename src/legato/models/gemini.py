@@ -222,7 +222,7 @@ class GeminiModel(ProviderModel):
         config: Obj = {}
         if system:
             config["system_instruction"] = "\n\n".join(system)
-        if request.tools and request.tool_choice != "none":
+        if request.tools:
             declarations = [
                 {
                     "name": t.name,
@@ -235,6 +235,8 @@ class GeminiModel(ProviderModel):
             mode: Obj = {"mode": "AUTO"}
             if request.tool_choice == "required":
                 mode = {"mode": "ANY"}
+            elif request.tool_choice == "none":
+                mode = {"mode": "NONE"}
             elif request.tool_choice != "auto":
                 mode = {"mode": "ANY", "allowed_function_names": [request.tool_choice]}
             config["tool_config"] = {"function_calling_config": mode}

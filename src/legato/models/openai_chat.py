@@ -171,7 +171,7 @@ def chat_body(request: ModelRequest, *, model: str, server: ServerProfile, strea
     """The whole request body."""
     s = request.settings
     body: Obj = {"model": model, "messages": chat_messages(request)}
-    if request.tools and request.tool_choice != "none":
+    if request.tools:
         tools: list[Obj] = []
         for t in request.tools:
             strict = bool(t.strict) and server.send_strict

@@ -117,7 +117,7 @@ def responses_body(request: ModelRequest, *, model: str, stream: bool) -> Obj:
     body: Obj = {"model": model, "input": responses_input(request), "store": False}
     if request.instructions:
         body["instructions"] = request.instructions
-    if request.tools and request.tool_choice != "none":
+    if request.tools:
         tools: list[Obj] = []
         for t in request.tools:
             strict = bool(t.strict)
