@@ -146,24 +146,22 @@ class LoopClients(Generic[T]):
 # -- calling SDK methods -----------------------------------------------------------------------
 
 
-@cache
-def _parameters(function: Callable[..., Any]) -> frozenset[str]:
-    import inspect
+def sdk_call_arguments(
+    body: Mapping[str, Any], *, typed: tuple[str, ...], **options: Any
+) -> dict[str, Any]:
+    """Keyword arguments for an SDK method that sends `body` as the JSON body, as built.
 
-    return frozenset(inspect.signature(function).parameters)
-
-
-def sdk_call_arguments(method: Any, body: Mapping[str, Any], **options: Any) -> dict[str, Any]:
-    """Keyword arguments for an SDK method.
-
-    Fields the method declares go as they are; the rest go in `extra_body`, so fields an SDK
-    version does not know (or no longer lists) still reach the wire.
+    legato builds the wire JSON itself, so the whole body travels in `extra_body` (which the
+    SDKs merge over their own at the top level). Only the fields in `typed` are also passed
+    as the method's own arguments (lists as empty placeholders), because the SDK needs them
+    to pick its return type or its defaults. This skips the SDK's request transformation,
+    which walks every message against its TypedDicts, and sends fields an SDK version does
+    not declare (or no longer lists) unchanged.
     """
-    known = _parameters(getattr(method, "__func__", method))
-    kwargs: dict[str, Any] = {k: v for k, v in body.items() if k in known}
-    extra = {k: v for k, v in body.items() if k not in known}
-    if extra:
-        kwargs["extra_body"] = extra
+    kwargs: dict[str, Any] = {
+        key: [] if isinstance(body[key], list) else body[key] for key in typed if key in body
+    }
+    kwargs["extra_body"] = dict(body)
     kwargs.update(options)
     return kwargs
 

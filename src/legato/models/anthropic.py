@@ -55,6 +55,8 @@ from legato.models.dialects import apply_dialect
 __all__ = ["AnthropicModel", "anthropic_messages", "from_name"]
 
 Obj = dict[str, Any]
+_TYPED = ("model", "messages", "max_tokens")
+"""Body fields also passed as the SDK method's own arguments."""
 
 PROFILE = ModelProfile(
     native_structured_output=True,
@@ -311,13 +313,13 @@ class AnthropicModel(ProviderModel):
         output_tool = request.output.name if request.output is not None else None
         if not self.settings.stream:
             message = await client.messages.create(
-                **sdk_call_arguments(client.messages.create, body, **options)
+                **sdk_call_arguments(body, typed=_TYPED, **options)
             )
             for event in self._translate(self._whole, message, assembler, state, output_tool):
                 yield event
         else:
             events = await client.messages.create(
-                **sdk_call_arguments(client.messages.create, body, stream=True, **options)
+                **sdk_call_arguments(body, typed=_TYPED, stream=True, **options)
             )
             try:
                 async for event in events:

@@ -47,6 +47,8 @@ from legato.models.dialects import apply_dialect
 __all__ = ["OPENAI", "OpenAIChatModel", "ServerProfile", "chat_messages", "from_name"]
 
 Obj = dict[str, Any]
+_TYPED = ("model", "messages", "stream")
+"""Body fields also passed as the SDK method's own arguments."""
 
 _FINISH: dict[str, StopReason] = {
     "stop": StopReason.END_TURN,
@@ -280,11 +282,11 @@ class OpenAIChatModel(ProviderModel):
         assembler = ResponseAssembler(provider=self.provider)
         state = _State()
         if not stream:
-            completion = await create(**sdk_call_arguments(create, body, **options))
+            completion = await create(**sdk_call_arguments(body, typed=_TYPED, **options))
             for event in self._translate(self._whole, completion, assembler, state):
                 yield event
         else:
-            chunks = await create(**sdk_call_arguments(create, body, **options))
+            chunks = await create(**sdk_call_arguments(body, typed=_TYPED, **options))
             try:
                 async for chunk in chunks:
                     for event in self._translate(self._chunk, chunk, assembler, state):

@@ -44,6 +44,8 @@ from legato.models.dialects import apply_dialect
 __all__ = ["OpenAIResponsesModel", "from_name", "responses_input"]
 
 Obj = dict[str, Any]
+_TYPED = ("model", "stream")
+"""Body fields also passed as the SDK method's own arguments."""
 
 PROFILE = ModelProfile(
     native_structured_output=True, supports_documents=True, supports_thinking=True
@@ -206,14 +208,14 @@ class OpenAIResponsesModel(ProviderModel):
         state = _State()
         if not stream:
             response = await client.responses.create(
-                **sdk_call_arguments(client.responses.create, body, **options)
+                **sdk_call_arguments(body, typed=_TYPED, **options)
             )
             state.response = response
             for event in self._translate(self._items, response.output, assembler):
                 yield event
         else:
             events = await client.responses.create(
-                **sdk_call_arguments(client.responses.create, body, **options)
+                **sdk_call_arguments(body, typed=_TYPED, **options)
             )
             try:
                 async for event in events:
