@@ -422,3 +422,26 @@ def test_llamacpp_profile_asks_for_json_the_way_the_server_understands() -> None
     assert llama["response_format"] == {"type": "json_object", "schema": schema}
     openai_format = chat_body(request, model="m", server=PROFILES["groq"], stream=True)
     assert openai_format["response_format"]["type"] == "json_schema"
+
+
+async def test_openai_reasoning_goes_back_with_its_item_id(sim: WireSimulator) -> None:
+    sim.enqueue(
+        SimTurn(thinking="Think first.", thinking_signature="enc-123", text="Done."),
+        SimTurn(text="Again."),
+    )
+    model = OpenAIResponsesModel(
+        "o4-mini", base_url=f"{sim.url}/v1", api_key="k", settings=NO_RETRY
+    )
+    try:
+        first = await complete(model, ModelRequest(messages=(Message.user("x"),)))
+        history = (Message.user("x"), first.message, Message.user("y"))
+        await complete(model, ModelRequest(messages=history))
+    finally:
+        await model.aclose()
+    reasoning = sim.requests[1].body["input"][1]
+    assert reasoning == {
+        "type": "reasoning",
+        "id": "rs_1",
+        "summary": [{"type": "summary_text", "text": "Think first."}],
+        "encrypted_content": "enc-123",
+    }
