@@ -30,6 +30,7 @@ from scenarios import (
 )
 
 from legato import Agent, tool
+from legato.events import ModelResponded
 from legato.exceptions import (
     ModelError,
     ResponseParseError,
@@ -128,6 +129,11 @@ async def test_tool_results_round_trip_over_several_steps(
     assert result.output == "Paris is sunny; Rome is rainy."
     assert result.usage.requests == 3
     assert result.usage.input_tokens == 450 and result.usage.output_tokens == 31
+    costs = [e.response.cost for e in result.journal.events if isinstance(e, ModelResponded)]
+    assert len(costs) == 3
+    if case.price_provider is not None:
+        assert all(c and c > 0 for c in costs)
+        assert result.cost == pytest.approx(sum(c or 0 for c in costs))
     calls = [c for m in result.messages for c in m.tool_calls]
     assert [c.arguments for c in calls] == [{"city": "Paris"}, {"city": "Rome"}]
     results = [r.text for m in result.messages for r in m.tool_results]
