@@ -45,11 +45,12 @@ bench: $(VENV)/.installed-dev
 	$(BIN)/python bench/import_time.py
 	$(BIN)/python bench/loop_overhead.py
 	$(BIN)/python bench/contracts.py
+	$(BIN)/python bench/spawn.py
+	$(BIN)/python bench/provider_overhead.py
 
 $(MCP_NODE)/.installed: Makefile
 	npm install --no-audit --no-fund --loglevel=error --prefix $(MCP_NODE) $(MCP_NODE_PKG) \
 		&& touch $@ || echo "npm install failed: the MCP tests that need node will be skipped"
-	$(BIN)/python bench/spawn.py
 
 clean:
 	rm -rf $(VENV) .pytest_cache .ruff_cache

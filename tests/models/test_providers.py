@@ -196,9 +196,10 @@ async def test_without_the_profile_the_auto_stream_failure_is_an_error(
         await model.aclose()
 
 
-async def test_tool_choice_reaches_each_wire(sim: WireSimulator) -> None:
+@pytest.mark.parametrize("choice", ["get_weather", "none", "required"])
+async def test_tool_choice_reaches_each_wire(sim: WireSimulator, choice: str) -> None:
     sim.enqueue(*[SimTurn(text="ok") for _ in range(4)])
-    request = ModelRequest(messages=(Message.user("x"),), tools=(TOOL,), tool_choice="get_weather")
+    request = ModelRequest(messages=(Message.user("x"),), tools=(TOOL,), tool_choice=choice)
     models = [
         OpenAIChatModel("gpt-4o", base_url=f"{sim.url}/v1", api_key="k", settings=NO_RETRY),
         OpenAIResponsesModel("gpt-4o", base_url=f"{sim.url}/v1", api_key="k", settings=NO_RETRY),
@@ -209,13 +210,25 @@ async def test_tool_choice_reaches_each_wire(sim: WireSimulator) -> None:
         await complete(model, request)
         await model.aclose()
     chat, responses, gemini, anthropic = (r.body for r in sim.requests)
-    assert chat["tool_choice"] == {"type": "function", "function": {"name": "get_weather"}}
-    assert responses["tool_choice"] == {"type": "function", "name": "get_weather"}
-    assert gemini["toolConfig"]["functionCallingConfig"] == {
-        "mode": "ANY",
-        "allowedFunctionNames": ["get_weather"],
+    expected: dict[str, tuple[object, object, object, object]] = {
+        "get_weather": (
+            {"type": "function", "function": {"name": "get_weather"}},
+            {"type": "function", "name": "get_weather"},
+            {"mode": "ANY", "allowedFunctionNames": ["get_weather"]},
+            {"type": "tool", "name": "get_weather"},
+        ),
+        "none": ("none", "none", {"mode": "NONE"}, {"type": "none"}),
+        "required": ("required", "required", {"mode": "ANY"}, {"type": "any"}),
     }
-    assert anthropic["tool_choice"] == {"type": "tool", "name": "get_weather"}
+    got = (
+        chat["tool_choice"],
+        responses["tool_choice"],
+        gemini["toolConfig"]["functionCallingConfig"],
+        anthropic["tool_choice"],
+    )
+    assert got == expected[choice]
+    # the tools stay declared even when none may be called (the history may hold calls)
+    assert all("get_weather" in json.dumps(r.body) for r in sim.requests)
 
 
 def test_run_sync_twice_reuses_nothing_from_a_closed_loop(sim: WireSimulator) -> None:
@@ -371,3 +384,64 @@ async def test_gemini_function_call_signatures_go_back_to_gemini_only(
     assert call_part["thoughtSignature"] == "c2lnbmVkLWNhbGw="
     assert call_part["functionCall"]["name"] == "get_weather"
     assert "c2lnbmVkLWNhbGw=" not in json.dumps(sim.requests[2].body)
+
+
+async def test_a_payload_of_the_wrong_shape_is_a_parse_error_with_the_payload(
+    sim: WireSimulator,
+) -> None:
+    from legato.exceptions import ResponseParseError
+    from legato.simulator import Fault
+
+    odd = (
+        b'data: {"id":"x","object":"chat.completion.chunk","created":0,"model":"m",'
+        b'"choices":[{"index":0,"delta":{"tool_calls":[{"index":0,"function":5}]}}],'
+        b'"api_key":"sk-leaked-0123456789"}\n\n'
+    )
+    sim.enqueue(SimTurn(text="hello", fault=Fault(raw_event=odd, raw_after=1)))
+    model = OpenAIChatModel("gpt-4o", base_url=f"{sim.url}/v1", api_key="k", settings=NO_RETRY)
+    try:
+        with pytest.raises(ResponseParseError, match="unexpected response shape") as info:
+            await complete(model, ModelRequest(messages=(Message.user("x"),)))
+    finally:
+        await model.aclose()
+    body = json.dumps(info.value.body)
+    assert '"function": 5' in body  # the raw chunk is attached
+    assert "sk-leaked" not in body  # and redacted
+
+
+def test_llamacpp_profile_asks_for_json_the_way_the_server_understands() -> None:
+    from legato.models import OutputSpec
+    from legato.models.openai_chat import chat_body
+
+    schema: dict[str, object] = {"type": "object", "properties": {"a": {"type": "integer"}}}
+    request = ModelRequest(
+        messages=(Message.user("x"),),
+        output=OutputSpec(name="final_result", schema=schema),  # type: ignore[arg-type] # plain dict schema
+    )
+    llama = chat_body(request, model="m", server=PROFILES["llamacpp-server"], stream=True)
+    assert llama["response_format"] == {"type": "json_object", "schema": schema}
+    openai_format = chat_body(request, model="m", server=PROFILES["groq"], stream=True)
+    assert openai_format["response_format"]["type"] == "json_schema"
+
+
+async def test_openai_reasoning_goes_back_with_its_item_id(sim: WireSimulator) -> None:
+    sim.enqueue(
+        SimTurn(thinking="Think first.", thinking_signature="enc-123", text="Done."),
+        SimTurn(text="Again."),
+    )
+    model = OpenAIResponsesModel(
+        "o4-mini", base_url=f"{sim.url}/v1", api_key="k", settings=NO_RETRY
+    )
+    try:
+        first = await complete(model, ModelRequest(messages=(Message.user("x"),)))
+        history = (Message.user("x"), first.message, Message.user("y"))
+        await complete(model, ModelRequest(messages=history))
+    finally:
+        await model.aclose()
+    reasoning = sim.requests[1].body["input"][1]
+    assert reasoning == {
+        "type": "reasoning",
+        "id": "rs_1",
+        "summary": [{"type": "summary_text", "text": "Think first."}],
+        "encrypted_content": "enc-123",
+    }

@@ -45,6 +45,7 @@ __all__ = [
     "read_api_key",
     "redact",
     "require",
+    "sdk_call_arguments",
     "shared_ssl_context",
     "transport_error",
 ]
@@ -140,6 +141,29 @@ class LoopClients(Generic[T]):
         entry = self._clients.pop(asyncio.get_running_loop(), None)
         if entry is not None:
             await cast(Any, entry[1]).aclose()
+
+
+# -- calling SDK methods -----------------------------------------------------------------------
+
+
+def sdk_call_arguments(
+    body: Mapping[str, Any], *, typed: tuple[str, ...], **options: Any
+) -> dict[str, Any]:
+    """Keyword arguments for an SDK method that sends `body` as the JSON body, as built.
+
+    legato builds the wire JSON itself, so the whole body travels in `extra_body` (which the
+    SDKs merge over their own at the top level). Only the fields in `typed` are also passed
+    as the method's own arguments (lists as empty placeholders), because the SDK needs them
+    to pick its return type or its defaults. This skips the SDK's request transformation,
+    which walks every message against its TypedDicts, and sends fields an SDK version does
+    not declare (or no longer lists) unchanged.
+    """
+    kwargs: dict[str, Any] = {
+        key: [] if isinstance(body[key], list) else body[key] for key in typed if key in body
+    }
+    kwargs["extra_body"] = dict(body)
+    kwargs.update(options)
+    return kwargs
 
 
 # -- errors ------------------------------------------------------------------------------------
@@ -309,6 +333,17 @@ def _price(model: str, provider_id: str, counts: tuple[int, int, int, int]) -> f
     return float(calc.total_price)
 
 
+def _plain(raw: object) -> object:
+    """An SDK object as plain JSON-like data, for error reports."""
+    dump = getattr(raw, "model_dump", None)
+    if dump is None:
+        return raw
+    try:
+        return cast(object, dump(mode="json", warnings=False))
+    except Exception:  # a report must never fail on a broken payload
+        return repr(raw)
+
+
 # -- the base class --------------------------------------------------------------------------
 
 
@@ -364,6 +399,16 @@ class ProviderModel:
     def _map_error(self, exc: Exception, started: bool) -> ModelError | None:
         """Map a foreign exception to legato's tree; None lets it through."""
         return None
+
+    def _translate(
+        self, translate: Callable[..., list[ModelStreamEvent]], raw: Any, *args: Any
+    ) -> list[ModelStreamEvent]:
+        """`translate(raw, *args)`; a payload of an unexpected shape becomes a typed error."""
+        try:
+            return translate(raw, *args)
+        except (AttributeError, KeyError, TypeError, IndexError, ValueError) as exc:
+            reason = f"unexpected response shape ({type(exc).__name__}: {exc})"
+            raise parse_error(self.provider, _plain(raw), reason) from exc
 
     def _broken(self, exc: Exception) -> Exception:
         """What to raise for an exception that broke off a started response."""

@@ -46,6 +46,7 @@ from legato.models._provider import (
     parse_error,
     read_api_key,
     require,
+    sdk_call_arguments,
     shared_ssl_context,
 )
 from legato.models.assembly import ResponseAssembler
@@ -54,6 +55,8 @@ from legato.models.dialects import apply_dialect
 __all__ = ["AnthropicModel", "anthropic_messages", "from_name"]
 
 Obj = dict[str, Any]
+_TYPED = ("model", "messages", "max_tokens")
+"""Body fields also passed as the SDK method's own arguments."""
 
 PROFILE = ModelProfile(
     native_structured_output=True,
@@ -309,15 +312,19 @@ class AnthropicModel(ProviderModel):
         state = _State()
         output_tool = request.output.name if request.output is not None else None
         if not self.settings.stream:
-            message = await client.messages.create(**body, **options)
-            for event in self._whole(message, assembler, state, output_tool):
+            message = await client.messages.create(
+                **sdk_call_arguments(body, typed=_TYPED, **options)
+            )
+            for event in self._translate(self._whole, message, assembler, state, output_tool):
                 yield event
         else:
-            events = await client.messages.create(**body, stream=True, **options)
+            events = await client.messages.create(
+                **sdk_call_arguments(body, typed=_TYPED, stream=True, **options)
+            )
             try:
                 async for event in events:
                     state.seen = True
-                    for out in self._event(event, assembler, state, output_tool):
+                    for out in self._translate(self._event, event, assembler, state, output_tool):
                         yield out
             except Exception as exc:
                 raise self._broken(exc) from exc

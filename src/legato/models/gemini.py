@@ -222,7 +222,7 @@ class GeminiModel(ProviderModel):
         config: Obj = {}
         if system:
             config["system_instruction"] = "\n\n".join(system)
-        if request.tools and request.tool_choice != "none":
+        if request.tools:
             declarations = [
                 {
                     "name": t.name,
@@ -235,6 +235,8 @@ class GeminiModel(ProviderModel):
             mode: Obj = {"mode": "AUTO"}
             if request.tool_choice == "required":
                 mode = {"mode": "ANY"}
+            elif request.tool_choice == "none":
+                mode = {"mode": "NONE"}
             elif request.tool_choice != "auto":
                 mode = {"mode": "ANY", "allowed_function_names": [request.tool_choice]}
             config["tool_config"] = {"function_calling_config": mode}
@@ -277,7 +279,7 @@ class GeminiModel(ProviderModel):
             response = await models.generate_content(
                 model=self.model, contents=contents, config=config
             )
-            for event in self._chunk(response, assembler, state):
+            for event in self._translate(self._chunk, response, assembler, state):
                 yield event
         else:
             chunks = await models.generate_content_stream(
@@ -285,7 +287,7 @@ class GeminiModel(ProviderModel):
             )
             try:
                 async for chunk in chunks:
-                    for event in self._chunk(chunk, assembler, state):
+                    for event in self._translate(self._chunk, chunk, assembler, state):
                         yield event
             except Exception as exc:
                 raise self._broken(exc) from exc

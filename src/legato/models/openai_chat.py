@@ -40,13 +40,15 @@ from legato.models._openai_common import (
     merge_body,
     openai_usage,
 )
-from legato.models._provider import ProviderModel, ProviderSettings
+from legato.models._provider import ProviderModel, ProviderSettings, sdk_call_arguments
 from legato.models.assembly import ResponseAssembler
 from legato.models.dialects import apply_dialect
 
 __all__ = ["OPENAI", "OpenAIChatModel", "ServerProfile", "chat_messages", "from_name"]
 
 Obj = dict[str, Any]
+_TYPED = ("model", "messages", "stream")
+"""Body fields also passed as the SDK method's own arguments."""
 
 _FINISH: dict[str, StopReason] = {
     "stop": StopReason.END_TURN,
@@ -82,6 +84,9 @@ class ServerProfile:
     server sends HTTP 200 and no chunks); such requests go out unstreamed."""
     send_strict: bool = True
     """The server understands `strict` on tools and json_schema response formats."""
+    json_object_schema: bool = False
+    """Structured output goes as `{"type": "json_object", "schema": ...}` (llama-cpp-python's
+    server) instead of OpenAI's `{"type": "json_schema", "json_schema": {...}}`."""
 
 
 OPENAI = ServerProfile(
@@ -168,7 +173,7 @@ def chat_body(request: ModelRequest, *, model: str, server: ServerProfile, strea
     """The whole request body."""
     s = request.settings
     body: Obj = {"model": model, "messages": chat_messages(request)}
-    if request.tools and request.tool_choice != "none":
+    if request.tools:
         tools: list[Obj] = []
         for t in request.tools:
             strict = bool(t.strict) and server.send_strict
@@ -189,7 +194,11 @@ def chat_body(request: ModelRequest, *, model: str, server: ServerProfile, strea
         spec: Obj = {"name": request.output.name, "schema": schema}
         if strict:
             spec["strict"] = True
-        body["response_format"] = {"type": "json_schema", "json_schema": spec}
+        body["response_format"] = (
+            {"type": "json_object", "schema": schema}
+            if server.json_object_schema
+            else {"type": "json_schema", "json_schema": spec}
+        )
     optional: dict[str, object] = {
         "temperature": s.temperature,
         server.max_tokens_field: s.max_tokens,
@@ -273,14 +282,14 @@ class OpenAIChatModel(ProviderModel):
         assembler = ResponseAssembler(provider=self.provider)
         state = _State()
         if not stream:
-            completion = await create(**body, **options)
-            for event in self._whole(completion, assembler, state):
+            completion = await create(**sdk_call_arguments(body, typed=_TYPED, **options))
+            for event in self._translate(self._whole, completion, assembler, state):
                 yield event
         else:
-            chunks = await create(**body, **options)
+            chunks = await create(**sdk_call_arguments(body, typed=_TYPED, **options))
             try:
                 async for chunk in chunks:
-                    for event in self._chunk(chunk, assembler, state):
+                    for event in self._translate(self._chunk, chunk, assembler, state):
                         yield event
             except Exception as exc:
                 raise self._broken(exc) from exc

@@ -41,6 +41,7 @@ PROFILES: dict[str, ServerProfile] = {
         send_parallel_tool_calls=False,
         no_stream_with_auto_tools=True,
         send_strict=False,
+        json_object_schema=True,
     ),
     "lmstudio": ServerProfile(
         name="lmstudio", base_url="http://127.0.0.1:1234/v1", model=_LOCAL, send_strict=False

@@ -12,12 +12,13 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 from legato.exceptions import ContentFiltered, ModelError, StreamInterrupted
 from legato.messages import (
     DocumentPart,
     ImagePart,
+    JsonValue,
     Message,
     StopReason,
     TextPart,
@@ -37,13 +38,16 @@ from legato.models._openai_common import (
     merge_body,
     openai_usage,
 )
-from legato.models._provider import ProviderModel, ProviderSettings
+from legato.models._provider import ProviderModel, ProviderSettings, sdk_call_arguments
 from legato.models.assembly import ResponseAssembler
 from legato.models.dialects import apply_dialect
 
 __all__ = ["OpenAIResponsesModel", "from_name", "responses_input"]
 
 Obj = dict[str, Any]
+_REASONING_IDS = "openai_reasoning_ids"
+_TYPED = ("model", "stream")
+"""Body fields also passed as the SDK method's own arguments."""
 
 PROFILE = ModelProfile(
     native_structured_output=True, supports_documents=True, supports_thinking=True
@@ -71,14 +75,24 @@ def _message_items(message: Message) -> list[Obj]:
     if message.role in ("system", "user") and not message.tool_results:
         return [{"role": message.role, "content": _content(message.parts, role=message.role)}]
     items: list[Obj] = []
+    details = message.provider_details or {}
+    reasoning_ids = iter(cast(list[str], details.get(_REASONING_IDS) or []))
     for part in message.parts:
         if isinstance(part, TextPart) and part.text:
             items.append({"role": "assistant", "content": _content((part,), role="assistant")})
         elif isinstance(part, ThinkingPart):
-            if part.provider == "openai" and part.signature:
+            if part.provider != "openai":
+                continue  # another provider's reasoning means nothing here
+            item_id = next(reasoning_ids, None)
+            if part.signature and item_id is not None:
                 summary = [{"type": "summary_text", "text": part.text}] if part.text else []
                 items.append(
-                    {"type": "reasoning", "summary": summary, "encrypted_content": part.signature}
+                    {
+                        "type": "reasoning",
+                        "id": item_id,
+                        "summary": summary,
+                        "encrypted_content": part.signature,
+                    }
                 )
         elif part.kind == "tool_call":
             items.append(
@@ -117,7 +131,7 @@ def responses_body(request: ModelRequest, *, model: str, stream: bool) -> Obj:
     body: Obj = {"model": model, "input": responses_input(request), "store": False}
     if request.instructions:
         body["instructions"] = request.instructions
-    if request.tools and request.tool_choice != "none":
+    if request.tools:
         tools: list[Obj] = []
         for t in request.tools:
             strict = bool(t.strict)
@@ -205,16 +219,20 @@ class OpenAIResponsesModel(ProviderModel):
         assembler = ResponseAssembler(provider="openai")
         state = _State()
         if not stream:
-            response = await client.responses.create(**body, **options)
+            response = await client.responses.create(
+                **sdk_call_arguments(body, typed=_TYPED, **options)
+            )
             state.response = response
-            for event in self._items(response.output, assembler):
+            for event in self._translate(self._items, response.output, assembler):
                 yield event
         else:
-            events = await client.responses.create(**body, **options)
+            events = await client.responses.create(
+                **sdk_call_arguments(body, typed=_TYPED, **options)
+            )
             try:
                 async for event in events:
                     state.seen = True
-                    for out in self._event(event, assembler, state):
+                    for out in self._translate(self._event, event, assembler, state):
                         yield out
             except Exception as exc:
                 raise self._broken(exc) from exc
@@ -313,7 +331,10 @@ class OpenAIResponsesModel(ProviderModel):
         if reason == "max_output_tokens":
             stop = StopReason.MAX_TOKENS
         model_name = str(getattr(response, "model", "") or "")
+        output: list[Any] = list(getattr(response, "output", None) or [])
+        ids = [str(item.id) for item in output if item.type == "reasoning"]
         built = assembler.build(
+            provider_details={_REASONING_IDS: list[JsonValue](ids)} if ids else None,
             usage=usage,
             stop_reason=stop,
             model_name=model_name,

@@ -102,6 +102,9 @@ class Fault:
     """After this many stream events send a line of broken JSON (non-streaming: broken body)."""
     error_event_after: int | None = None
     """After this many stream events send the provider's in-stream error event (kind `error`)."""
+    raw_event: bytes | None = None
+    """Bytes sent as one extra stream event (after `raw_after` events), exactly as given."""
+    raw_after: int = 0
     empty: bool = False
     """HTTP 200 with no events at all (the llama.cpp auto+stream case)."""
     byte_split: int | None = None

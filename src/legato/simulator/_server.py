@@ -168,6 +168,9 @@ class _Handler(BaseHTTPRequestHandler):
         if fault.malformed_after is not None:
             n = fault.malformed_after
             events = [*events[:n], wire.malformed_event(), *events[n:]]
+        if fault.raw_event is not None:
+            n = fault.raw_after
+            events = [*events[:n], fault.raw_event, *events[n:]]
         cut = fault.disconnect_after is not None
         if fault.disconnect_after is not None:
             events = events[: fault.disconnect_after]

@@ -41,6 +41,8 @@ class Case:
     http_errors: frozenset[ErrorKind] = frozenset(
         {"rate_limit", "overloaded", "server", "context_length", "auth", "invalid", "not_found"}
     )
+    stop_sequences: bool = True
+    """The wire API accepts stop sequences (OpenAI's Responses API has none)."""
     thinking_signature: bool = False
     """Reasoning carries an opaque signature to send back (Anthropic, Gemini, Responses)."""
     output_as_tool: bool = False
@@ -111,6 +113,7 @@ CASES: list[Case] = [
         price_provider="openai",
         http_errors=_OPENAI_ERRORS,
         thinking_signature=True,
+        stop_sequences=False,
     ),
     Case(
         id="openai-chat",

@@ -30,6 +30,7 @@ from scenarios import (
 )
 
 from legato import Agent, tool
+from legato.events import ModelResponded
 from legato.exceptions import (
     ModelError,
     ResponseParseError,
@@ -128,6 +129,11 @@ async def test_tool_results_round_trip_over_several_steps(
     assert result.output == "Paris is sunny; Rome is rainy."
     assert result.usage.requests == 3
     assert result.usage.input_tokens == 450 and result.usage.output_tokens == 31
+    costs = [e.response.cost for e in result.journal.events if isinstance(e, ModelResponded)]
+    assert len(costs) == 3
+    if case.price_provider is not None:
+        assert all(c and c > 0 for c in costs)
+        assert result.cost == pytest.approx(sum(c or 0 for c in costs))
     calls = [c for m in result.messages for c in m.tool_calls]
     assert [c.arguments for c in calls] == [{"city": "Paris"}, {"city": "Rome"}]
     results = [r.text for m in result.messages for r in m.tool_results]
@@ -404,6 +410,44 @@ async def test_streamed_and_whole_answers_are_equal(case: Case, sim: WireSimulat
         finally:
             await close(model)
     streamed, whole = answers
-    assert streamed.message == whole.message
+    assert streamed.message.parts == whole.message.parts
+    # provider data (response item ids) differs per response; what is kept must not
+    assert (streamed.message.provider_details or {}).keys() == (
+        whole.message.provider_details or {}
+    ).keys()
     assert streamed.usage == whole.usage and streamed.cost == whole.cost
     assert streamed.stop_reason is whole.stop_reason is StopReason.TOOL_CALLS
+
+
+async def test_settings_headers_and_extra_body_reach_the_wire(
+    case: Case, sim: WireSimulator
+) -> None:
+    from legato.models import ModelSettings
+
+    sim.enqueue(SimTurn(text="ok"))
+    model = case.make(
+        sim.url,
+        ProviderSettings(
+            retry=RetryPolicy(max_attempts=1),
+            headers={"x-client-header": "c1"},
+            extra_body={"probe_client": "p1"},
+        ),
+    )
+    settings = ModelSettings(
+        temperature=0.25,
+        max_tokens=321,
+        stop_sequences=("STOP-HERE",),
+        extra_headers={"x-request-header": "r1"},
+        extra_body={"probe_request": "p2"},
+    )
+    try:
+        await call(model, request_for(settings=settings))
+    finally:
+        await close(model)
+    (recorded,) = sim.requests
+    body = json.dumps(recorded.body)
+    for expected in ("0.25", "321", '"probe_client": "p1"', '"probe_request": "p2"'):
+        assert expected in body, (expected, body)
+    assert ("STOP-HERE" in body) is case.stop_sequences
+    assert recorded.headers.get("x-client-header") == "c1"
+    assert recorded.headers.get("x-request-header") == "r1"
