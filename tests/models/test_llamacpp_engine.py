@@ -80,7 +80,7 @@ class ScriptedLlama:
         pass
 
 
-def loaded(llama: ScriptedLlama) -> _Loaded:
+def loaded(llama: ScriptedLlama, *, cached: int = 0) -> _Loaded:
     return _Loaded(
         llama=llama,
         lock=threading.Lock(),
@@ -89,7 +89,7 @@ def loaded(llama: ScriptedLlama) -> _Loaded:
         is_eog=lambda token: token == EOS,
         grammar=lambda gbnf: f"grammar:{gbnf}",
         schema_grammar=lambda schema: f"schema:{json.dumps(schema)}",
-        cached_prefix=lambda tokens: 0,
+        cached_prefix=lambda tokens: min(cached, len(tokens)),
         load_seconds=0.0,
         n_ctx=10_000,
     )
@@ -160,6 +160,25 @@ def test_forced_call_with_one_tool_skips_the_name_phase() -> None:
     done = items[-1]
     assert isinstance(done, _Done)
     assert done.usage.output_tokens == len('{"city": "Rome"}')
+
+
+def test_cache_reads_count_prompt_tokens_only() -> None:
+    for forced, script in ((True, ['{"city": "Rome"}']), (False, ["hello"])):
+        items: list[_Item] = []
+        settings = ModelSettings()
+        plan = _Plan(
+            prompt="PROMPT ",
+            tools=(WEATHER,),
+            forced=forced,
+            output_schema=None,
+            settings=settings,
+            sampling={},
+        )
+        model = loaded(ScriptedLlama(script), cached=10_000)
+        _Generator(model, plan, emit=items.append, cancel=threading.Event()).run()
+        done = items[-1]
+        assert isinstance(done, _Done)
+        assert done.usage.cache_read_tokens == len("PROMPT ") == done.usage.input_tokens
 
 
 def test_text_that_only_looks_like_the_marker_is_released() -> None:
