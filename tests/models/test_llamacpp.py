@@ -231,6 +231,15 @@ async def test_agent_runs_a_tool_through_the_local_model() -> None:
     assert result.messages[-1].tool_calls == []
 
 
+async def test_agent_structured_output_through_the_output_tool(model: LlamaCppModel) -> None:
+    # The agent forces its `final_result` tool; the grammar makes the arguments a valid City.
+    agent = Agent(model, output_type=City, instructions="Answer with a city.")
+    result = await agent.run("Name a city in Italy.")
+    assert isinstance(result.output, City)
+    assert result.output.name
+    assert result.usage.requests == 1
+
+
 async def test_agent_history_with_tool_calls_renders_into_the_prompt(model: LlamaCppModel) -> None:
     history = (
         Message.user("Weather in Rome?"),

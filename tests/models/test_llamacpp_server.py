@@ -111,6 +111,8 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
     finally:
         stop(process)
     assert process.poll() is not None
+    with pytest.raises(ProcessLookupError):  # nothing of the server's process group is left
+        os.killpg(process.pid, 0)
 
 
 def wait_until_ready(base_url: str, process: subprocess.Popen[bytes], log: Path) -> None:
