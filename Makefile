@@ -41,7 +41,6 @@ test: lint typecheck pytest
 bench: $(VENV)/.installed-dev
 	$(BIN)/python bench/import_time.py
 	$(BIN)/python bench/loop_overhead.py
-	$(BIN)/python bench/llamacpp_local.py
 
 clean:
 	rm -rf $(VENV) .pytest_cache .ruff_cache
