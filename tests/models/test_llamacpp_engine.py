@@ -152,14 +152,16 @@ def test_auto_mode_switches_to_a_constrained_call_when_the_model_starts_one() ->
 
 
 def test_forced_call_with_one_tool_skips_the_name_phase() -> None:
-    llama = ScriptedLlama(['{"city": "Rome"}'])
+    llama = ScriptedLlama(['{"city": "Rome"} \n'])
     items = run(llama, tools=(WEATHER,), forced=True)
     assert text_of(items) == ""
     assert [i.name for i in items if isinstance(i, _CallStart)] == ["get_weather"]
     assert llama.contexts == ['PROMPT <tool_call>\n{"name": "get_weather", "arguments": ']
+    # Whitespace after the object (which the grammar allows) is not part of the arguments.
+    assert "".join(i.text for i in items if isinstance(i, _Args)) == '{"city": "Rome"}'
     done = items[-1]
     assert isinstance(done, _Done)
-    assert done.usage.output_tokens == len('{"city": "Rome"}')
+    assert done.usage.output_tokens == len('{"city": "Rome"} \n')
 
 
 def test_cache_reads_count_prompt_tokens_only() -> None:

@@ -420,10 +420,15 @@ class _Generator:
         self._emit(_CallStart(id=f"call_{uuid.uuid4().hex[:12]}", name=name))
         self._answer += name + ARGS_PREFIX
         arguments: list[str] = []
+        trailing = [""]  # whitespace held back: the grammar allows some after the object
 
         def on_arguments(text: str) -> bool:
-            arguments.append(text)
-            self._emit(_Args(text=text))
+            text = trailing[0] + text
+            body = text.rstrip()
+            trailing[0] = text[len(body) :]
+            if body:
+                arguments.append(body)
+                self._emit(_Args(text=body))
             return False
 
         finish = self._sample(self._arguments_grammar(tool), on_arguments)
