@@ -218,17 +218,26 @@ async def test_agent_runs_a_tool_through_the_local_model() -> None:
     result = await agent.run("What is the weather in Paris?")
     # Step 1: a tool call is required (the conversation ends with the user's message).
     finished = [e for e in result.journal.events if isinstance(e, ToolCallFinished)]
-    assert len(finished) == 1
-    assert finished[0].outcome == "ok"
-    assert CALLS == [get_weather.validate(finished[0].call.arguments)]
+    assert finished
+    assert all(f.outcome == "ok" for f in finished)
+    assert CALLS == [get_weather.validate(f.call.arguments) for f in finished]
     assert "18 degrees" in finished[0].result.text
-    # Step 2: the model answers in text, having seen the result.
+    # Then the model answers in text, having seen the result (after more calls, if it wants).
     assert isinstance(result.output, str)
     assert result.output.strip()
-    assert result.usage.requests == 2
+    assert result.usage.requests == len(finished) + 1
     assert result.usage.output_tokens > 0
     assert result.messages[-1].role == "assistant"
     assert result.messages[-1].tool_calls == []
+
+
+async def test_agent_structured_output_through_the_output_tool(model: LlamaCppModel) -> None:
+    # The agent forces its `final_result` tool; the grammar makes the arguments a valid City.
+    agent = Agent(model, output_type=City, instructions="Answer with a city.")
+    result = await agent.run("Name a city in Italy.")
+    assert isinstance(result.output, City)
+    assert result.output.name
+    assert result.usage.requests == 1
 
 
 async def test_agent_history_with_tool_calls_renders_into_the_prompt(model: LlamaCppModel) -> None:

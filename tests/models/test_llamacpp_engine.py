@@ -80,7 +80,7 @@ class ScriptedLlama:
         pass
 
 
-def loaded(llama: ScriptedLlama) -> _Loaded:
+def loaded(llama: ScriptedLlama, *, cached: int = 0) -> _Loaded:
     return _Loaded(
         llama=llama,
         lock=threading.Lock(),
@@ -89,7 +89,7 @@ def loaded(llama: ScriptedLlama) -> _Loaded:
         is_eog=lambda token: token == EOS,
         grammar=lambda gbnf: f"grammar:{gbnf}",
         schema_grammar=lambda schema: f"schema:{json.dumps(schema)}",
-        cached_prefix=lambda tokens: 0,
+        cached_prefix=lambda tokens: min(cached, len(tokens)),
         load_seconds=0.0,
         n_ctx=10_000,
     )
@@ -152,14 +152,35 @@ def test_auto_mode_switches_to_a_constrained_call_when_the_model_starts_one() ->
 
 
 def test_forced_call_with_one_tool_skips_the_name_phase() -> None:
-    llama = ScriptedLlama(['{"city": "Rome"}'])
+    llama = ScriptedLlama(['{"city": "Rome"} \n'])
     items = run(llama, tools=(WEATHER,), forced=True)
     assert text_of(items) == ""
     assert [i.name for i in items if isinstance(i, _CallStart)] == ["get_weather"]
     assert llama.contexts == ['PROMPT <tool_call>\n{"name": "get_weather", "arguments": ']
+    # Whitespace after the object (which the grammar allows) is not part of the arguments.
+    assert "".join(i.text for i in items if isinstance(i, _Args)) == '{"city": "Rome"}'
     done = items[-1]
     assert isinstance(done, _Done)
-    assert done.usage.output_tokens == len('{"city": "Rome"}')
+    assert done.usage.output_tokens == len('{"city": "Rome"} \n')
+
+
+def test_cache_reads_count_prompt_tokens_only() -> None:
+    for forced, script in ((True, ['{"city": "Rome"}']), (False, ["hello"])):
+        items: list[_Item] = []
+        settings = ModelSettings()
+        plan = _Plan(
+            prompt="PROMPT ",
+            tools=(WEATHER,),
+            forced=forced,
+            output_schema=None,
+            settings=settings,
+            sampling={},
+        )
+        model = loaded(ScriptedLlama(script), cached=10_000)
+        _Generator(model, plan, emit=items.append, cancel=threading.Event()).run()
+        done = items[-1]
+        assert isinstance(done, _Done)
+        assert done.usage.cache_read_tokens == len("PROMPT ") == done.usage.input_tokens
 
 
 def test_text_that_only_looks_like_the_marker_is_released() -> None:

@@ -15,6 +15,7 @@ handles the server's known quirks the way the provider profile must (docs/provid
 
 from __future__ import annotations
 
+import importlib
 import json
 import os
 import signal
@@ -111,6 +112,8 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
     finally:
         stop(process)
     assert process.poll() is not None
+    with pytest.raises(ProcessLookupError):  # nothing of the server's process group is left
+        os.killpg(process.pid, 0)
 
 
 def wait_until_ready(base_url: str, process: subprocess.Popen[bytes], log: Path) -> None:
@@ -361,3 +364,64 @@ async def test_auto_tool_choice_stream_fails_silently_and_is_reported(server: Se
     assert model.chunks == []
     assert caught.value.status_code == 200
     assert caught.value.retryable
+
+
+# -- the same server through legato's `openai_compatible` provider (its llama.cpp profile) -------
+
+
+def provider_model(server: Server, *, stream: bool = True) -> Any:
+    """`llamacpp-server:smollm2` on the fixture's server, without retries."""
+    compatible = pytest.importorskip(
+        "legato.models.openai_compatible", reason="the providers branch is not merged here"
+    )
+    provider = importlib.import_module("legato.models._provider")
+    settings = provider.ProviderSettings(
+        api_key="sk-local", base_url=server.base_url, retry=None, stream=stream, timeout=60
+    )
+    return compatible.compatible_model("llamacpp-server", "smollm2", settings=settings)
+
+
+@pytest.mark.parametrize("stream", [True, False], ids=["streamed", "whole"])
+async def test_provider_plain_text(server: Server, stream: bool) -> None:
+    model = provider_model(server, stream=stream)
+    try:
+        events = [e async for e in model.stream(ask("Name three colours."))]
+    finally:
+        await model.aclose()
+    final = events[-1]
+    assert isinstance(final, ResponseCompleted)
+    text = final.response.message.text
+    assert text.strip()
+    assert "".join(e.text for e in events if isinstance(e, TextDelta)) == text
+    assert final.response.stop_reason in (StopReason.END_TURN, StopReason.MAX_TOKENS)
+
+
+async def test_provider_forced_tool_call(server: Server) -> None:
+    model = provider_model(server)
+    try:
+        events = [e async for e in model.stream(WEATHER_CALL)]
+    finally:
+        await model.aclose()
+    final = events[-1]
+    assert isinstance(final, ResponseCompleted)
+    [call] = final.response.message.tool_calls
+    assert call.name == "get_weather"  # the repeated name is taken once
+    assert [e.name for e in events if isinstance(e, ToolCallDelta) and e.name] == ["get_weather"]
+    get_weather.validate(call.arguments)
+    assert final.response.stop_reason is StopReason.TOOL_CALLS
+
+
+async def test_provider_profile_avoids_the_silent_auto_stream_failure(server: Server) -> None:
+    # The same request that gets HTTP 200 and no chunk when streamed (see above) is sent
+    # unstreamed by the llama.cpp profile, and an answer comes back.
+    request = ask(
+        "What is the weather in Paris?", tools=(get_weather.definition,), tool_choice="auto"
+    )
+    model = provider_model(server)
+    try:
+        response = await complete(model, request)
+    finally:
+        await model.aclose()
+    assert response.message.text.strip() or response.message.tool_calls
+    for call in response.message.tool_calls:
+        assert call.name == "get_weather"

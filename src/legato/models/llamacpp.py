@@ -333,7 +333,7 @@ class _Generator:
         self._cancel = cancel
         self._answer = ""  # the assistant text so far, as the model sees it
         self._sampled = 0
-        self._cache_read = 0
+        self._cache_read: int | None = None
         llama = loaded.llama
         self._n_ctx = loaded.n_ctx
         add_bos = not plan.prompt.startswith(loaded.bos_text) if loaded.bos_text else True
@@ -362,7 +362,7 @@ class _Generator:
             usage = Usage(
                 input_tokens=len(self._prompt),
                 output_tokens=self._sampled,
-                cache_read_tokens=self._cache_read,
+                cache_read_tokens=self._cache_read or 0,
                 requests=1,
             )
             self._emit(_Done(usage=usage, stop_reason=stop))
@@ -420,10 +420,15 @@ class _Generator:
         self._emit(_CallStart(id=f"call_{uuid.uuid4().hex[:12]}", name=name))
         self._answer += name + ARGS_PREFIX
         arguments: list[str] = []
+        trailing = [""]  # whitespace held back: the grammar allows some after the object
 
         def on_arguments(text: str) -> bool:
-            arguments.append(text)
-            self._emit(_Args(text=text))
+            text = trailing[0] + text
+            body = text.rstrip()
+            trailing[0] = text[len(body) :]
+            if body:
+                arguments.append(body)
+                self._emit(_Args(text=body))
             return False
 
         finish = self._sample(self._arguments_grammar(tool), on_arguments)
@@ -445,8 +450,8 @@ class _Generator:
         llama = self._m.llama
         answer = llama.tokenize(self._answer.encode(), add_bos=False) if self._answer else []
         tokens = self._prompt + answer
-        if self._sampled == 0 and not answer:
-            self._cache_read = self._m.cached_prefix(tokens)
+        if self._cache_read is None:  # the first phase: how much of the prompt is cached
+            self._cache_read = min(self._m.cached_prefix(tokens), len(self._prompt))
         if len(tokens) >= self._n_ctx or self._sampled >= self._max_tokens:
             return "limit"
         decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
