@@ -97,9 +97,15 @@ async def test_cancelling_the_caller_cancels_the_call_on_the_server(
     python_server: Server, tmp_path: Path
 ) -> None:
     log = tmp_path / "cancelled.txt"
-    async with MCPClient(python_server("scripted", "ok", str(log)), name="slowpoke") as client:
+    started = asyncio.Event()
+    client = MCPClient(
+        python_server("scripted", "ok", str(log)),
+        name="slowpoke",
+        on_progress=lambda _: started.set(),
+    )
+    async with client:
         task = asyncio.create_task(client.call_tool("slow", {}))
-        await asyncio.sleep(0.3)
+        await started.wait()  # the server is running the call
         task.cancel()
         with pytest.raises(asyncio.CancelledError):
             await task
@@ -170,10 +176,14 @@ async def test_killing_the_server_process_mid_call(
     python_server: Server, children: Callable[[], set[int]]
 ) -> None:
     before = children()
-    async with MCPClient(python_server("scripted", "ok"), name="victim") as client:
+    started = asyncio.Event()
+    client = MCPClient(
+        python_server("scripted", "ok"), name="victim", on_progress=lambda _: started.set()
+    )
+    async with client:
         (pid,) = children() - before
         task = asyncio.create_task(client.call_tool("slow", {}))
-        await asyncio.sleep(0.3)
+        await started.wait()
         os.kill(pid, signal.SIGKILL)
         with pytest.raises(MCPConnectionError):
             await task

@@ -443,8 +443,11 @@ class MCPClient:
     async def _call_as_tool(
         self, mcp_name: str, legato_name: str, arguments: dict[str, Any], ctx: RunContext[Any]
     ) -> Any:
-        if self._stale:
-            await self.refresh()
+        try:
+            if self._stale:
+                await self.refresh()
+        except MCPError as exc:
+            raise ToolError(str(exc)) from exc
         assert self._tools is not None
         if legato_name not in self._tools:
             available = ", ".join(sorted(self._tools)) or "none"
