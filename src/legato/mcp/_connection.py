@@ -189,7 +189,7 @@ class Connection:
             if not self._ready.done():
                 self._ready.cancel()
             raise
-        except BaseException as exc:  # every failure to start is reported to `open`
+        except (Exception, BaseExceptionGroup) as exc:  # every start failure goes to `open`
             self.broken = True
             if not self._ready.done():
                 self._ready.set_exception(self._start_error(exc))
