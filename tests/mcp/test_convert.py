@@ -81,8 +81,8 @@ class Workspace:
     root: Path
 
 
-async def test_roots_accept_workspace_objects(tmp_path: Path) -> None:
-    client = MCPClient(build_server([]), roots=[Workspace(root=tmp_path), str(tmp_path)])
-    assert client.name == "legato"
+def test_roots_accept_workspace_objects(tmp_path: Path) -> None:
+    client = MCPClient(build_server([]), roots=[Workspace(root=tmp_path), str(tmp_path), tmp_path])
+    assert client._roots == [tmp_path.resolve()] * 3
     with pytest.raises(ConfigurationError, match="a root must be a path"):
         MCPClient(build_server([]), roots=[42])

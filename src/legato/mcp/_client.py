@@ -616,7 +616,7 @@ class MCPClient:
 
 
 def _root_path(root: object) -> Path:
-    value = getattr(root, "root", root)
+    value: object = root if isinstance(root, str | os.PathLike) else getattr(root, "root", None)
     if not isinstance(value, str | os.PathLike):
         msg = f"a root must be a path or have a 'root' path attribute, got {root!r}"
         raise ConfigurationError(msg)
