@@ -616,7 +616,9 @@ class MCPClient:
 
 
 def _root_path(root: object) -> Path:
-    value: object = root if isinstance(root, str | os.PathLike) else getattr(root, "root", None)
+    value = cast(object, getattr(root, "root", None))
+    if isinstance(root, str | os.PathLike):
+        value = cast(object, root)
     if not isinstance(value, str | os.PathLike):
         msg = f"a root must be a path or have a 'root' path attribute, got {root!r}"
         raise ConfigurationError(msg)
