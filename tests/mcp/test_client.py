@@ -121,6 +121,18 @@ async def test_sampling_goes_to_the_application_handler() -> None:
     assert seen[0].server == "f"
 
 
+async def test_sampling_with_a_legato_model() -> None:
+    from legato.mcp import sample_with
+    from legato.testing import FunctionModel
+
+    def answer(request: Any) -> str:
+        return f"model saw {request.messages[-1].text!r}, max {request.settings.max_tokens}"
+
+    async with MCPClient(SERVER, name="f", sampling=sample_with(FunctionModel(answer))) as c:
+        result = await c.call_tool("ask_model", {"question": "2+2?"})
+    assert result.content == (TextPart(text="model saw '2+2?', max 50"),)
+
+
 async def test_elicitation_refused_by_default_and_routed_when_handled() -> None:
     async with MCPClient(SERVER, name="f") as client:
         refused = await client.call_tool("ask_user", {})
