@@ -1,13 +1,11 @@
 """Tools: `@tool`, `Tool`, `Toolset`, schemas from type hints, and `RunContext`."""
 
+from legato.tools._catalog import ToolCatalog
 from legato.tools._context import RunContext
 from legato.tools._results import to_content
 from legato.tools._schema import DocstringFormat, FunctionSchema, function_schema
 from legato.tools._tool import SideEffects, Tool, tool
 from legato.tools._toolset import Toolset, ToolSource, as_tool
-
-# isort: split
-from legato.tools._catalog import ToolCatalog
 
 __all__ = [
     "DocstringFormat",
