@@ -74,8 +74,12 @@ async def test_a_server_dying_mid_call_is_a_clear_error_then_reconnects(
     python_server: Server,
 ) -> None:
     async with MCPClient(python_server("scripted", "ok"), name="fragile") as client:
-        with pytest.raises(MCPConnectionError, match="connection closed during tools/call 'die'"):
+        with pytest.raises(
+            MCPConnectionError, match="connection closed during tools/call 'die'"
+        ) as info:
             await client.call_tool("die", {})
+        assert str(info.value).count("MCP server 'fragile'") == 1
+        assert "out of memory" in str(info.value)  # the end of the server's stderr
         assert not client.connected
         result = await client.call_tool("echo", {"text": "back again"})
         assert result.content == (TextPart(text="back again"),)

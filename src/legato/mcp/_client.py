@@ -270,7 +270,7 @@ class MCPClient:
                 conn.broken = True
                 tail = conn.stderr_tail()
                 if tail:
-                    mapped = MCPConnectionError(f"{mapped.args[0]}{tail}", server=self._name)
+                    mapped = MCPConnectionError(f"{mapped.detail}{tail}", server=self._name)
             raise mapped from exc
 
     # -- server-initiated requests and notifications ------------------------------------------

@@ -90,6 +90,8 @@ def call(request_id: object, params: dict[str, Any]) -> None:
             send({"jsonrpc": "2.0", "method": "notifications/progress", "params": progress})
         time.sleep(3600)
     elif name == "die":
+        sys.stderr.write("scripted server: out of memory\n")
+        sys.stderr.flush()
         os._exit(3)
     elif name == "change":
         state["echo"] = False
