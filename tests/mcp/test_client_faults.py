@@ -147,6 +147,15 @@ async def test_phantom_tool_after_list_changed(python_server: Server) -> None:
         assert "echo" not in {t.name for t in await client.list_tools()}
 
 
+async def test_a_notification_before_the_initialize_answer_is_accepted(
+    python_server: Server,
+) -> None:
+    async with MCPClient(python_server("scripted", "earlynotify"), name="eager") as client:
+        await client.ping()  # everything the server sent before has been handled
+        assert client.tool_list_changes == 1
+        assert "echo" in {t.name for t in await client.list_tools()}
+
+
 async def test_unknown_tool_is_a_request_failure(python_server: Server) -> None:
     async with MCPClient(python_server("scripted", "ok"), name="s") as client:
         with pytest.raises(MCPRequestFailed, match="Unknown tool: nope") as info:

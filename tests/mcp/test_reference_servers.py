@@ -145,6 +145,8 @@ async def test_everything_early_list_changed_is_handled(everything_stdio: StdioS
     async with MCPClient(everything_stdio, name="everything") as client:
         first = await client.list_tools()
         assert len(first) >= 10
+        await client.ping()
+        assert client.tool_list_changes >= 1
         # the announcement marked the list stale; listing again fetches and agrees
         assert {t.name for t in await client.list_tools()} == {t.name for t in first}
 

@@ -187,6 +187,8 @@ class MCPClient:
         """MCP tools left out because their definition is unusable: name -> reason."""
         self.connections = 0
         """How many times a session was opened (1 + reconnects)."""
+        self.tool_list_changes = 0
+        """How many `tools/list_changed` notifications arrived (even before initialize)."""
 
     # -- identity and lifecycle --------------------------------------------------------------
 
@@ -292,6 +294,7 @@ class MCPClient:
             return
         if isinstance(message, mcp.types.ToolListChangedNotification):
             self._stale = True
+            self.tool_list_changes += 1
 
     async def _on_log(self, params: mcp.types.LoggingMessageNotificationParams) -> None:
         level = {"debug": logging.DEBUG, "info": logging.INFO, "notice": logging.INFO}.get(
