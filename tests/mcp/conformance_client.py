@@ -2,8 +2,10 @@
 
 The suite runs `python conformance_client.py <server-url>` once per scenario (the URL is
 the last argument; the scenario's name is in MCP_CONFORMANCE_SCENARIO). The driver
-connects over Streamable HTTP, lists the tools and calls each one, answering
-elicitation with the schema's defaults, then exits 0 (1 on an error).
+connects over Streamable HTTP, lists the tools (as legato tools) and calls each one,
+answering elicitation with the schema's defaults, then exits 0 (1 on an error). A
+`json_schema_echo` tool is sent the schema legato holds for the other tool, so the suite
+can see that legato keeps schemas as the server wrote them.
 """
 
 from __future__ import annotations
@@ -23,10 +25,14 @@ async def main(url: str) -> int:
         HTTPServer(url=url), name=f"conformance:{scenario}", elicitation=accept_defaults, timeout=30
     )
     async with client:
-        tools = await client.list_mcp_tools()
-        for spec in tools:
-            result = await client.call_tool(spec.name, ARGUMENTS.get(spec.name, {}))
-            print(f"{spec.name}: error={result.is_error} {result.content}", file=sys.stderr)
+        tools = {str(t.metadata["mcp_name"]): t for t in await client.list_tools()}
+        for name in tools:
+            arguments = ARGUMENTS.get(name, {})
+            if name == "json_schema_echo":
+                focal = next(t for n, t in tools.items() if n != name)
+                arguments = {"schema": focal.parameters}
+            result = await client.call_tool(name, arguments)
+            print(f"{name}: error={result.is_error} {result.content}", file=sys.stderr)
     return 0
 
 

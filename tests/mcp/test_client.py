@@ -121,6 +121,18 @@ async def test_sampling_goes_to_the_application_handler() -> None:
     assert seen[0].server == "f"
 
 
+async def test_sampling_with_a_legato_model() -> None:
+    from legato.mcp import sample_with
+    from legato.testing import FunctionModel
+
+    def answer(request: Any) -> str:
+        return f"model saw {request.messages[-1].text!r}, max {request.settings.max_tokens}"
+
+    async with MCPClient(SERVER, name="f", sampling=sample_with(FunctionModel(answer))) as c:
+        result = await c.call_tool("ask_model", {"question": "2+2?"})
+    assert result.content == (TextPart(text="model saw '2+2?', max 50"),)
+
+
 async def test_elicitation_refused_by_default_and_routed_when_handled() -> None:
     async with MCPClient(SERVER, name="f") as client:
         refused = await client.call_tool("ask_user", {})
@@ -252,3 +264,24 @@ def test_mcp_servers_json(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> No
 def test_bad_configuration_is_a_configuration_error(config: Any, error: str) -> None:
     with pytest.raises(ConfigurationError, match=error):
         parse_mcp_servers(config)
+
+
+async def test_a_catalog_over_mcp_servers() -> None:
+    from legato.tools import ToolCatalog
+
+    client = MCPClient(SERVER, name="f")
+    catalog = ToolCatalog(client, threshold=2)
+    model = ScriptedModel(
+        [
+            reply(call("search_tools", {"query": "count with progress"})),
+            reply(call("count", {"n": 2})),
+            "counted twice",
+        ]
+    )
+    async with client:
+        result = await Agent(model, tools=[catalog]).run("count to two")
+    assert result.output == "counted twice"
+    assert [t.name for t in model.requests[0].tools] == ["search_tools"]
+    assert "count" in {t.name for t in model.requests[1].tools}
+    results = [p for m in result.messages for p in m.tool_results]
+    assert results[1].content == (TextPart(text="counted"),)

@@ -74,8 +74,12 @@ async def test_a_server_dying_mid_call_is_a_clear_error_then_reconnects(
     python_server: Server,
 ) -> None:
     async with MCPClient(python_server("scripted", "ok"), name="fragile") as client:
-        with pytest.raises(MCPConnectionError, match="connection closed during tools/call 'die'"):
+        with pytest.raises(
+            MCPConnectionError, match="connection closed during tools/call 'die'"
+        ) as info:
             await client.call_tool("die", {})
+        assert str(info.value).count("MCP server 'fragile'") == 1
+        assert "out of memory" in str(info.value)  # the end of the server's stderr
         assert not client.connected
         result = await client.call_tool("echo", {"text": "back again"})
         assert result.content == (TextPart(text="back again"),)
@@ -97,9 +101,15 @@ async def test_cancelling_the_caller_cancels_the_call_on_the_server(
     python_server: Server, tmp_path: Path
 ) -> None:
     log = tmp_path / "cancelled.txt"
-    async with MCPClient(python_server("scripted", "ok", str(log)), name="slowpoke") as client:
+    started = asyncio.Event()
+    client = MCPClient(
+        python_server("scripted", "ok", str(log)),
+        name="slowpoke",
+        on_progress=lambda _: started.set(),
+    )
+    async with client:
         task = asyncio.create_task(client.call_tool("slow", {}))
-        await asyncio.sleep(0.3)
+        await started.wait()  # the server is running the call
         task.cancel()
         with pytest.raises(asyncio.CancelledError):
             await task
@@ -137,6 +147,15 @@ async def test_phantom_tool_after_list_changed(python_server: Server) -> None:
         assert "echo" not in {t.name for t in await client.list_tools()}
 
 
+async def test_a_notification_before_the_initialize_answer_is_accepted(
+    python_server: Server,
+) -> None:
+    async with MCPClient(python_server("scripted", "earlynotify"), name="eager") as client:
+        await client.ping()  # everything the server sent before has been handled
+        assert client.tool_list_changes == 1
+        assert "echo" in {t.name for t in await client.list_tools()}
+
+
 async def test_unknown_tool_is_a_request_failure(python_server: Server) -> None:
     async with MCPClient(python_server("scripted", "ok"), name="s") as client:
         with pytest.raises(MCPRequestFailed, match="Unknown tool: nope") as info:
@@ -170,10 +189,14 @@ async def test_killing_the_server_process_mid_call(
     python_server: Server, children: Callable[[], set[int]]
 ) -> None:
     before = children()
-    async with MCPClient(python_server("scripted", "ok"), name="victim") as client:
+    started = asyncio.Event()
+    client = MCPClient(
+        python_server("scripted", "ok"), name="victim", on_progress=lambda _: started.set()
+    )
+    async with client:
         (pid,) = children() - before
         task = asyncio.create_task(client.call_tool("slow", {}))
-        await asyncio.sleep(0.3)
+        await started.wait()
         os.kill(pid, signal.SIGKILL)
         with pytest.raises(MCPConnectionError):
             await task

@@ -145,6 +145,8 @@ async def test_everything_early_list_changed_is_handled(everything_stdio: StdioS
     async with MCPClient(everything_stdio, name="everything") as client:
         first = await client.list_tools()
         assert len(first) >= 10
+        await client.ping()
+        assert client.tool_list_changes >= 1
         # the announcement marked the list stale; listing again fetches and agrees
         assert {t.name for t in await client.list_tools()} == {t.name for t in first}
 
@@ -217,3 +219,32 @@ async def test_agent_with_everything_tools(everything_stdio: StdioServer) -> Non
     assert second.output == "Still 42."
     request = model.requests[0]
     assert "ev_get-sum" in {t.name for t in request.tools}
+
+
+async def test_everything_http_killed_mid_call_then_reconnects(
+    node: Path,
+    free_port: int,
+    http_process: Callable[..., AbstractAsyncContextManager[asyncio.subprocess.Process]],
+) -> None:
+    loopback = HERE / "servers" / "loopback.cjs"
+    argv = [str(node), "--require", str(loopback), str(EVERYTHING_JS), "streamableHttp"]
+    env = {"PORT": str(free_port)}
+    progressed = asyncio.Event()
+    client = MCPClient(
+        HTTPServer(url=f"http://127.0.0.1:{free_port}/mcp"),
+        name="everything-http",
+        on_progress=lambda _: progressed.set(),
+    )
+    async with http_process(*argv, port=free_port, env=env) as server:
+        await client.connect()
+        task = asyncio.create_task(
+            client.call_tool("trigger-long-running-operation", {"duration": 60, "steps": 60})
+        )
+        await progressed.wait()
+        server.kill()
+        with pytest.raises(MCPConnectionError, match="connection closed"):
+            await task
+    async with http_process(*argv, port=free_port, env=env), client:
+        result = await client.call_tool("echo", {"message": "again"})
+        assert _text(result.content) == "Echo: again"
+        assert client.connections == 2

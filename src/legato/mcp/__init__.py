@@ -36,6 +36,7 @@ from legato.mcp._handlers import (
     SamplingHandler,
     SamplingRequest,
     accept_defaults,
+    sample_with,
 )
 
 __all__ = [
@@ -59,6 +60,7 @@ __all__ = [
     "accept_defaults",
     "clients_from_config",
     "parse_mcp_servers",
+    "sample_with",
 ]
 
 

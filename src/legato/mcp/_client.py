@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 from legato._version import __version__
 from legato.exceptions import (
+    ConfigurationError,
     MCPConnectionError,
     MCPError,
     MissingDependency,
@@ -143,7 +144,8 @@ class MCPClient:
         connect_timeout: Seconds to start the server and finish the handshake.
         sampling: Answers the server's sampling requests (default: refused).
         elicitation: Answers the server's elicitation requests (default: refused).
-        roots: Directories exposed to the server as roots (e.g. the agent's workspace).
+        roots: Directories exposed to the server as roots: paths, or objects with a
+            `root` path attribute (e.g. the agent's workspace).
         on_progress: Receives progress updates of tool calls.
 
     A tool listing that is not valid MCP (e.g. an `inputSchema` that is not an object
@@ -163,7 +165,7 @@ class MCPClient:
         connect_timeout: float = 30.0,
         sampling: SamplingHandler | None = None,
         elicitation: ElicitationHandler | None = None,
-        roots: Sequence[str | os.PathLike[str]] = (),
+        roots: Sequence[str | os.PathLike[str] | object] = (),
         on_progress: ProgressHandler | None = None,
     ) -> None:
         self._server = server
@@ -175,7 +177,7 @@ class MCPClient:
         self.connect_timeout = connect_timeout
         self._sampling = sampling
         self._elicitation = elicitation
-        self._roots = [Path(r).resolve() for r in roots]
+        self._roots = [_root_path(r) for r in roots]
         self._on_progress = on_progress
         self._conn: Connection | None = None
         self._locks: dict[asyncio.AbstractEventLoop, asyncio.Lock] = {}
@@ -185,6 +187,8 @@ class MCPClient:
         """MCP tools left out because their definition is unusable: name -> reason."""
         self.connections = 0
         """How many times a session was opened (1 + reconnects)."""
+        self.tool_list_changes = 0
+        """How many `tools/list_changed` notifications arrived (even before initialize)."""
 
     # -- identity and lifecycle --------------------------------------------------------------
 
@@ -268,7 +272,7 @@ class MCPClient:
                 conn.broken = True
                 tail = conn.stderr_tail()
                 if tail:
-                    mapped = MCPConnectionError(f"{mapped.args[0]}{tail}", server=self._name)
+                    mapped = MCPConnectionError(f"{mapped.detail}{tail}", server=self._name)
             raise mapped from exc
 
     # -- server-initiated requests and notifications ------------------------------------------
@@ -290,6 +294,7 @@ class MCPClient:
             return
         if isinstance(message, mcp.types.ToolListChangedNotification):
             self._stale = True
+            self.tool_list_changes += 1
 
     async def _on_log(self, params: mcp.types.LoggingMessageNotificationParams) -> None:
         level = {"debug": logging.DEBUG, "info": logging.INFO, "notice": logging.INFO}.get(
@@ -443,8 +448,11 @@ class MCPClient:
     async def _call_as_tool(
         self, mcp_name: str, legato_name: str, arguments: dict[str, Any], ctx: RunContext[Any]
     ) -> Any:
-        if self._stale:
-            await self.refresh()
+        try:
+            if self._stale:
+                await self.refresh()
+        except MCPError as exc:
+            raise ToolError(str(exc)) from exc
         assert self._tools is not None
         if legato_name not in self._tools:
             available = ", ".join(sorted(self._tools)) or "none"
@@ -608,6 +616,16 @@ class MCPClient:
     async def ping(self) -> None:
         """Check the server answers."""
         await self._request("ping", lambda c: c.session.send_ping())
+
+
+def _root_path(root: object) -> Path:
+    value = cast(object, getattr(root, "root", None))
+    if isinstance(root, str | os.PathLike):
+        value = cast(object, root)
+    if not isinstance(value, str | os.PathLike):
+        msg = f"a root must be a path or have a 'root' path attribute, got {root!r}"
+        raise ConfigurationError(msg)
+    return Path(cast(str, value)).resolve()
 
 
 def _default_name(server: object) -> str:

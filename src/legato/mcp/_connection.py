@@ -58,11 +58,13 @@ def _leaves(exc: BaseException) -> list[BaseException]:
 
 @contextlib.asynccontextmanager
 async def _http_transport(spec: HTTPServer) -> AsyncGenerator[Any]:
+    import httpx2
     from mcp.client.streamable_http import streamable_http_client
-    from mcp.shared._httpx_utils import create_mcp_http_client
 
+    # The SDK's defaults: 30 s to connect or write, 300 s between bytes of a held stream.
+    timeout = httpx2.Timeout(30.0, read=300.0)
     async with (
-        create_mcp_http_client(headers=dict(spec.headers)) as http,
+        httpx2.AsyncClient(headers=dict(spec.headers), timeout=timeout) as http,
         streamable_http_client(spec.url, http_client=http) as streams,
     ):
         yield streams
@@ -189,7 +191,7 @@ class Connection:
             if not self._ready.done():
                 self._ready.cancel()
             raise
-        except BaseException as exc:  # every failure to start is reported to `open`
+        except (Exception, BaseExceptionGroup) as exc:  # every start failure goes to `open`
             self.broken = True
             if not self._ready.done():
                 self._ready.set_exception(self._start_error(exc))

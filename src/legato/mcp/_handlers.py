@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal, TypeAlias
 
 from legato.messages import JsonValue, Message
+from legato.models import Model, ModelRequest, ModelSettings
 
 __all__ = [
     "ElicitationHandler",
@@ -22,6 +23,7 @@ __all__ = [
     "SamplingHandler",
     "SamplingRequest",
     "accept_defaults",
+    "sample_with",
 ]
 
 
@@ -40,6 +42,31 @@ class SamplingRequest:
 
 SamplingHandler: TypeAlias = Callable[[SamplingRequest], Awaitable[str | Message]]
 """Answers a sampling request with the assistant's text (or message). Raise to refuse."""
+
+
+def sample_with(model: Model) -> SamplingHandler:
+    """A sampling handler that answers with a legato model (e.g. the agent's own).
+
+    The server's messages, system prompt, token limit, temperature and stop sequences
+    are passed on; the server's model preferences are not (the application chose the model).
+    """
+    from legato.models import complete
+
+    async def sample(request: SamplingRequest) -> Message:
+        settings = ModelSettings(
+            max_tokens=request.max_tokens or None,
+            temperature=request.temperature,
+            stop_sequences=request.stop_sequences or None,
+        )
+        response = await complete(
+            model,
+            ModelRequest(
+                messages=request.messages, instructions=request.system_prompt, settings=settings
+            ),
+        )
+        return response.message
+
+    return sample
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)

@@ -318,7 +318,7 @@ class _Handlers:
         resource_templates: Sequence[ResourceTemplate],
         prompts: Sequence[Prompt],
     ) -> None:
-        from mcp.shared.uri_template import UriTemplate
+        from mcp import UriTemplate
 
         self.sources = sources
         self.resources = list(resources)

@@ -8,8 +8,9 @@ Modes:
     badschema   lists a tool whose inputSchema is not an object schema
     earlynotify sends tools/list_changed before answering initialize
 
-`slow` sleeps until cancelled and, when `notifications/cancelled` arrives, appends the
-request id to the file named in argv[2] (so tests can see the cancel reached the server).
+`slow` reports progress 0 (when asked for progress) and sleeps until cancelled; when
+`notifications/cancelled` arrives, the request id is appended to the file named in argv[2]
+(so tests can see the cancel reached the server).
 `die` exits mid-call. `change` removes `echo` from the tool list and announces it.
 """
 
@@ -82,8 +83,15 @@ def call(request_id: object, params: dict[str, Any]) -> None:
     elif name == "dotted.name/with spaces":
         send({"jsonrpc": "2.0", "id": request_id, "result": text("renamed ok")})
     elif name == "slow":
+        meta: dict[str, Any] = params.get("_meta") or {}
+        token = meta.get("progressToken")
+        if token is not None:  # tell the client the call is running
+            progress: dict[str, Any] = {"progressToken": token, "progress": 0, "message": "go"}
+            send({"jsonrpc": "2.0", "method": "notifications/progress", "params": progress})
         time.sleep(3600)
     elif name == "die":
+        sys.stderr.write("scripted server: out of memory\n")
+        sys.stderr.flush()
         os._exit(3)
     elif name == "change":
         state["echo"] = False
