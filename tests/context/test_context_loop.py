@@ -77,6 +77,10 @@ def test_threshold_compaction_keeps_every_request_inside_the_window() -> None:
     assert sum(len(m.tool_results) for m in result.messages) == 8
     elided = {call_id for c in compactions for call_id in c.elided}
     assert elided
+    # unchanged messages are stored by reference only, so the events stay small
+    pairs = [(m, s) for c in compactions for m, s in zip(c.messages, c.sources, strict=True)]
+    assert any(m is None for m, _ in pairs)
+    assert all(s >= 0 for m, s in pairs if m is None)
     # the first user message was never dropped (it is the latest user message)
     assert all(r.messages[0].text.endswith("Read every page.") for r in model.requests)
 
@@ -94,6 +98,7 @@ def test_compacted_event_records_what_was_removed() -> None:
         assert result.messages[index] is not None  # the removed messages stay in the history
     kept = [s for s in first.sources if s >= 0]
     assert not set(kept) & set(first.removed)
+    assert all(m is not None for m, s in zip(first.messages, first.sources, strict=True) if s < 0)
     loaded = Journal.from_jsonl(result.journal.to_jsonl())
     assert loaded == result.journal  # Compacted round-trips through JSON
 

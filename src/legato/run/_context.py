@@ -29,7 +29,11 @@ def context_view(
     """The messages the model sees after the latest compaction, and their conversation indexes."""
     for event in reversed(events):
         if isinstance(event, Compacted):
-            view = [*event.messages, *messages[event.upto :]]
+            kept = [
+                m if m is not None else messages[s]
+                for m, s in zip(event.messages, event.sources, strict=True)
+            ]
+            view = [*kept, *messages[event.upto :]]
             sources = [*event.sources, *range(event.upto, len(messages))]
             return view, sources
     return list(messages), list(range(len(messages)))
@@ -148,12 +152,16 @@ class ContextStep:
         )
         if not result.changed:
             return view, None
+        origins = tuple(sources[s] if s >= 0 else -1 for s in result.sources)
         event = Compacted(
             strategy=result.strategy,
             reason="context_length_exceeded" if overflowed else "threshold",
             upto=len(messages),
-            messages=result.messages,
-            sources=tuple(sources[s] if s >= 0 else -1 for s in result.sources),
+            messages=tuple(
+                None if origin >= 0 and m is messages[origin] else m
+                for m, origin in zip(result.messages, origins, strict=True)
+            ),
+            sources=origins,
             removed=tuple(sorted({sources[j] for j in result.removed if sources[j] >= 0})),
             elided=result.elided,
             summary=result.summary,
