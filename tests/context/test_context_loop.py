@@ -403,3 +403,31 @@ def test_between_compactions_each_request_extends_the_previous_one_byte_for_byte
             rewrites += 1
             assert after_compaction[k], f"request {k} rewrote its prefix without a compaction"
     assert rewrites == sum(after_compaction)
+
+
+def test_pinned_state_keys_are_copied_from_the_runs_state_into_the_summary() -> None:
+    policy = ContextPolicy(
+        strategy=Summarize(model=FunctionModel(lambda request: "Older turns, summarized.")),
+        counter=CharCounter(),
+        pinned_state_keys=("order_id", "missing_key"),
+        window=400,
+    )
+    history = [
+        m
+        for i in range(12)
+        for m in (Message.user(f"question {i} " * 20), Message.assistant(f"answer {i} " * 20))
+    ]
+    step = ContextStep(policy, ScriptedModel([]))
+    view, event = asyncio.run(
+        step.prepare(
+            [RunStarted(run_id="r", agent="a", model="m", history=tuple(history))],
+            history,
+            instructions=None,
+            tools=(),
+            state_values={"order_id": 4711, "status": "open"},
+        )
+    )
+    assert event is not None
+    text = "\n".join(m.text for m in view)
+    assert "order_id: 4711" in text
+    assert "status" not in text  # only the pinned keys

@@ -10,11 +10,11 @@ it compacts and returns the `Compacted` event for the loop to record.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING
 
 from legato.events import Compacted, JournalEvent, ModelResponded
-from legato.messages import Message, ToolDefinition
+from legato.messages import JsonValue, Message, ToolDefinition
 from legato.models import Model
 
 if TYPE_CHECKING:
@@ -117,8 +117,13 @@ class ContextStep:
         instructions: str | None,
         tools: Sequence[ToolDefinition],
         overflowed: bool = False,
+        state_values: Mapping[str, JsonValue] | None = None,
     ) -> tuple[list[Message], Compacted | None]:
-        """The messages to send, and the `Compacted` event to record if it compacted."""
+        """The messages to send, and the `Compacted` event to record if it compacted.
+
+        `state_values` is the run's verified state; the policy's `pinned_state_keys` are
+        taken from it.
+        """
         view, sources = context_view(events, messages)
         policy, counter = self._policy, self.counter()
         if policy is None or counter is None:
@@ -147,7 +152,7 @@ class ContextStep:
                 count=lambda m: self.count(m, counter),
                 pinned=pinned,
                 model=self._model,
-                pinned_state=policy.pinned_state,
+                pinned_state=_pinned_state(policy, state_values or {}),
             ),
         )
         if not result.changed:
@@ -171,3 +176,11 @@ class ContextStep:
             ),
         )
         return list(result.messages), event
+
+
+def _pinned_state(
+    policy: ContextPolicy, state_values: Mapping[str, JsonValue]
+) -> dict[str, JsonValue]:
+    pinned = dict(policy.pinned_state)
+    pinned.update({k: state_values[k] for k in policy.pinned_state_keys if k in state_values})
+    return pinned
