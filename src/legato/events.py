@@ -213,9 +213,12 @@ class RunFailed:
 class Compacted:
     """The context sent to the model was compacted; the full history stays in the journal.
 
-    From this event on, the model sees `messages` in place of the first `upto` messages of
-    the run's conversation. The summary text (if any) is kept here, so resuming or replaying
-    the run never calls the model to summarize again.
+    From this event on, the model sees a view in place of the first `upto` messages of the
+    run's conversation: for each view message, `sources` names the conversation message it
+    stands for, and `messages` holds its content when it differs from that message (a
+    summary, a note, an elided result) or None when it is the same — so the event stays
+    small. The summary text (if any) is kept here, so resuming or replaying the run never
+    calls the model to summarize again.
     """
 
     strategy: str
@@ -225,8 +228,8 @@ class Compacted:
     or the view was carried over from the session's previous run."""
     upto: int
     """How many messages of the conversation the new context view covers."""
-    messages: tuple[Message, ...]
-    """The context view that replaces the first `upto` messages."""
+    messages: tuple[Message | None, ...]
+    """Per view message: its content, or None when it is conversation message `sources[i]`."""
     sources: tuple[int, ...]
     """For each message of the view, its index in the conversation (-1 for a synthetic one)."""
     removed: tuple[int, ...]

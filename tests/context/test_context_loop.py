@@ -77,6 +77,10 @@ def test_threshold_compaction_keeps_every_request_inside_the_window() -> None:
     assert sum(len(m.tool_results) for m in result.messages) == 8
     elided = {call_id for c in compactions for call_id in c.elided}
     assert elided
+    # unchanged messages are stored by reference only, so the events stay small
+    pairs = [(m, s) for c in compactions for m, s in zip(c.messages, c.sources, strict=True)]
+    assert any(m is None for m, _ in pairs)
+    assert all(s >= 0 for m, s in pairs if m is None)
     # the first user message was never dropped (it is the latest user message)
     assert all(r.messages[0].text.endswith("Read every page.") for r in model.requests)
 
@@ -94,6 +98,7 @@ def test_compacted_event_records_what_was_removed() -> None:
         assert result.messages[index] is not None  # the removed messages stay in the history
     kept = [s for s in first.sources if s >= 0]
     assert not set(kept) & set(first.removed)
+    assert all(m is not None for m, s in zip(first.messages, first.sources, strict=True) if s < 0)
     loaded = Journal.from_jsonl(result.journal.to_jsonl())
     assert loaded == result.journal  # Compacted round-trips through JSON
 
@@ -398,3 +403,31 @@ def test_between_compactions_each_request_extends_the_previous_one_byte_for_byte
             rewrites += 1
             assert after_compaction[k], f"request {k} rewrote its prefix without a compaction"
     assert rewrites == sum(after_compaction)
+
+
+def test_pinned_state_keys_are_copied_from_the_runs_state_into_the_summary() -> None:
+    policy = ContextPolicy(
+        strategy=Summarize(model=FunctionModel(lambda request: "Older turns, summarized.")),
+        counter=CharCounter(),
+        pinned_state_keys=("order_id", "missing_key"),
+        window=400,
+    )
+    history = [
+        m
+        for i in range(12)
+        for m in (Message.user(f"question {i} " * 20), Message.assistant(f"answer {i} " * 20))
+    ]
+    step = ContextStep(policy, ScriptedModel([]))
+    view, event = asyncio.run(
+        step.prepare(
+            [RunStarted(run_id="r", agent="a", model="m", history=tuple(history))],
+            history,
+            instructions=None,
+            tools=(),
+            state_values={"order_id": 4711, "status": "open"},
+        )
+    )
+    assert event is not None
+    text = "\n".join(m.text for m in view)
+    assert "order_id: 4711" in text
+    assert "status" not in text  # only the pinned keys

@@ -150,6 +150,17 @@ def test_memory_tools_record_provenance_and_forget(tmp_path: Path) -> None:
     assert item.provenance.run_id == result.run_id
     assert item.provenance.tool_call_id == result.messages[1].tool_calls[0].id
     assert item.provenance.message_index == 0
+    again = ScriptedModel(
+        [
+            reply(
+                call("remember", {"text": "The user prefers metric units.", "kind": "preference"})
+            ),
+            "ok",
+        ]
+    )
+    Agent(again, memory=Memory(store=memory)).run_sync("metric, remember?")
+    assert f"Already remembered as {item.id}" in again.requests[1].messages[-1].tool_results[0].text
+    assert len(memory.items()) == 1
 
     # the next run recalls it into the instructions automatically
     follow = ScriptedModel(

@@ -280,3 +280,21 @@ def test_approvals_are_claimed_exactly_once(store: SQLiteStore) -> None:
     assert record.payload == {"tool": "delete", "args": {"path": "/x"}}
     with pytest.raises(StoreError, match="already parked"):
         store.park_approval("req-1", run_id="r", payload=None)
+
+
+def test_streaming_runs_store_their_session_too(store: SQLiteStore) -> None:
+    agent = Agent(ScriptedModel(["streamed answer"]), store=store)
+    kinds = [e.kind for e in agent.stream_sync("stream please", session="live")]
+    assert kinds[-1] == "run_finished"
+    assert [m.text for m in store.load_session("live")] == ["stream please", "streamed answer"]
+    [run] = store.list_runs(session="live")
+    assert run.status == "finished"
+    assert run.events == len([k for k in kinds if not k.endswith("_delta")])
+
+
+async def test_async_runs_inside_a_running_loop_share_one_store(store: SQLiteStore) -> None:
+    import asyncio
+
+    agents = [Agent(ScriptedModel([f"answer {i}"]), store=store) for i in range(5)]
+    await asyncio.gather(*(a.run(f"question {i}", session=f"s{i}") for i, a in enumerate(agents)))
+    assert sorted(s.name for s in store.list_sessions()) == [f"s{i}" for i in range(5)]

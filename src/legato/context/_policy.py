@@ -249,6 +249,9 @@ class ContextPolicy:
     """Messages for which this returns True are never dropped or summarized."""
     pinned_state: Mapping[str, JsonValue] = field(default_factory=lambda: {})
     """State entries copied verbatim into summaries."""
+    pinned_state_keys: tuple[str, ...] = ()
+    """Keys of the run's verified state whose current values are copied verbatim into
+    every summary (never summarized)."""
     counter: TokenCounter | None = None
     """How to count tokens; None picks by `ModelProfile.tokenizer`."""
     chars_per_token: float = 4.0

@@ -24,6 +24,16 @@ def memory_tools(store: MemoryStore, *, scope: str = "") -> Toolset:
             text: The fact, preference or event, as one self-contained sentence.
             kind: `fact`, `preference` (of the user) or `episode` (what happened).
         """
+        same = next(
+            (
+                r.item
+                for r in store.recall(text, limit=5, kinds=[kind], scope=scope)
+                if r.item.text == text
+            ),
+            None,
+        )
+        if same is not None:  # remembering twice is harmless: the call is idempotent
+            return f"Already remembered as {same.id}."
         last_user = next(
             (i for i in range(len(ctx.messages) - 1, -1, -1) if ctx.messages[i].role == "user"),
             None,

@@ -10,11 +10,11 @@ it compacts and returns the `Compacted` event for the loop to record.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING
 
 from legato.events import Compacted, JournalEvent, ModelResponded
-from legato.messages import Message, ToolDefinition
+from legato.messages import JsonValue, Message, ToolDefinition
 from legato.models import Model
 
 if TYPE_CHECKING:
@@ -29,7 +29,11 @@ def context_view(
     """The messages the model sees after the latest compaction, and their conversation indexes."""
     for event in reversed(events):
         if isinstance(event, Compacted):
-            view = [*event.messages, *messages[event.upto :]]
+            kept = [
+                m if m is not None else messages[s]
+                for m, s in zip(event.messages, event.sources, strict=True)
+            ]
+            view = [*kept, *messages[event.upto :]]
             sources = [*event.sources, *range(event.upto, len(messages))]
             return view, sources
     return list(messages), list(range(len(messages)))
@@ -113,8 +117,13 @@ class ContextStep:
         instructions: str | None,
         tools: Sequence[ToolDefinition],
         overflowed: bool = False,
+        state_values: Mapping[str, JsonValue] | None = None,
     ) -> tuple[list[Message], Compacted | None]:
-        """The messages to send, and the `Compacted` event to record if it compacted."""
+        """The messages to send, and the `Compacted` event to record if it compacted.
+
+        `state_values` is the run's verified state; the policy's `pinned_state_keys` are
+        taken from it.
+        """
         view, sources = context_view(events, messages)
         policy, counter = self._policy, self.counter()
         if policy is None or counter is None:
@@ -143,17 +152,21 @@ class ContextStep:
                 count=lambda m: self.count(m, counter),
                 pinned=pinned,
                 model=self._model,
-                pinned_state=policy.pinned_state,
+                pinned_state=_pinned_state(policy, state_values or {}),
             ),
         )
         if not result.changed:
             return view, None
+        origins = tuple(sources[s] if s >= 0 else -1 for s in result.sources)
         event = Compacted(
             strategy=result.strategy,
             reason="context_length_exceeded" if overflowed else "threshold",
             upto=len(messages),
-            messages=result.messages,
-            sources=tuple(sources[s] if s >= 0 else -1 for s in result.sources),
+            messages=tuple(
+                None if origin >= 0 and m is messages[origin] else m
+                for m, origin in zip(result.messages, origins, strict=True)
+            ),
+            sources=origins,
             removed=tuple(sorted({sources[j] for j in result.removed if sources[j] >= 0})),
             elided=result.elided,
             summary=result.summary,
@@ -163,3 +176,11 @@ class ContextStep:
             ),
         )
         return list(result.messages), event
+
+
+def _pinned_state(
+    policy: ContextPolicy, state_values: Mapping[str, JsonValue]
+) -> dict[str, JsonValue]:
+    pinned = dict(policy.pinned_state)
+    pinned.update({k: state_values[k] for k in policy.pinned_state_keys if k in state_values})
+    return pinned
