@@ -207,6 +207,7 @@ class RunDriver(Generic[OutputT]):
             instructions=state.instructions,
             tools=definitions,
             overflowed=overflowed,
+            state_values=state.state_values,
         )
         if compacted is not None:
             yield self._record(compacted)
