@@ -6,19 +6,24 @@ can serve many concurrent runs.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Callable, Iterator, Sequence
+import asyncio
+from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
 from typing import Any, Generic, cast, overload
 
 from typing_extensions import TypeVar
 
-from legato.events import RunEvent
-from legato.exceptions import ConfigurationError
+from legato.approvals import Action, ApprovalPolicy, ParkedRun
+from legato.budgets import Budget, BudgetLimits
+from legato.events import Journal, RunEvent, RunFailed, RunFinished
+from legato.exceptions import ConfigurationError, JournalError
 from legato.messages import ContentPart, Message
 from legato.models import Model, ModelSettings, infer_model
+from legato.run._handle import RunHandle
 from legato.run._loop import RunConfig, RunDriver
 from legato.run._output import OutputMode, OutputSchema
 from legato.run._result import RunResult
 from legato.run._sync import iterate_sync, run_sync
+from legato.security import Hook
 from legato.tools import Tool, Toolset, ToolSource
 
 __all__ = ["Agent", "Prompt"]
@@ -58,6 +63,9 @@ class Agent(Generic[OutputT]):
         model_settings: ModelSettings | None = None,
         output_retries: int = 1,
         tool_timeout: float | None = None,
+        approvals: ApprovalPolicy | Mapping[str, Action] | None = None,
+        budget: Budget | BudgetLimits | None = None,
+        hooks: Sequence[Hook] = (),
     ) -> None: ...
 
     @overload
@@ -74,6 +82,9 @@ class Agent(Generic[OutputT]):
         model_settings: ModelSettings | None = None,
         output_retries: int = 1,
         tool_timeout: float | None = None,
+        approvals: ApprovalPolicy | Mapping[str, Action] | None = None,
+        budget: Budget | BudgetLimits | None = None,
+        hooks: Sequence[Hook] = (),
     ) -> None: ...
 
     def __init__(
@@ -89,6 +100,9 @@ class Agent(Generic[OutputT]):
         model_settings: ModelSettings | None = None,
         output_retries: int = 1,
         tool_timeout: float | None = None,
+        approvals: ApprovalPolicy | Mapping[str, Action] | None = None,
+        budget: Budget | BudgetLimits | None = None,
+        hooks: Sequence[Hook] = (),
     ) -> None:
         """Configure an agent.
 
@@ -104,6 +118,11 @@ class Agent(Generic[OutputT]):
             model_settings: Default generation settings.
             output_retries: Invalid final answers tolerated before the run fails.
             tool_timeout: Seconds any tool call may take unless the tool sets its own.
+            approvals: Which calls run freely, wait for a decision, or never run
+                (`legato.approvals`); a mapping is shorthand: `{"send_email": "ask"}`.
+            budget: Limits per run (`BudgetLimits`: a fresh budget each run), or one
+                `Budget` every run of this agent shares.
+            hooks: Security hooks (`legato.security`), in order.
         """
         if max_steps < 1:
             msg = "max_steps must be at least 1"
@@ -114,6 +133,9 @@ class Agent(Generic[OutputT]):
         self.model_settings = model_settings or ModelSettings()
         self.output_retries = output_retries
         self.tool_timeout = tool_timeout
+        self.approvals = ApprovalPolicy.of(approvals)
+        self.budget = budget
+        self.hooks: tuple[Hook, ...] = tuple(hooks)
         self._model_spec = model
         self._model: Model | None = None if isinstance(model, str) else model
         self._output = cast(OutputSchema[OutputT], OutputSchema.build(output_type, output_mode))
@@ -145,7 +167,11 @@ class Agent(Generic[OutputT]):
         model: Model | str | None,
         model_settings: ModelSettings | None,
         max_steps: int | None,
+        approvals: ApprovalPolicy | Mapping[str, Action] | None = None,
+        budget: Budget | BudgetLimits | None = None,
+        journal: Journal | None = None,
     ) -> RunDriver[OutputT]:
+        chosen = budget if budget is not None else self.budget
         config: RunConfig[OutputT] = RunConfig(
             agent_name=self.name,
             model=infer_model(model) if model is not None else self.model,
@@ -157,9 +183,13 @@ class Agent(Generic[OutputT]):
             output_retries=self.output_retries,
             tool_timeout=self.tool_timeout,
             deps=deps,
+            approvals=ApprovalPolicy.of(approvals) or self.approvals,
+            budget=Budget(chosen) if isinstance(chosen, BudgetLimits) else chosen,
+            hooks=self.hooks,
         )
-        driver = RunDriver(config)
-        driver.start(_prompt_message(prompt), message_history)
+        driver = RunDriver(config, journal=journal)
+        if journal is None:
+            driver.start(_prompt_message(prompt), message_history)
         return driver
 
     async def run(
@@ -171,6 +201,9 @@ class Agent(Generic[OutputT]):
         model: Model | str | None = None,
         model_settings: ModelSettings | None = None,
         max_steps: int | None = None,
+        approvals: ApprovalPolicy | Mapping[str, Action] | None = None,
+        budget: Budget | BudgetLimits | None = None,
+        timeout: float | None = None,  # noqa: ASYNC109 - the run's own fenced timeout
     ) -> RunResult[OutputT]:
         """Run the agent to its final answer.
 
@@ -181,6 +214,43 @@ class Agent(Generic[OutputT]):
             model: Use another model for this run.
             model_settings: Settings overriding the agent's for this run.
             max_steps: Override the agent's step allowance for this run.
+            approvals: The approval policy for this run instead of the agent's.
+            budget: The budget for this run instead of the agent's.
+            timeout: Seconds the whole run may take; then it is fenced and stopped
+                (`RunTimedOut`).
+
+        Raises `RunParked` when a call waits for an approval nobody has given yet:
+        decide it through the policy's store, then `resume` the run.
+        """
+        handle = self.start(
+            prompt,
+            message_history=message_history,
+            deps=deps,
+            model=model,
+            model_settings=model_settings,
+            max_steps=max_steps,
+            approvals=approvals,
+            budget=budget,
+            timeout=timeout,
+        )
+        return await _finish(handle)
+
+    def start(
+        self,
+        prompt: Prompt | None = None,
+        *,
+        message_history: Sequence[Message] = (),
+        deps: Any = None,
+        model: Model | str | None = None,
+        model_settings: ModelSettings | None = None,
+        max_steps: int | None = None,
+        approvals: ApprovalPolicy | Mapping[str, Action] | None = None,
+        budget: Budget | BudgetLimits | None = None,
+        timeout: float | None = None,
+    ) -> RunHandle[OutputT]:
+        """Start a run on the running event loop and return its handle (see `run`).
+
+        `await handle.result()`, iterate `handle.events()`, or `handle.cancel()`.
         """
         driver = self._driver(
             prompt,
@@ -189,10 +259,62 @@ class Agent(Generic[OutputT]):
             model=model,
             model_settings=model_settings,
             max_steps=max_steps,
+            approvals=approvals,
+            budget=budget,
         )
-        async for _ in driver.events():
-            pass
-        return driver.result()
+        return RunHandle(driver, timeout=timeout)
+
+    async def resume(
+        self,
+        journal: Journal | ParkedRun | str,
+        *,
+        deps: Any = None,
+        approvals: ApprovalPolicy | Mapping[str, Action] | None = None,
+        budget: Budget | BudgetLimits | None = None,
+        timeout: float | None = None,  # noqa: ASYNC109 - the run's own fenced timeout
+    ) -> RunResult[OutputT]:
+        """Continue a parked (or interrupted) run from its journal (or its JSONL text).
+
+        Effects the journal shows as admitted are never run again; approval decisions
+        are claimed from the policy's store, each exactly once. Raises `RunParked` again
+        while decisions are missing.
+        """
+        return await _finish(
+            self.start_resumed(
+                journal, deps=deps, approvals=approvals, budget=budget, timeout=timeout
+            )
+        )
+
+    def start_resumed(
+        self,
+        journal: Journal | ParkedRun | str,
+        *,
+        deps: Any = None,
+        approvals: ApprovalPolicy | Mapping[str, Action] | None = None,
+        budget: Budget | BudgetLimits | None = None,
+        timeout: float | None = None,
+    ) -> RunHandle[OutputT]:
+        """`resume`, returning the handle."""
+        if isinstance(journal, ParkedRun):
+            journal = journal.journal
+        elif isinstance(journal, str):
+            journal = Journal.from_jsonl(journal)
+        events = list(journal.events)
+        if any(isinstance(e, RunFailed | RunFinished) for e in events):
+            msg = "cannot resume a run that has already finished or failed"
+            raise JournalError(msg)
+        driver = self._driver(
+            None,
+            message_history=(),
+            deps=deps,
+            model=None,
+            model_settings=None,
+            max_steps=None,
+            approvals=approvals,
+            budget=budget,
+            journal=Journal(events),
+        )
+        return RunHandle(driver, timeout=timeout)
 
     def run_sync(
         self,
@@ -203,6 +325,9 @@ class Agent(Generic[OutputT]):
         model: Model | str | None = None,
         model_settings: ModelSettings | None = None,
         max_steps: int | None = None,
+        approvals: ApprovalPolicy | Mapping[str, Action] | None = None,
+        budget: Budget | BudgetLimits | None = None,
+        timeout: float | None = None,
     ) -> RunResult[OutputT]:
         """`run` for synchronous code; works inside a running event loop too."""
         return run_sync(
@@ -213,6 +338,9 @@ class Agent(Generic[OutputT]):
                 model=model,
                 model_settings=model_settings,
                 max_steps=max_steps,
+                approvals=approvals,
+                budget=budget,
+                timeout=timeout,
             )
         )
 
@@ -225,18 +353,32 @@ class Agent(Generic[OutputT]):
         model: Model | str | None = None,
         model_settings: ModelSettings | None = None,
         max_steps: int | None = None,
+        approvals: ApprovalPolicy | Mapping[str, Action] | None = None,
+        budget: Budget | BudgetLimits | None = None,
+        timeout: float | None = None,  # noqa: ASYNC109 - the run's own fenced timeout
     ) -> AsyncIterator[RunEvent]:
-        """Run the agent, yielding every event: text deltas, tool calls, results, the end."""
-        driver = self._driver(
+        """Run the agent, yielding every event: text deltas, tool calls, results, the end.
+
+        Closing the stream early cancels the run (with the same fence as `cancel()`).
+        """
+        handle = self.start(
             prompt,
             message_history=message_history,
             deps=deps,
             model=model,
             model_settings=model_settings,
             max_steps=max_steps,
+            approvals=approvals,
+            budget=budget,
+            timeout=timeout,
         )
-        async for event in driver.events():
-            yield event
+        try:
+            async for event in handle.events():
+                yield event
+        finally:
+            if not handle.done:
+                handle.cancel("the stream was closed")
+                await handle.wait()
 
     def stream_sync(
         self,
@@ -247,6 +389,9 @@ class Agent(Generic[OutputT]):
         model: Model | str | None = None,
         model_settings: ModelSettings | None = None,
         max_steps: int | None = None,
+        approvals: ApprovalPolicy | Mapping[str, Action] | None = None,
+        budget: Budget | BudgetLimits | None = None,
+        timeout: float | None = None,
     ) -> Iterator[RunEvent]:
         """`stream` for synchronous code; works inside a running event loop too."""
         return iterate_sync(
@@ -257,8 +402,21 @@ class Agent(Generic[OutputT]):
                 model=model,
                 model_settings=model_settings,
                 max_steps=max_steps,
+                approvals=approvals,
+                budget=budget,
+                timeout=timeout,
             )
         )
 
     def __repr__(self) -> str:
         return f"Agent(name={self.name!r}, model={self._model_spec!r})"
+
+
+async def _finish(handle: RunHandle[OutputT]) -> RunResult[OutputT]:
+    """The handle's result; cancelling the caller cancels the run (and waits for it to stop)."""
+    try:
+        return await handle.result()
+    except asyncio.CancelledError:
+        handle.cancel("the caller was cancelled")
+        await asyncio.shield(handle.wait())
+        raise

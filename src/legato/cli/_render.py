@@ -8,18 +8,25 @@ from rich.console import Console
 from rich.markup import escape
 
 from legato.events import (
+    ApprovalDecided,
+    ApprovalRequested,
+    CancelRequested,
+    HookApplied,
     Journal,
     ModelRequested,
     ModelResponded,
     RunEvent,
     RunFailed,
     RunFinished,
+    RunParked,
     RunStarted,
     StepFinished,
     TextDelta,
     ThinkingDelta,
+    ToolCallAdmitted,
     ToolCallDelta,
     ToolCallFinished,
+    ToolCallRefused,
     ToolCallStarted,
     UserPrompt,
 )
@@ -32,6 +39,27 @@ _LIMIT = 300
 def _short(text: str) -> str:
     text = text.replace("\n", " ")
     return text if len(text) <= _LIMIT else text[: _LIMIT - 1] + "…"
+
+
+def gate_line(event: RunEvent) -> str:
+    """One line for an event of the effect gate (admission, approval, cancel, hook)."""
+    match event:
+        case ToolCallAdmitted():
+            return f"admitted {event.tool} ({event.via}) effect {event.effect_id[:12]}"
+        case ToolCallRefused():
+            return f"refused {event.tool} [{event.reason}]: {_short(event.message)}"
+        case ApprovalRequested():
+            return f"approval requested for {event.call.name}: {event.rule}"
+        case ApprovalDecided():
+            return f"approval {event.verdict} ({event.request_id})"
+        case CancelRequested():
+            return f"cancel requested: {event.reason}"
+        case RunParked():
+            return f"parked, waiting for {len(event.request_ids)} decision(s)"
+        case HookApplied():
+            return f"hook {event.hook} {event.action} at {event.point}: {_short(event.detail)}"
+        case _:
+            return type(event).__name__
 
 
 def render_event(console: Console, event: RunEvent) -> None:
@@ -67,6 +95,8 @@ def render_event(console: Console, event: RunEvent) -> None:
             )
         case RunStarted() | UserPrompt():
             pass
+        case _:  # the effect gate's events (legato.effects)
+            console.print(f"[yellow]{escape(gate_line(event))}[/]", highlight=False)
 
 
 def render_journal(console: Console, journal: Journal) -> None:
@@ -109,3 +139,5 @@ def render_journal(console: Console, journal: Journal) -> None:
                 console.print(
                     f"{prefix}[bold red]failed:[/] {escape(event.error_type)}: {escape(event.message)}"
                 )
+            case _:
+                console.print(f"{prefix}  [yellow]{escape(gate_line(event))}[/]")

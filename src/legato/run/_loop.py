@@ -15,6 +15,9 @@ from typing import Any, Generic
 
 from typing_extensions import TypeVar
 
+from legato.approvals import ApprovalPolicy
+from legato.budgets import Budget
+from legato.effects import EffectGate
 from legato.events import (
     Journal,
     JournalEvent,
@@ -23,8 +26,11 @@ from legato.events import (
     RunEvent,
     RunFailed,
     RunFinished,
+    RunParked,
     RunStarted,
     StepFinished,
+    ToolCallFinished,
+    ToolCallStarted,
     UserPrompt,
 )
 from legato.exceptions import (
@@ -32,15 +38,17 @@ from legato.exceptions import (
     OutputRetriesExceeded,
     StreamInterrupted,
     ToolDefinitionError,
-    ToolRetriesExceeded,
     UnexpectedModelBehavior,
 )
-from legato.messages import Message, ModelResponse, ToolCallPart, ToolResultPart
+from legato.exceptions import RunParked as Parked
+from legato.messages import Message, ModelResponse, ToolCallPart
 from legato.models import Model, ModelRequest, ModelSettings, ResponseCompleted
+from legato.run._outcomes import cancelled_calls, check_failures, output_calls
 from legato.run._output import OUTPUT_TOOL, OutputSchema, OutputValidationError
 from legato.run._result import RunResult, result_from_state
 from legato.run._state import RunState
-from legato.run._tools import CallResult, ToolExecutor
+from legato.run._tools import ToolExecutor
+from legato.security import Hook
 from legato.tools import RunContext, Tool, ToolSource
 
 __all__ = ["RunConfig", "RunDriver"]
@@ -63,6 +71,9 @@ class RunConfig(Generic[OutputT]):
     unknown_tool_retries: int = 1
     tool_timeout: float | None = None
     deps: Any = None
+    approvals: ApprovalPolicy | None = None
+    budget: Budget | None = None
+    hooks: Sequence[Hook] = ()
 
 
 class RunDriver(Generic[OutputT]):
@@ -73,11 +84,20 @@ class RunDriver(Generic[OutputT]):
         self.journal = journal or Journal()
         self.state = RunState.from_events(list(self.journal.events))
         self._output: OutputT | None = None
-        self._executor = ToolExecutor({}, default_timeout=config.tool_timeout)
+        self._gate = EffectGate(
+            journal=self.journal,
+            record=self._record,
+            policy=config.approvals,
+            budget=config.budget,
+            hooks=config.hooks,
+            agent=config.agent_name,
+        )
+        self._executor: ToolExecutor | None = None
 
     def _record(self, event: JournalEvent) -> JournalEvent:
         self.journal.append(event)
         self.state.apply(event)
+        self._gate.observe(event)
         return event
 
     def start(self, prompt: str | Message | None, history: Sequence[Message]) -> None:
@@ -100,13 +120,38 @@ class RunDriver(Generic[OutputT]):
         """Run until the run finishes or fails, yielding every event."""
         for event in self.journal.events:
             yield event
+        self._gate.drain()
         try:
             while not (self.state.finished or self.state.failed):
                 async for event in self._step():
+                    for earlier in self._gate.drain():
+                        yield earlier
                     yield event
+        except Parked:
+            parked = self._gate.parked
+            ids = tuple(r.id for r in parked.requests) if parked is not None else ()
+            yield self._record(RunParked(request_ids=ids))
+            raise
         except Exception as exc:
             yield self._record(RunFailed(error_type=type(exc).__name__, message=str(exc)))
             raise
+
+    @property
+    def gate(self) -> EffectGate:
+        """The run's effect gate."""
+        return self._gate
+
+    def fence(self, reason: str) -> bool:
+        """Cancel: admit nothing from now on (the caller then cancels the driving task)."""
+        return self._gate.fence(reason)
+
+    def close_cancelled(self, error: Exception) -> list[JournalEvent]:
+        """Record how a cancelled run ends: its unfinished calls, then `RunFailed`."""
+        events: list[JournalEvent] = [
+            self._record(e) for e in cancelled_calls(self.journal, str(error))
+        ]
+        events.append(self._record(RunFailed(error_type=type(error).__name__, message=str(error))))
+        return events
 
     def result(self) -> RunResult[OutputT]:
         """The result of a finished run."""
@@ -122,7 +167,8 @@ class RunDriver(Generic[OutputT]):
         last = state.last_message
         if last is not None and last.role == "assistant":
             if state.pending_calls:
-                async for event in self._run_tools(list(state.pending_calls)):
+                unfinished = [c for c in state.pending_calls if c.id not in state.results]
+                async for event in self._run_tools(unfinished):
                     yield event
             else:
                 async for event in self._handle_answer(last):
@@ -139,6 +185,10 @@ class RunDriver(Generic[OutputT]):
                     msg = f"two tools are named {t.name!r} (the second comes from {source.name!r})"
                     raise ToolDefinitionError(msg)
                 tools[t.name] = t
+        self._gate.bind(tools)
+        self._executor = ToolExecutor(
+            tools, default_timeout=self.config.tool_timeout, gate=self._gate
+        )
         return tools
 
     async def _call_model(self) -> AsyncIterator[RunEvent]:
@@ -146,7 +196,6 @@ class RunDriver(Generic[OutputT]):
         if state.step >= cfg.max_steps:
             raise MaxStepsExceeded(cfg.max_steps)
         tools = await self._tools()
-        self._executor = ToolExecutor(tools, default_timeout=cfg.tool_timeout)
         definitions = [t.definition for t in tools.values()]
         output_tool = cfg.output.tool_definition()
         if output_tool is not None:
@@ -162,19 +211,25 @@ class RunDriver(Generic[OutputT]):
             output=cfg.output.native_spec(),
         )
         step = state.step + 1
+        request, reservation = await self._gate.before_model(request, cfg.model)
         yield self._record(ModelRequested(step=step, model=cfg.model.name))
         started = time.perf_counter()
         response: ModelResponse | None = None
-        async for event in cfg.model.stream(request):
-            if isinstance(event, ResponseCompleted):
-                response = event.response
-            else:
-                yield event
+        try:
+            async for event in cfg.model.stream(request):
+                if isinstance(event, ResponseCompleted):
+                    response = event.response
+                else:
+                    yield event
+        finally:
+            if response is None and reservation is not None:
+                reservation.release()
         if response is None:
             msg = f"{cfg.model.name}: the stream ended without a complete response"
             raise StreamInterrupted(msg)
         if response.usage.requests == 0:
             response = replace(response, usage=replace(response.usage, requests=1))
+        response = await self._gate.after_model(response, reservation)
         yield self._record(
             ModelResponded(step=step, response=response, duration=time.perf_counter() - started)
         )
@@ -210,7 +265,12 @@ class RunDriver(Generic[OutputT]):
     async def _run_tools(self, calls: list[ToolCallPart]) -> AsyncIterator[RunEvent]:
         cfg, state = self.config, self.state
         step = state.step
-        special = self._output_calls(calls)
+        executor = self._executor
+        if executor is None:  # a resumed run: its tools were not listed yet
+            await self._tools()
+            executor = self._executor
+            assert executor is not None
+        special, self._output = output_calls(cfg.output, calls, self._output)
         messages = tuple(state.messages)
 
         def context(call: ToolCallPart) -> RunContext[Any]:
@@ -225,11 +285,20 @@ class RunDriver(Generic[OutputT]):
                 retry=state.failures.get(call.name, 0),
             )
 
-        async for event in self._executor.run_calls(
-            calls, step=step, context=context, special=special
-        ):
-            yield self._record(event)
-        self._check_failures(calls)
+        async for event in executor.run_calls(calls, step=step, context=context, special=special):
+            # starts and finishes are recorded here; the gate's events are journaled already
+            yield (
+                self._record(event)
+                if isinstance(event, ToolCallStarted | ToolCallFinished)
+                else event
+            )
+        check_failures(
+            state,
+            calls,
+            tools=executor.tools,
+            output_retries=cfg.output_retries,
+            unknown_tool_retries=cfg.unknown_tool_retries,
+        )
         yield self._record(StepFinished(step=step))
         if self._output is not None:
             yield self._record(
@@ -237,63 +306,3 @@ class RunDriver(Generic[OutputT]):
                     output=cfg.output.to_json(self._output), usage=state.usage, cost=state.cost
                 )
             )
-
-    def _output_calls(self, calls: list[ToolCallPart]) -> dict[str, CallResult]:
-        """Validate `final_result` calls; a valid one makes every other call `skipped`."""
-        if self.config.output.is_text or self.config.output.mode != "tool":
-            return {}
-        special: dict[str, CallResult] = {}
-        for call in calls:
-            if call.name != OUTPUT_TOOL or self._output is not None:
-                continue
-            try:
-                self._output = self.config.output.validate_arguments(call.arguments)
-            except OutputValidationError as exc:
-                special[call.id] = _result(
-                    call,
-                    f"{exc.message}\nFix the output and call {OUTPUT_TOOL} again.",
-                    "invalid_arguments",
-                    error=True,
-                )
-            else:
-                special[call.id] = _result(call, "Final result received.", "output")
-        if self._output is not None:
-            for call in calls:
-                if call.id not in special:
-                    special[call.id] = _result(
-                        call, "Not run: the final result was given in the same response.", "skipped"
-                    )
-        return special
-
-    def _check_failures(self, calls: list[ToolCallPart]) -> None:
-        failures = self.state.failures
-        for call in calls:
-            count = failures.get(call.name, 0)
-            if not count:
-                continue
-            limit = self._retry_limit(call.name)
-            if count > limit:
-                last = next(
-                    (m for m in reversed(self.state.messages) if m.role == "tool"),
-                    Message(role="tool"),
-                )
-                text = next((r.text for r in last.tool_results if r.call_id == call.id), "")
-                if call.name == OUTPUT_TOOL:
-                    raise OutputRetriesExceeded(limit, text)
-                raise ToolRetriesExceeded(call.name, limit, text)
-
-    def _retry_limit(self, name: str) -> int:
-        if name == OUTPUT_TOOL:
-            return self.config.output_retries
-        tool = self._executor.get(name)
-        return tool.max_retries if tool is not None else self.config.unknown_tool_retries
-
-
-def _result(call: ToolCallPart, text: str, outcome: Any, *, error: bool = False) -> CallResult:
-    return CallResult(
-        result=ToolResultPart.text_result(
-            call_id=call.id, name=call.name, text=text, is_error=error
-        ),
-        outcome=outcome,
-        duration=0.0,
-    )

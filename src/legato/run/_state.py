@@ -92,13 +92,15 @@ class RunState:
                 self.output = event.output
             case RunFailed():
                 self.failed = event
+            case _:  # the effect gate's events do not change the conversation
+                pass
 
     def _finish_call(self, event: ToolCallFinished) -> None:
         self.results[event.call.id] = event.result
         name = event.call.name
         if event.outcome in ("ok", "output", "skipped"):
             self.failures.pop(name, None)
-        elif event.outcome not in ("cancelled",):
+        elif event.outcome not in ("cancelled", "refused"):
             self.failures[name] = self.failures.get(name, 0) + 1
         if all(c.id in self.results for c in self.pending_calls):
             parts = tuple(self.results[c.id] for c in self.pending_calls)

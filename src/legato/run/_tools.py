@@ -15,7 +15,8 @@ from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from legato.events import ToolCallFinished, ToolCallStarted, ToolOutcome
+from legato.effects import EffectGate, Refused, reap
+from legato.events import JournalEvent, ToolCallFinished, ToolCallStarted, ToolOutcome
 from legato.exceptions import ToolArgumentsInvalid, ToolError
 from legato.messages import ToolCallPart, ToolResultPart
 from legato.tools import RunContext, Tool, to_content
@@ -45,11 +46,23 @@ def _error(call: ToolCallPart, text: str, outcome: ToolOutcome, started: float) 
 class ToolExecutor:
     """Runs calls against a fixed set of tools."""
 
-    __slots__ = ("_default_timeout", "_tools")
+    __slots__ = ("_default_timeout", "_gate", "_tools")
 
-    def __init__(self, tools: Mapping[str, Tool], *, default_timeout: float | None = None) -> None:
+    def __init__(
+        self,
+        tools: Mapping[str, Tool],
+        *,
+        default_timeout: float | None = None,
+        gate: EffectGate | None = None,
+    ) -> None:
         self._tools = tools
         self._default_timeout = default_timeout
+        self._gate = gate if gate is not None else EffectGate()
+
+    @property
+    def tools(self) -> dict[str, Tool]:
+        """The tools calls may use, by name."""
+        return dict(self._tools)
 
     def get(self, name: str) -> Tool | None:
         """The tool of that name, if the run has it."""
@@ -72,6 +85,26 @@ class ToolExecutor:
                 "invalid_arguments",
                 started,
             )
+        # -- effect gate: the one admission point (legato.effects) --
+        admission = await self._gate.admit(call, tool, kwargs)
+        if isinstance(admission, Refused):
+            return CallResult(
+                result=admission.result,
+                outcome=admission.outcome,
+                duration=time.perf_counter() - started,
+            )
+        done = await self._invoke(call, tool, admission.arguments, ctx, started)
+        result, outcome = await self._gate.settle(admission, done.result, done.outcome)
+        return CallResult(result=result, outcome=outcome, duration=done.duration)
+
+    async def _invoke(
+        self,
+        call: ToolCallPart,
+        tool: Tool,
+        kwargs: dict[str, Any],
+        ctx: RunContext[Any],
+        started: float,
+    ) -> CallResult:
         timeout = tool.timeout if tool.timeout is not None else self._default_timeout
         try:
             async with asyncio.timeout(timeout):
@@ -97,14 +130,17 @@ class ToolExecutor:
         step: int,
         context: Callable[[ToolCallPart], RunContext[Any]],
         special: Mapping[str, CallResult] | None = None,
-    ) -> AsyncIterator[ToolCallStarted | ToolCallFinished]:
+    ) -> AsyncIterator[ToolCallStarted | ToolCallFinished | JournalEvent]:
         """Run the calls; yield each start, then each finish in the model's order.
 
         `special` holds results decided without running anything (the output tool,
-        skipped calls); they are reported in their place in the order.
+        skipped calls); they are reported in their place in the order. The effect gate's
+        events (admissions, approvals) are yielded as they happen; they are journaled
+        already, the starts and finishes are not.
         """
         special = special or {}
         tasks: dict[str, asyncio.Task[CallResult]] = {}
+        await self._gate.begin_step(step, [c for c in calls if c.id not in special], self._tools)
         try:
             for group, sequential in _groups(calls, self._tools, special):
                 if sequential and tasks:
@@ -117,7 +153,9 @@ class ToolExecutor:
             for call in calls:
                 done = special.get(call.id)
                 if done is None:
-                    done = await tasks[call.id]
+                    async for event in self._gate.until_done(tasks[call.id]):
+                        yield event
+                    done = tasks[call.id].result()
                 yield ToolCallFinished(
                     step=step,
                     call=call,
@@ -126,11 +164,7 @@ class ToolExecutor:
                     duration=done.duration,
                 )
         finally:
-            pending = [t for t in tasks.values() if not t.done()]
-            for task in pending:
-                task.cancel()
-            if pending:
-                await asyncio.gather(*pending, return_exceptions=True)
+            await reap(tasks.values())
 
 
 def _groups(

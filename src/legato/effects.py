@@ -1,0 +1,697 @@
+"""The effect gate: the one admission point for every side-effecting tool call of a run.
+
+Each run has one `EffectGate`. The tool executor asks it to `admit` every call after the
+call's arguments are validated (and its preconditions hold) and before the function is
+invoked; nothing with `side_effects` other than `none` runs without being admitted. The
+gate enforces four properties:
+
+- **hold-until-decided** (run-wide): while an approval request of the run is pending, no
+  other side-effecting call of the run is admitted; read-only calls go on.
+- **reject-cancels**: a rejected call never runs; the model is told. Side-effecting calls
+  of the same response held behind it are refused too (`reject_holds_siblings`).
+- **dedup-on-replay**: each admitted effect has a stable id (a hash of run id, call id,
+  tool and canonical arguments). Re-delivering or replaying a call whose effect was
+  already admitted reuses the recorded result; an irreversible effect whose outcome is
+  unknown (admitted, never finished: a crash) is not run again.
+- **fence-on-cancel**: `fence()` bumps the run's epoch; nothing is admitted afterwards,
+  and a result that arrives from an older epoch is recorded as cancelled, never applied.
+
+The gate also reserves budget for model and tool calls (`legato.budgets`) and runs the
+security hooks (`legato.security`). Its decisions are journal events
+(`ToolCallAdmitted`, `ToolCallRefused`, `ApprovalRequested`, `ApprovalDecided`,
+`CancelRequested`), which are the audit record and what a resumed run is rebuilt from.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import hashlib
+import time
+from collections.abc import AsyncIterator, Callable, Generator, Iterable, Mapping, Sequence
+from contextvars import ContextVar
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from legato.approvals import (
+    Action,
+    ApprovalPolicy,
+    ApprovalRequest,
+    Decision,
+    Edit,
+    ParkedRun,
+    Reject,
+    canonical_json,
+)
+from legato.budgets import Budget, Reservation, Spend
+from legato.events import (
+    ApprovalDecided,
+    ApprovalRequested,
+    CancelRequested,
+    HookApplied,
+    Journal,
+    JournalEvent,
+    RefusalReason,
+    RunStarted,
+    ToolCallAdmitted,
+    ToolCallFinished,
+    ToolCallRefused,
+    ToolOutcome,
+)
+from legato.exceptions import RunCancelled, RunParked, ToolArgumentsInvalid
+from legato.messages import JsonValue, ModelResponse, ToolCallPart, ToolResultPart
+from legato.models import Model, ModelRequest
+from legato.security._hooks import Ask, Block, Hook, HookContext, HookRunner, Modify, ToolAdmission
+from legato.tools import Tool
+
+__all__ = [
+    "Admitted",
+    "EffectGate",
+    "Refused",
+    "Switches",
+    "effect_id",
+    "estimate_tokens",
+    "reap",
+    "unsafe_switches",
+]
+
+
+def effect_id(run_id: str, call: ToolCallPart) -> str:
+    """The stable id of a call's effect: same run, call id, tool and arguments -> same id."""
+    text = "\x00".join((run_id, call.id, call.name, canonical_json(call.arguments)))
+    return hashlib.sha256(text.encode()).hexdigest()[:32]
+
+
+def estimate_tokens(request: ModelRequest) -> int:
+    """A rough input-token count for reserving budget (about four characters a token)."""
+    chars = len(request.instructions or "")
+    for message in request.messages:
+        for part in message.parts:
+            chars += len(getattr(part, "text", "") or getattr(part, "raw_arguments", "") or "")
+            content = getattr(part, "content", ())
+            chars += sum(len(getattr(c, "text", "")) for c in content)
+    for definition in request.tools:
+        chars += len(definition.name) + len(definition.description)
+        chars += len(canonical_json(definition.parameters))
+    return max(1, chars // 4)
+
+
+# -- test-only switches -------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Switches:
+    """The gate's protections; all on. Tests turn one off to show the failure it prevents."""
+
+    hold_run_wide: bool = True
+    """Hold side-effecting calls while any approval of the run is pending."""
+    enforce_decisions: bool = True
+    """Wait for the decision before running an asked call."""
+    dedup: bool = True
+    """Reuse the recorded result of an effect that already ran."""
+    fence: bool = True
+    """Admit nothing after cancel; discard late results."""
+    reap_tasks: bool = True
+    """Cancel and await a run's tool tasks when the run stops."""
+
+
+_SAFE = Switches()
+_SWITCHES: ContextVar[Switches | None] = ContextVar("legato_effect_switches", default=None)
+
+
+def _switches() -> Switches:
+    return _SWITCHES.get() or _SAFE
+
+
+@contextlib.contextmanager
+def unsafe_switches(**off: bool) -> Generator[Switches]:
+    """TEST ONLY: run with some protections switched off (`unsafe_switches(dedup=False)`).
+
+    Exists so the test suite can show that each protection is what prevents its failure.
+    """
+    switches = Switches(**off)
+    token = _SWITCHES.set(switches)
+    try:
+        yield switches
+    finally:
+        _SWITCHES.reset(token)
+
+
+# -- admission results ---------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Admitted:
+    """The call may run, with `arguments` (edited ones, if an approver edited them)."""
+
+    arguments: dict[str, Any]
+    effect_id: str
+    epoch: int
+    pending_decision: asyncio.Task[Decision] | None = None
+    """Only with `enforce_decisions` off (tests): the decision still being made."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Refused:
+    """The call does not run; the model sees `result`."""
+
+    reason: RefusalReason
+    outcome: ToolOutcome
+    result: ToolResultPart
+
+
+@dataclass(slots=True)
+class _Plan:
+    action: Action
+    rule: str
+    arguments: JsonValue
+    modified: bool = False
+    blocked: str | None = None
+
+
+@dataclass(slots=True, kw_only=True)
+class _Go:
+    """A call cleared to run (pending the fence re-check)."""
+
+    arguments: dict[str, Any]
+    via: Literal["policy", "approval", "edit"] = "policy"
+    edited: JsonValue = None
+    pending: asyncio.Task[Decision] | None = None
+
+
+@dataclass(slots=True)
+class _Entry:
+    """What the gate knows about one admitted effect."""
+
+    call_id: str
+    finished: bool = False
+    outcome: ToolOutcome = "ok"
+    result: ToolResultPart | None = None
+    done: asyncio.Event | None = None
+
+
+@dataclass(slots=True)
+class _StepState:
+    step: int = 0
+    plans: dict[str, _Plan] = field(default_factory=lambda: {})
+    open: set[str] = field(default_factory=lambda: set())
+    """Calls of this step with an `ask` not decided yet."""
+    rejected: bool = False
+    park: ParkedRun | None = None
+
+
+class EffectGate:
+    """Admits a run's tool calls and model calls; see the module documentation."""
+
+    def __init__(
+        self,
+        *,
+        journal: Journal | None = None,
+        record: Callable[[JournalEvent], object] | None = None,
+        policy: ApprovalPolicy | None = None,
+        budget: Budget | None = None,
+        hooks: Sequence[Hook] = (),
+        agent: str = "",
+    ) -> None:
+        self._journal = journal if journal is not None else Journal()
+        self._record_fn = record or self._record_standalone
+        self.policy = policy
+        self.budget = budget
+        self.switches = _switches()
+        self.epoch = 0
+        self.fenced: str | None = None
+        """The reason the run was fenced, once it is."""
+        self.live: asyncio.Queue[JournalEvent] = asyncio.Queue()
+        """Events the gate recorded, for the stream (the journal already has them)."""
+        self.ctx = HookContext(run_id="", agent=agent)
+        self.hooks = HookRunner(hooks, self.ctx, self._record) if hooks else None
+        self._ledger: dict[str, _Entry] = {}
+        self._effect_of: dict[str, str] = {}
+        self._requests: dict[str, str] = {}
+        """Call id -> id of its undecided approval request (from the journal)."""
+        self._step = _StepState()
+        self._serial = asyncio.Lock()
+        self._clear = asyncio.Event()
+        self._clear.set()
+        self._checked: frozenset[str] | None = None
+        for event in self._journal:
+            self.observe(event)
+
+    # -- the journal -------------------------------------------------------------------------------
+
+    @property
+    def run_id(self) -> str:
+        """The run's id."""
+        return self.ctx.run_id
+
+    def _record_standalone(self, event: JournalEvent) -> None:
+        self._journal.append(event)
+        self.observe(event)
+
+    def _record(self, event: JournalEvent) -> None:
+        self._record_fn(event)
+        self.live.put_nowait(event)
+
+    def observe(self, event: JournalEvent) -> None:
+        """Learn from a journal event (the driver calls this for every event it records)."""
+        match event:
+            case RunStarted():
+                self.ctx.run_id = event.run_id
+            case ToolCallAdmitted():
+                self._ledger[event.effect_id] = _Entry(call_id=event.call_id)
+                self._effect_of[event.call_id] = event.effect_id
+            case ToolCallFinished():
+                eid = self._effect_of.get(event.call.id)
+                entry = self._ledger.get(eid) if eid is not None else None
+                if entry is not None:
+                    entry.finished, entry.outcome, entry.result = True, event.outcome, event.result
+                    if entry.done is not None:
+                        entry.done.set()
+            case ApprovalRequested():
+                self._requests[event.call.id] = event.request_id
+            case ApprovalDecided():
+                self._requests.pop(event.call_id, None)
+            case CancelRequested():
+                self.epoch = max(self.epoch, event.epoch)
+                self.fenced = event.reason
+            case HookApplied():
+                self.ctx.flags.update(event.flags)
+            case _:
+                pass
+        if self.hooks is not None:
+            self.hooks.on_event(event)
+
+    # -- tools of the run ----------------------------------------------------------------------------
+
+    def bind(self, tools: Mapping[str, Tool]) -> None:
+        """Check the policy against the run's tools (`PolicyError` for unknown names)."""
+        names = frozenset(tools)
+        if self.policy is not None and names != self._checked:
+            self.policy.check(tools)
+            self._checked = names
+
+    async def begin_step(
+        self, step: int, calls: Sequence[ToolCallPart], tools: Mapping[str, Tool]
+    ) -> None:
+        """Decide, in the model's order and before any call starts, what each call needs.
+
+        Registering every `ask` first is what makes the hold run-wide: a sibling cannot be
+        admitted in the moment before its neighbour's request exists.
+        """
+        state = _StepState(step=step)
+        self.ctx.step = step
+        for call in calls:
+            tool = tools.get(call.name)
+            if tool is None:
+                continue
+            plan = await self._plan(call, tool)
+            state.plans[call.id] = plan
+            if plan.action == "ask":
+                state.open.add(call.id)
+        self._step = state
+        self._update_clear()
+
+    async def _plan(self, call: ToolCallPart, tool: Tool) -> _Plan:
+        if self.policy is not None:
+            action, rule = self.policy.action(tool, call.arguments)
+        else:
+            action, rule = "auto", "no approval policy"
+        plan = _Plan(action=action, rule=rule, arguments=call.arguments)
+        if self.hooks is not None:
+            outcome = await self.hooks.before_tool_admission(
+                ToolAdmission(call=call, side_effects=tool.side_effects, arguments=call.arguments)
+            )
+            if isinstance(outcome, Block):
+                plan.blocked = outcome.reason
+            elif isinstance(outcome, Ask) and plan.action == "auto":
+                plan.action, plan.rule = "ask", outcome.reason
+            elif isinstance(outcome, Modify):
+                plan.arguments, plan.modified = outcome.value, True
+        return plan
+
+    def _update_clear(self) -> None:
+        state = self._step
+        if not state.open or state.park is not None or self.fenced is not None:
+            self._clear.set()
+        else:
+            self._clear.clear()
+
+    # -- admission ---------------------------------------------------------------------------------
+
+    async def admit(
+        self, call: ToolCallPart, tool: Tool, arguments: dict[str, Any]
+    ) -> Admitted | Refused:
+        """Admit one validated call, or refuse it; may raise `RunParked` or `BudgetExceeded`."""
+        effectful = tool.side_effects != "none"
+        eid = effect_id(self.run_id, call) if effectful else ""
+        if self.fenced is not None and self.switches.fence:
+            return self._cancelled(call, eid)
+        if self.budget is not None:
+            self.budget.charge(Spend(tool_calls=1))
+        plan = self._step.plans.get(call.id) or await self._plan(call, tool)
+        if effectful and self.switches.dedup:
+            duplicate = await self._deduplicate(call, tool, eid)
+            if duplicate is not None:
+                return duplicate
+        if plan.blocked is not None:
+            return self._refuse(
+                call, eid, "hook", f"Not run: blocked by a security hook: {plan.blocked}"
+            )
+        if plan.action == "deny":
+            return self._refuse(
+                call,
+                eid,
+                "denied",
+                f"Not run: the approval policy forbids this call ({plan.rule}).",
+            )
+        if plan.action == "ask":
+            go = await self._asked(call, tool, eid, plan, arguments)
+        else:
+            go = await self._auto(call, eid, effectful, arguments)
+        if isinstance(go, Refused):
+            return go
+        if plan.modified and go.via != "edit":
+            try:
+                go.arguments = tool.validate(plan.arguments)
+            except ToolArgumentsInvalid as exc:
+                text = f"Not run: a hook's rewrite of the arguments is invalid: {exc}"
+                return self._refuse(call, eid, "hook", text)
+            go.edited = plan.arguments
+        # re-checked after every wait, with no await between this check and the admission
+        if self.fenced is not None and self.switches.fence:
+            return self._cancelled(call, eid)
+        if effectful or go.via != "policy":
+            self._record(
+                ToolCallAdmitted(
+                    step=self._step.step,
+                    call_id=call.id,
+                    tool=call.name,
+                    effect_id=eid,
+                    epoch=self.epoch,
+                    via=go.via,
+                    arguments=go.edited,
+                )
+            )
+            entry = self._ledger.get(eid)
+            if entry is not None:
+                entry.done = asyncio.Event()
+        return Admitted(
+            arguments=go.arguments, effect_id=eid, epoch=self.epoch, pending_decision=go.pending
+        )
+
+    async def _asked(
+        self, call: ToolCallPart, tool: Tool, eid: str, plan: _Plan, arguments: dict[str, Any]
+    ) -> _Go | Refused:
+        if not self.switches.enforce_decisions:
+            pending = asyncio.ensure_future(self._decide(call, plan))
+            return _Go(arguments=arguments, pending=pending)
+        decision = await self._decide(call, plan)
+        if isinstance(decision, Reject):
+            self._step.rejected = True
+            return self._refuse(call, eid, "rejected", f"Not run: {decision.message}")
+        if isinstance(decision, Edit):
+            try:
+                edited = tool.validate(decision.arguments)
+            except ToolArgumentsInvalid as exc:
+                text = f"Not run: the approver's edited arguments are invalid: {exc}"
+                return self._refuse(call, eid, "rejected", text)
+            return _Go(arguments=edited, via="edit", edited=decision.arguments)
+        return _Go(arguments=arguments, via="approval")
+
+    async def _auto(
+        self, call: ToolCallPart, eid: str, effectful: bool, arguments: dict[str, Any]
+    ) -> _Go | Refused:
+        if effectful:
+            if self.switches.hold_run_wide:
+                await self._hold()
+            holds = self.policy is None or self.policy.reject_holds_siblings
+            if self._step.rejected and holds:
+                text = (
+                    "Not run: another call of the same response was rejected; "
+                    "call this again if it is still wanted."
+                )
+                return self._refuse(call, eid, "held", text)
+        return _Go(arguments=arguments)
+
+    def _cancelled(self, call: ToolCallPart, eid: str) -> Refused:
+        return self._refuse(
+            call, eid, "cancelled", f"Not run: the run was cancelled ({self.fenced})."
+        )
+
+    def _refuse(self, call: ToolCallPart, eid: str, reason: RefusalReason, message: str) -> Refused:
+        self._record(
+            ToolCallRefused(
+                step=self._step.step,
+                call_id=call.id,
+                tool=call.name,
+                effect_id=eid,
+                reason=reason,
+                message=message,
+            )
+        )
+        return Refused(
+            reason=reason,
+            outcome="cancelled" if reason == "cancelled" else "refused",
+            result=ToolResultPart.text_result(
+                call_id=call.id, name=call.name, text=message, is_error=True
+            ),
+        )
+
+    async def _deduplicate(self, call: ToolCallPart, tool: Tool, eid: str) -> Refused | None:
+        entry = self._ledger.get(eid)
+        if entry is None:
+            return None
+        if not entry.finished and entry.done is not None:
+            await entry.done.wait()  # the same effect is running in this process: share its result
+        unknown = not entry.finished or entry.outcome in ("cancelled", "timeout")
+        if unknown:
+            if tool.side_effects != "irreversible":
+                return None  # idempotent: running it again is safe
+            return self._refuse(
+                call,
+                eid,
+                "unknown_outcome",
+                "Not run again: this exact call was admitted before and may have taken effect; "
+                "its outcome is unknown, and the tool is irreversible.",
+            )
+        result = entry.result or ToolResultPart.text_result(
+            call_id=call.id, name=call.name, text=""
+        )
+        self._record(
+            ToolCallRefused(
+                step=self._step.step,
+                call_id=call.id,
+                tool=call.name,
+                effect_id=eid,
+                reason="duplicate",
+                message="already ran; the recorded result is reused",
+            )
+        )
+        return Refused(reason="duplicate", outcome=entry.outcome, result=result)
+
+    async def _hold(self) -> None:
+        while not self._clear.is_set():
+            await self._clear.wait()
+        park = self._step.park
+        if park is not None and self.fenced is None:
+            raise RunParked(park, _parked_message(park))
+
+    # -- approvals -----------------------------------------------------------------------------------
+
+    async def _decide(self, call: ToolCallPart, plan: _Plan) -> Decision:
+        policy = self.policy or ApprovalPolicy()
+        state = self._step
+        async with self._serial:
+            try:
+                if state.park is not None:
+                    raise RunParked(state.park, _parked_message(state.park))
+                request = await self._request(call, plan, policy)
+                decision = await self._obtain(request, policy)
+                if decision is None:
+                    park = await self._park(request, policy)
+                    raise RunParked(park, _parked_message(park))
+                self._record(
+                    ApprovalDecided(
+                        request_id=request.id,
+                        call_id=call.id,
+                        verdict=decision.verdict,
+                        arguments=decision.arguments if isinstance(decision, Edit) else None,
+                        message=decision.message,
+                    )
+                )
+                return decision
+            finally:
+                state.open.discard(call.id)
+                self._update_clear()
+
+    async def _request(
+        self, call: ToolCallPart, plan: _Plan, policy: ApprovalPolicy
+    ) -> ApprovalRequest:
+        existing = self._requests.get(call.id)
+        if existing is not None:
+            found = await policy.store.get(existing)
+            if found is not None:
+                return found
+        request = ApprovalRequest.create(
+            run_id=self.run_id,
+            step=self._step.step,
+            call_id=call.id,
+            tool=call.name,
+            arguments=plan.arguments,
+            rule=plan.rule,
+        )
+        await policy.store.put(request)
+        self._record(
+            ApprovalRequested(
+                step=self._step.step,
+                request_id=request.id,
+                call=call,
+                arguments_hash=request.arguments_hash,
+                rule=plan.rule,
+            )
+        )
+        return request
+
+    async def _obtain(self, request: ApprovalRequest, policy: ApprovalPolicy) -> Decision | None:
+        store = policy.store
+        decision = await store.claim(request.id)
+        if decision is None and policy.handler is not None:
+            verdict = await policy.handler(request)
+            if verdict is not None:
+                await store.decide(request.id, request.token, verdict)
+                decision = await store.claim(request.id)
+        deadline = time.monotonic() + policy.wait
+        while decision is None and time.monotonic() < deadline:
+            await asyncio.sleep(min(0.05, policy.wait))
+            decision = await store.claim(request.id)
+        return decision
+
+    async def _park(self, first: ApprovalRequest, policy: ApprovalPolicy) -> ParkedRun:
+        """Register every other open ask of the step, so the parked run lists them all."""
+        state = self._step
+        requests = [first]
+        for call_id in sorted(state.open - {first.call_id}, key=list(state.plans).index):
+            call = self._call_of(call_id)
+            if call is not None:
+                requests.append(await self._request(call, state.plans[call_id], policy))
+        state.park = ParkedRun(run_id=self.run_id, journal=self._journal, requests=tuple(requests))
+        self._update_clear()
+        return state.park
+
+    def _call_of(self, call_id: str) -> ToolCallPart | None:
+        for event in reversed(self._journal.events):
+            calls: Iterable[ToolCallPart] = getattr(
+                getattr(getattr(event, "response", None), "message", None), "tool_calls", ()
+            )
+            for call in calls:
+                if call.id == call_id:
+                    return call
+        return None
+
+    # -- after the call -------------------------------------------------------------------------------
+
+    async def settle(
+        self, admitted: Admitted, result: ToolResultPart, outcome: ToolOutcome
+    ) -> tuple[ToolResultPart, ToolOutcome]:
+        """The result the model sees: fenced if the run was cancelled meanwhile, then hooked."""
+        if admitted.pending_decision is not None:
+            with contextlib.suppress(Exception):
+                await admitted.pending_decision
+        if admitted.epoch != self.epoch and self.switches.fence:
+            text = "Cancelled: the run was cancelled while this call ran; its result was discarded."
+            late = ToolResultPart.text_result(
+                call_id=result.call_id, name=result.name, text=text, is_error=True
+            )
+            return late, "cancelled"
+        if self.hooks is not None:
+            result = await self.hooks.after_tool_result(result)
+        return result, outcome
+
+    # -- model calls -----------------------------------------------------------------------------------
+
+    async def before_model(
+        self, request: ModelRequest, model: Model
+    ) -> tuple[ModelRequest, Reservation | None]:
+        """Hooks, then the budget reservation of the call's worst case."""
+        if self.fenced is not None:
+            raise RunCancelled(self.fenced)
+        if self.hooks is not None:
+            request = await self.hooks.before_model_request(request)
+        reservation = None
+        if self.budget is not None:
+            max_tokens = request.settings.max_tokens or model.profile.max_output_tokens
+            worst = self.budget.model_call_worst_case(
+                input_tokens=estimate_tokens(request), max_tokens=max_tokens
+            )
+            reservation = self.budget.reserve(worst)
+        return request, reservation
+
+    async def after_model(
+        self, response: ModelResponse, reservation: Reservation | None
+    ) -> ModelResponse:
+        """Settle the reservation with the actual usage, then run the hooks."""
+        if reservation is not None and self.budget is not None:
+            reservation.settle(self.budget.model_call_actual(response.usage, response.cost))
+        if self.hooks is not None:
+            response = await self.hooks.after_model_response(response)
+        return response
+
+    # -- cancellation ------------------------------------------------------------------------------------
+
+    def fence(self, reason: str) -> bool:
+        """Bump the epoch: admit nothing more, discard results of calls in flight."""
+        if self.fenced is not None:
+            return False
+        self._record(CancelRequested(reason=reason, epoch=self.epoch + 1))
+        self._update_clear()
+        return True
+
+    async def until_done(self, task: asyncio.Task[Any]) -> AsyncIterator[JournalEvent]:
+        """Yield the gate's events (already journaled) until `task` is done."""
+        while True:
+            while not self.live.empty():
+                yield self.live.get_nowait()
+            if task.done():
+                return
+            getter = asyncio.ensure_future(self.live.get())
+            try:
+                await asyncio.wait({task, getter}, return_when=asyncio.FIRST_COMPLETED)
+            finally:
+                if not getter.done():
+                    getter.cancel()
+            if getter.done() and not getter.cancelled():
+                yield getter.result()
+
+    @property
+    def parked(self) -> ParkedRun | None:
+        """The requests the run stopped for, once it parked."""
+        return self._step.park
+
+    def drain(self) -> list[JournalEvent]:
+        """Gate events not streamed yet."""
+        events: list[JournalEvent] = []
+        while not self.live.empty():
+            events.append(self.live.get_nowait())
+        return events
+
+
+def _parked_message(park: ParkedRun) -> str:
+    tools = ", ".join(r.tool for r in park.requests)
+    return f"run {park.run_id} is waiting for {len(park.requests)} approval decision(s): {tools}"
+
+
+async def reap(tasks: Iterable[asyncio.Task[Any]], *, grace: float = 10.0) -> None:
+    """Cancel unfinished tasks and wait for them to end (up to `grace` seconds).
+
+    A task that ignores cancellation longer than `grace` is abandoned; the fence keeps
+    its result from being applied.
+    """
+    tasks = list(tasks)
+    pending = [t for t in tasks if not t.done()]
+    if pending and _switches().reap_tasks:
+        for task in pending:
+            task.cancel()
+        await asyncio.wait(pending, timeout=grace)
+    for task in tasks:
+        if task.done() and not task.cancelled():
+            task.exception()  # retrieved, so no "exception was never retrieved" warning

@@ -1,0 +1,125 @@
+"""`RunHandle`: a run in progress that can be watched, awaited, cancelled or timed out.
+
+`agent.start(...)` returns one. Cancelling (or the run's `timeout` running out) fences the
+run first, through its effect gate: the epoch is bumped and a `CancelRequested` event is
+journaled, so nothing is admitted from that moment on. Then the task driving the run is
+cancelled; its tool tasks are cancelled and awaited; calls that started and never
+finished are journaled as `cancelled`, and a result that arrives late is discarded.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from typing import Generic, Literal
+
+from typing_extensions import TypeVar
+
+from legato.events import Journal, RunEvent
+from legato.exceptions import RunCancelled, RunParked, RunTimedOut
+from legato.run._loop import RunDriver
+from legato.run._result import RunResult
+from legato.security import RunEnd
+
+__all__ = ["RunHandle"]
+
+OutputT = TypeVar("OutputT", default=str)
+
+
+class RunHandle(Generic[OutputT]):
+    """A started run: `await handle.result()`, `handle.events()`, `handle.cancel()`."""
+
+    def __init__(self, driver: RunDriver[OutputT], *, timeout: float | None = None) -> None:
+        """Start driving `driver` on the running event loop."""
+        self._driver = driver
+        self._queue: asyncio.Queue[RunEvent | None] = asyncio.Queue()
+        self._error: BaseException | None = None
+        self._stop: RunCancelled | None = None
+        loop = asyncio.get_running_loop()
+        self._task = loop.create_task(self._drive(), name=f"legato-run-{self.run_id[:8]}")
+        self._timer = (
+            loop.call_later(timeout, self._time_out, timeout) if timeout is not None else None
+        )
+
+    @property
+    def run_id(self) -> str:
+        """The run's id."""
+        return self._driver.state.run_id
+
+    @property
+    def journal(self) -> Journal:
+        """The run's journal so far."""
+        return self._driver.journal
+
+    @property
+    def done(self) -> bool:
+        """Whether the run has ended (finished, failed, parked or cancelled)."""
+        return self._task.done()
+
+    def cancel(self, reason: str = "cancelled by the caller") -> bool:
+        """Fence and stop the run; False if it had already ended or was being stopped."""
+        return self._halt(RunCancelled(reason))
+
+    def cancel_threadsafe(self, reason: str = "cancelled by the caller") -> None:
+        """`cancel` from another thread."""
+        self._task.get_loop().call_soon_threadsafe(self.cancel, reason)
+
+    def _time_out(self, timeout: float) -> None:
+        self._halt(RunTimedOut(f"the run exceeded its timeout of {timeout:g} seconds"))
+
+    def _halt(self, error: RunCancelled) -> bool:
+        if self._task.done() or self._stop is not None:
+            return False
+        self._stop = error
+        self._driver.fence(str(error))  # first: from here on nothing is admitted
+        self._task.cancel()
+        return True
+
+    async def _drive(self) -> None:
+        status: Literal["finished", "failed", "parked", "cancelled"] = "finished"
+        try:
+            async for event in self._driver.events():
+                self._queue.put_nowait(event)
+        except asyncio.CancelledError:
+            if self._stop is None:  # someone cancelled the task itself
+                self._stop = RunCancelled("the run's task was cancelled")
+                self._driver.fence(str(self._stop))
+            for event in self._driver.close_cancelled(self._stop):
+                self._queue.put_nowait(event)
+            self._error, status = self._stop, "cancelled"
+        except Exception as exc:  # every failure ends the run; result() re-raises it
+            self._error = exc
+            status = "parked" if isinstance(exc, RunParked) else "failed"
+        finally:
+            if self._timer is not None:
+                self._timer.cancel()
+            hooks = self._driver.gate.hooks
+            if hooks is not None:
+                error = str(self._error) if self._error is not None else None
+                await hooks.on_run_end(RunEnd(status=status, error=error))
+            self._queue.put_nowait(None)
+
+    async def wait(self) -> None:
+        """Wait until the run has ended, whatever the outcome."""
+        await asyncio.wait([self._task])
+
+    async def result(self) -> RunResult[OutputT]:
+        """The run's result; raises what ended it otherwise (`RunParked`, `RunCancelled`, ...).
+
+        Cancelling the caller does not cancel the run; call `cancel()` for that.
+        """
+        await asyncio.wait([self._task])
+        self._task.result()
+        if self._error is not None:
+            raise self._error
+        return self._driver.result()
+
+    async def events(self) -> AsyncIterator[RunEvent]:
+        """Every event of the run, in order (one consumer); raises at the end if the run failed."""
+        while True:
+            event = await self._queue.get()
+            if event is None:
+                break
+            yield event
+        if self._error is not None:
+            raise self._error
