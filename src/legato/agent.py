@@ -7,7 +7,7 @@ can serve many concurrent runs.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
+from collections.abc import AsyncGenerator, Callable, Iterator, Mapping, Sequence
 from typing import Any, Generic, cast, overload
 
 from typing_extensions import TypeVar
@@ -356,7 +356,7 @@ class Agent(Generic[OutputT]):
         approvals: ApprovalPolicy | Mapping[str, Action] | None = None,
         budget: Budget | BudgetLimits | None = None,
         timeout: float | None = None,  # noqa: ASYNC109 - the run's own fenced timeout
-    ) -> AsyncIterator[RunEvent]:
+    ) -> AsyncGenerator[RunEvent]:
         """Run the agent, yielding every event: text deltas, tool calls, results, the end.
 
         Closing the stream early cancels the run (with the same fence as `cancel()`).

@@ -45,6 +45,11 @@ are not exceptions at run level: they become tool results with `is_error=True`.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # type-only: the parked state lives in the policy layer
+    from legato.approvals import ParkedRun
+
 __all__ = [
     "ApprovalError",
     "AuditChainBroken",
@@ -317,7 +322,7 @@ class RunParked(RunError):
     `agent.resume` to continue, from this process or another one.
     """
 
-    def __init__(self, parked: object, message: str) -> None:
+    def __init__(self, parked: ParkedRun, message: str) -> None:
         self.parked = parked
         super().__init__(message)
 
