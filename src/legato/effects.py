@@ -37,6 +37,7 @@ from legato.approvals import (
     Action,
     ApprovalPolicy,
     ApprovalRequest,
+    Approve,
     Decision,
     Edit,
     ParkedRun,
@@ -229,6 +230,8 @@ class EffectGate:
         self._effect_of: dict[str, str] = {}
         self._requests: dict[str, str] = {}
         """Call id -> id of its undecided approval request (from the journal)."""
+        self._decided: dict[str, ApprovalDecided] = {}
+        """Call id -> the decision applied to it (from the journal; never claimed twice)."""
         self._step = _StepState()
         self._serial = asyncio.Lock()
         self._clear = asyncio.Event()
@@ -271,6 +274,7 @@ class EffectGate:
                 self._requests[event.call.id] = event.request_id
             case ApprovalDecided():
                 self._requests.pop(event.call_id, None)
+                self._decided[event.call_id] = event
             case CancelRequested():
                 self.epoch = max(self.epoch, event.epoch)
                 self.fenced = event.reason
@@ -409,6 +413,8 @@ class EffectGate:
         if isinstance(decision, Reject):
             self._step.rejected = True
             return self._refuse(call, eid, "rejected", f"Not run: {decision.message}")
+        if tool.side_effects != "none" and self.switches.hold_run_wide:
+            await self._hold()  # approved, but other requests of the run are still pending
         if isinstance(decision, Edit):
             try:
                 edited = tool.validate(decision.arguments)
@@ -501,6 +507,11 @@ class EffectGate:
     async def _decide(self, call: ToolCallPart, plan: _Plan) -> Decision:
         policy = self.policy or ApprovalPolicy()
         state = self._step
+        earlier = self._decided.get(call.id)
+        if earlier is not None:  # decided before the run was resumed: apply, never re-claim
+            state.open.discard(call.id)
+            self._update_clear()
+            return _decision_of(earlier)
         async with self._serial:
             try:
                 if state.park is not None:
@@ -673,6 +684,17 @@ class EffectGate:
         while not self.live.empty():
             events.append(self.live.get_nowait())
         return events
+
+
+def _decision_of(event: ApprovalDecided) -> Decision:
+    match event.verdict:
+        case "approve":
+            return Approve(message=event.message)
+        case "reject":
+            return Reject(message=event.message or Reject().message)
+        case "edit":
+            arguments = event.arguments if isinstance(event.arguments, dict) else {}
+            return Edit(arguments=arguments, message=event.message)
 
 
 def _parked_message(park: ParkedRun) -> str:
