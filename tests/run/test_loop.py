@@ -12,7 +12,14 @@ from pydantic import BaseModel
 from typing_extensions import TypedDict
 
 from legato import Agent, RunContext, Tool, ToolError, tool
-from legato.events import ModelResponded, RunFailed, RunFinished, TextDelta, ToolCallFinished, ToolCallStarted
+from legato.events import (
+    ModelResponded,
+    RunFailed,
+    RunFinished,
+    TextDelta,
+    ToolCallFinished,
+    ToolCallStarted,
+)
 from legato.exceptions import (
     MaxStepsExceeded,
     OutputRetriesExceeded,
@@ -111,7 +118,11 @@ async def test_sequential_tool_runs_alone() -> None:
     alone = Tool.from_function(work, name="alone", sequential=True)
     model = ScriptedModel(
         [
-            reply(call("free", {"label": "1"}), call("alone", {"label": "2"}), call("free", {"label": "3"})),
+            reply(
+                call("free", {"label": "1"}),
+                call("alone", {"label": "2"}),
+                call("free", {"label": "3"}),
+            ),
             "ok",
         ]
     )
@@ -241,7 +252,11 @@ class Pair(TypedDict):
 @pytest.mark.parametrize(
     ("output_type", "arguments", "expected"),
     [
-        (City, {"name": "Paris", "population": 2_100_000}, City(name="Paris", population=2_100_000)),
+        (
+            City,
+            {"name": "Paris", "population": 2_100_000},
+            City(name="Paris", population=2_100_000),
+        ),
         (Point, {"x": 1, "y": 2}, Point(x=1, y=2)),
         (Pair, {"left": "a", "right": "b"}, {"left": "a", "right": "b"}),
         (int, {"response": 42}, 42),
@@ -282,7 +297,9 @@ def test_output_retries_exceeded() -> None:
 
 
 def test_text_instead_of_output_tool_is_corrected() -> None:
-    model = ScriptedModel(["Paris, about 2 million", reply(call("final_result", {"name": "Paris", "population": 2}))])
+    model = ScriptedModel(
+        ["Paris, about 2 million", reply(call("final_result", {"name": "Paris", "population": 2}))]
+    )
     result = Agent(model, output_type=City).run_sync("go")
     assert result.output.population == 2
     assert "final_result" in model.requests[1].messages[-1].text
@@ -290,7 +307,9 @@ def test_text_instead_of_output_tool_is_corrected() -> None:
 
 def test_native_output_mode_validates_json_text() -> None:
     profile = ModelProfile(native_structured_output=True)
-    model = ScriptedModel(['{"name": "Rome"}', '{"name": "Rome", "population": 4}'], profile=profile)
+    model = ScriptedModel(
+        ['{"name": "Rome"}', '{"name": "Rome", "population": 4}'], profile=profile
+    )
     result = Agent(model, output_type=City, output_mode="native").run_sync("go")
     assert result.output == City(name="Rome", population=4)
     assert model.requests[0].output is not None
@@ -331,7 +350,9 @@ def test_multi_turn_continues_from_previous_messages() -> None:
 
 
 def test_stream_yields_deltas_and_tool_events_in_order() -> None:
-    model = ScriptedModel([reply("Checking the sum now.", call("add", {"a": 1, "b": 2})), "It is 3."], chunk_size=4)
+    model = ScriptedModel(
+        [reply("Checking the sum now.", call("add", {"a": 1, "b": 2})), "It is 3."], chunk_size=4
+    )
     events = list(Agent(model, tools=[add]).stream_sync("1+2"))
     kinds = [e.kind for e in events]
     assert kinds[0] == "run_started"
