@@ -87,6 +87,8 @@ class BudgetLimits:
     """Dollars to reserve per model call when no prices are known."""
     output_reserve: int = 4096
     """Output tokens to reserve for a call that sets no `max_tokens`."""
+    input_margin: float = 1.25
+    """Factor on the estimated input tokens when reserving (token counts are estimates)."""
 
     def __post_init__(self) -> None:
         if self.dollars is not None and self.prices is None and self.call_estimate is None:
@@ -137,6 +139,7 @@ class Budget:
         self._lock = threading.Lock()
         self._used = Spend()
         self._reserved = Spend()
+        self._open = 0
         self._parent = parent
         self._parent_hold: Reservation | None = None
         self._shared: frozenset[Resource] = frozenset()
@@ -207,6 +210,7 @@ class Budget:
                 else None
             )
             self._reserved = self._reserved + amounts
+            self._open += 1
         return Reservation(budget=self, amounts=amounts, shared=parent_hold)
 
     def settle(self, reservation: Reservation, actual: Spend) -> None:
@@ -215,7 +219,9 @@ class Budget:
             if not reservation.open:
                 return
             reservation.open = False
-            self._reserved = self._reserved - reservation.amounts
+            self._open -= 1
+            # with nothing in flight, hold exactly nothing (no floating-point residue)
+            self._reserved = self._reserved - reservation.amounts if self._open else Spend()
             self._used = self._used + actual
         if reservation.shared is not None and self._parent is not None:
             self._parent.settle(reservation.shared, _only(actual, self._shared))
@@ -229,6 +235,7 @@ class Budget:
     def model_call_worst_case(self, *, input_tokens: int, max_tokens: int | None) -> Spend:
         """What one model call may use at most: its input, `max_tokens` of output, priced."""
         output = max_tokens if max_tokens is not None else self.limits.output_reserve
+        input_tokens = math.ceil(input_tokens * self.limits.input_margin)
         prices = self.limits.prices
         if prices is not None:
             dollars = prices.cost(input_tokens, output)

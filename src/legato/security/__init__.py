@@ -1,6 +1,7 @@
 """Security hooks: lifecycle points, secret redaction, injection screening, the audit chain."""
 
 from legato.security._hooks import (
+    AdmissionOutcome,
     Allow,
     Ask,
     Block,
@@ -8,7 +9,11 @@ from legato.security._hooks import (
     HookContext,
     HookRunner,
     Modify,
+    RequestOutcome,
+    ResponseOutcome,
+    ResultOutcome,
     RunEnd,
+    SpawnOutcome,
     SpawnRequest,
     ToolAdmission,
 )
@@ -18,6 +23,7 @@ from legato.security.redaction import SecretRedactor
 
 __all__ = [
     "INJECTION_FLAG",
+    "AdmissionOutcome",
     "Allow",
     "Ask",
     "AuditLog",
@@ -28,8 +34,12 @@ __all__ = [
     "HookRunner",
     "InjectionScreen",
     "Modify",
+    "RequestOutcome",
+    "ResponseOutcome",
+    "ResultOutcome",
     "RunEnd",
     "SecretRedactor",
+    "SpawnOutcome",
     "SpawnRequest",
     "ToolAdmission",
     "audit_lines",
