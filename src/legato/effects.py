@@ -237,6 +237,8 @@ class EffectGate:
         self._clear = asyncio.Event()
         self._clear.set()
         self._checked: frozenset[str] | None = None
+        self._fallback = ApprovalPolicy()
+        """Used when a hook asks in a run without a policy (decisions via `gate.policy_store`)."""
         for event in self._journal:
             self.observe(event)
 
@@ -505,7 +507,7 @@ class EffectGate:
     # -- approvals -----------------------------------------------------------------------------------
 
     async def _decide(self, call: ToolCallPart, plan: _Plan) -> Decision:
-        policy = self.policy or ApprovalPolicy()
+        policy = self.policy or self._fallback
         state = self._step
         earlier = self._decided.get(call.id)
         if earlier is not None:  # decided before the run was resumed: apply, never re-claim

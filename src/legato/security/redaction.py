@@ -31,7 +31,7 @@ DEFAULT_SECRET_PATTERNS: tuple[str, ...] = (
     r"\bAIza[0-9A-Za-z_-]{35}\b",  # Google API key
     r"\b[rs]k_live_[0-9A-Za-z]{20,}\b",  # Stripe
     r"\beyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}\b",  # JWT
-    r"(?i)(?<=bearer )[A-Za-z0-9._~+/-]{16,}=*",
+    r"(?<=[Bb]earer )[A-Za-z0-9._~+/-]{16,}=*",
 )
 """Regular expressions of common secret formats."""
 
