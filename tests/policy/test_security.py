@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 from pathlib import Path
@@ -43,13 +44,7 @@ ENV_SECRET = "hunter2-very-secret-value"
 
 class Shout(Hook):
     async def before_model_request(self, request: ModelRequest, ctx: HookContext) -> RequestOutcome:
-        return Modify(
-            request.__class__(**{**_fields(request), "instructions": "SHOUT"}), reason="x"
-        )
-
-
-def _fields(request: ModelRequest) -> dict[str, object]:
-    return {f: getattr(request, f) for f in request.__dataclass_fields__}
+        return Modify(dataclasses.replace(request, instructions="SHOUT"), reason="louder")
 
 
 class Refuse(Hook):
