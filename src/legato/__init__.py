@@ -17,6 +17,8 @@ Importing legato has no side effects: no files, no network, no logging configura
 
 from legato._version import __version__
 from legato.agent import Agent, Prompt
+from legato.approvals import ApprovalPolicy, Rule
+from legato.budgets import Budget, BudgetLimits
 from legato.events import Journal, RunEvent
 from legato.exceptions import LegatoError, ToolError
 from legato.messages import (
@@ -32,11 +34,14 @@ from legato.messages import (
     Usage,
 )
 from legato.models import Model, ModelSettings
-from legato.run import RunResult, replay
+from legato.run import RunHandle, RunResult, replay
 from legato.tools import RunContext, Tool, Toolset, tool
 
 __all__ = [
     "Agent",
+    "ApprovalPolicy",
+    "Budget",
+    "BudgetLimits",
     "DocumentPart",
     "ImagePart",
     "Journal",
@@ -48,7 +53,9 @@ __all__ = [
     "Prompt",
     "RunContext",
     "RunEvent",
+    "RunHandle",
     "RunResult",
+    "Rule",
     "StopReason",
     "TextPart",
     "ThinkingPart",

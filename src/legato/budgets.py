@@ -48,13 +48,26 @@ class Spend:
 
     def __add__(self, other: Spend) -> Spend:
         return Spend(
-            **{f.name: getattr(self, f.name) + getattr(other, f.name) for f in fields(self)}
+            input_tokens=self.input_tokens + other.input_tokens,
+            output_tokens=self.output_tokens + other.output_tokens,
+            dollars=self.dollars + other.dollars,
+            model_calls=self.model_calls + other.model_calls,
+            tool_calls=self.tool_calls + other.tool_calls,
+            steps=self.steps + other.steps,
+        )
+
+    def __neg__(self) -> Spend:
+        return Spend(
+            input_tokens=-self.input_tokens,
+            output_tokens=-self.output_tokens,
+            dollars=-self.dollars,
+            model_calls=-self.model_calls,
+            tool_calls=-self.tool_calls,
+            steps=-self.steps,
         )
 
     def __sub__(self, other: Spend) -> Spend:
-        return Spend(
-            **{f.name: getattr(self, f.name) - getattr(other, f.name) for f in fields(self)}
-        )
+        return self + -other
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -203,12 +216,11 @@ class Budget:
                     raise BudgetExceeded(
                         resource, limit=limit, used=used, reserved=held, requested=want
                     )
-            shared = _only(amounts, self._shared)
-            parent_hold = (
-                self._parent.reserve(shared)
-                if self._parent is not None and shared != Spend()
-                else None
-            )
+            parent_hold = None
+            if self._parent is not None and self._shared:
+                shared = _only(amounts, self._shared)
+                if shared != _ZERO:
+                    parent_hold = self._parent.reserve(shared)
             self._reserved = self._reserved + amounts
             self._open += 1
         return Reservation(budget=self, amounts=amounts, shared=parent_hold)
@@ -303,6 +315,7 @@ class Budget:
         return used
 
 
+_ZERO = Spend()
 _RESOURCES: tuple[Resource, ...] = (
     "input_tokens",
     "output_tokens",

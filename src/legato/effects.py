@@ -30,7 +30,7 @@ import hashlib
 import time
 from collections.abc import AsyncIterator, Callable, Generator, Iterable, Mapping, Sequence
 from contextvars import ContextVar
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Literal
 
 from legato.approvals import (
@@ -161,44 +161,62 @@ class Refused:
     result: ToolResultPart
 
 
-@dataclass(slots=True)
+# Internal records are plain slotted classes: cheaper to define than dataclasses at import.
+
+
 class _Plan:
-    action: Action
-    rule: str
-    arguments: JsonValue
-    modified: bool = False
-    blocked: str | None = None
+    __slots__ = ("action", "arguments", "blocked", "modified", "rule")
+
+    def __init__(self, *, action: Action, rule: str, arguments: JsonValue) -> None:
+        self.action: Action = action
+        self.rule = rule
+        self.arguments: JsonValue = arguments
+        self.modified = False
+        self.blocked: str | None = None
 
 
-@dataclass(slots=True, kw_only=True)
 class _Go:
     """A call cleared to run (pending the fence re-check)."""
 
-    arguments: dict[str, Any]
-    via: Literal["policy", "approval", "edit"] = "policy"
-    edited: JsonValue = None
-    pending: asyncio.Task[Decision] | None = None
+    __slots__ = ("arguments", "edited", "pending", "via")
+
+    def __init__(
+        self,
+        *,
+        arguments: dict[str, Any],
+        via: Literal["policy", "approval", "edit"] = "policy",
+        edited: JsonValue = None,
+        pending: asyncio.Task[Decision] | None = None,
+    ) -> None:
+        self.arguments = arguments
+        self.via: Literal["policy", "approval", "edit"] = via
+        self.edited: JsonValue = edited
+        self.pending = pending
 
 
-@dataclass(slots=True)
 class _Entry:
     """What the gate knows about one admitted effect."""
 
-    call_id: str
-    finished: bool = False
-    outcome: ToolOutcome = "ok"
-    result: ToolResultPart | None = None
-    done: asyncio.Event | None = None
+    __slots__ = ("call_id", "done", "finished", "outcome", "result")
+
+    def __init__(self, *, call_id: str) -> None:
+        self.call_id = call_id
+        self.finished = False
+        self.outcome: ToolOutcome = "ok"
+        self.result: ToolResultPart | None = None
+        self.done: asyncio.Event | None = None
 
 
-@dataclass(slots=True)
 class _StepState:
-    step: int = 0
-    plans: dict[str, _Plan] = field(default_factory=lambda: {})
-    open: set[str] = field(default_factory=lambda: set())
-    """Calls of this step with an `ask` not decided yet."""
-    rejected: bool = False
-    park: ParkedRun | None = None
+    __slots__ = ("open", "park", "plans", "rejected", "step")
+
+    def __init__(self, *, step: int = 0) -> None:
+        self.step = step
+        self.plans: dict[str, _Plan] = {}
+        self.open: set[str] = set()
+        """Calls of this step with an `ask` not decided yet."""
+        self.rejected = False
+        self.park: ParkedRun | None = None
 
 
 class EffectGate:
