@@ -25,6 +25,7 @@ security hooks (`legato.security`). Its decisions are journal events
 from __future__ import annotations
 
 import asyncio
+import collections
 import contextlib
 import hashlib
 import time
@@ -240,7 +241,7 @@ class EffectGate:
         self.epoch = 0
         self.fenced: str | None = None
         """The reason the run was fenced, once it is."""
-        self.live: asyncio.Queue[JournalEvent] = asyncio.Queue()
+        self._live: collections.deque[JournalEvent] = collections.deque()
         """Events the gate recorded, for the stream (the journal already has them)."""
         self.ctx = HookContext(run_id="", agent=agent)
         self.hooks = HookRunner(hooks, self.ctx, self._record) if hooks else None
@@ -252,6 +253,7 @@ class EffectGate:
         """Call id -> the decision applied to it (from the journal; never claimed twice)."""
         self._step = _StepState()
         self._serial = asyncio.Lock()
+        self._recorded = asyncio.Event()
         self._clear = asyncio.Event()
         self._clear.set()
         self._checked: frozenset[str] | None = None
@@ -273,7 +275,8 @@ class EffectGate:
 
     def _record(self, event: JournalEvent) -> None:
         self._record_fn(event)
-        self.live.put_nowait(event)
+        self._live.append(event)
+        self._recorded.set()
 
     def observe(self, event: JournalEvent) -> None:
         """Learn from a journal event (the driver calls this for every event it records)."""
@@ -621,6 +624,14 @@ class EffectGate:
 
     # -- after the call -------------------------------------------------------------------------------
 
+    def may_commit(self, admitted: Admitted) -> bool:
+        """Whether an admitted call's result may still be applied (the run was not fenced).
+
+        A commit stage (e.g. a contract committing a state draft) checks this last, with
+        no await between the check and the commit.
+        """
+        return admitted.epoch == self.epoch or not self.switches.fence
+
     async def settle(
         self, admitted: Admitted, result: ToolResultPart, outcome: ToolOutcome
     ) -> tuple[ToolResultPart, ToolOutcome]:
@@ -628,7 +639,7 @@ class EffectGate:
         if admitted.pending_decision is not None:
             with contextlib.suppress(Exception):
                 await admitted.pending_decision
-        if admitted.epoch != self.epoch and self.switches.fence:
+        if not self.may_commit(admitted):
             text = "Cancelled: the run was cancelled while this call ran; its result was discarded."
             late = ToolResultPart.text_result(
                 call_id=result.call_id, name=result.name, text=text, is_error=True
@@ -680,18 +691,16 @@ class EffectGate:
     async def until_done(self, task: asyncio.Task[Any]) -> AsyncIterator[JournalEvent]:
         """Yield the gate's events (already journaled) until `task` is done."""
         while True:
-            while not self.live.empty():
-                yield self.live.get_nowait()
+            while self._live:
+                yield self._live.popleft()
             if task.done():
                 return
-            getter = asyncio.ensure_future(self.live.get())
+            self._recorded.clear()
+            signal = asyncio.ensure_future(self._recorded.wait())
             try:
-                await asyncio.wait({task, getter}, return_when=asyncio.FIRST_COMPLETED)
+                await asyncio.wait({task, signal}, return_when=asyncio.FIRST_COMPLETED)
             finally:
-                if not getter.done():
-                    getter.cancel()
-            if getter.done() and not getter.cancelled():
-                yield getter.result()
+                signal.cancel()
 
     @property
     def parked(self) -> ParkedRun | None:
@@ -700,9 +709,8 @@ class EffectGate:
 
     def drain(self) -> list[JournalEvent]:
         """Gate events not streamed yet."""
-        events: list[JournalEvent] = []
-        while not self.live.empty():
-            events.append(self.live.get_nowait())
+        events = list(self._live)
+        self._live.clear()
         return events
 
 

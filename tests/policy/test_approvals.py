@@ -24,10 +24,12 @@ from legato.approvals import (
 from legato.events import (
     ApprovalDecided,
     ApprovalRequested,
+    RunFinished,
     RunParked,
     ToolCallAdmitted,
     ToolCallFinished,
     ToolCallRefused,
+    is_journal_event,
 )
 from legato.exceptions import (
     DecisionAlreadyUsed,
@@ -413,3 +415,53 @@ async def test_terminal_approver_reads_answers() -> None:
         request
     ) == Reject(message="too risky")
     assert await TerminalApprover(ask=lambda p: "y", show=shown.append)(request) == Approve()
+
+
+async def test_stream_of_an_approval_run_is_the_journal_in_order() -> None:
+    world = World()
+    policy = ApprovalPolicy(
+        rules=[Rule("send_email", "ask")], handler=CallbackApprover(lambda r: Approve())
+    )
+    model = ScriptedModel(
+        [
+            reply(
+                call("send_email", {"to": "a"}),
+                call("delete_file", {"path": "p"}),
+                call("search", {"query": "q"}),
+                call("send_email", {"to": "b"}),
+            ),
+            "done",
+        ]
+    )
+    agent = Agent(model, tools=world.tools(), approvals=policy)
+    streamed = [e async for e in agent.stream("go")]
+    journal_events = [e for e in streamed if is_journal_event(e)]
+    kinds = [type(e).__name__ for e in journal_events]
+    assert kinds.count("ApprovalRequested") == 2 and kinds.count("ToolCallAdmitted") == 3
+    assert isinstance(journal_events[-1], RunFinished)
+    # a second run's journal, collected via the result, has the same shape
+    model2 = ScriptedModel([reply(call("send_email", {"to": "c"})), "done"])
+    result = await Agent(model2, tools=world.tools(), approvals=policy).run("go")
+    assert [type(e).__name__ for e in result.journal].count("ApprovalDecided") == 1
+
+
+async def test_a_journaled_decision_is_applied_on_resume_without_claiming_again() -> None:
+    world, store = World(), MemoryApprovalStore()
+    policy = ApprovalPolicy(rules=[Rule("send_email", "ask")], store=store)
+    model = ScriptedModel(
+        [reply(call("send_email", {"to": "a"}), call("send_email", {"to": "b"})), "done"]
+    )
+    agent = Agent(model, tools=world.tools(), approvals=policy)
+    with pytest.raises(Parked) as info:
+        await agent.run("go")
+    first, second = info.value.parked.requests
+    await store.decide(first.id, first.token, Approve())
+    with pytest.raises(Parked) as again:  # the first is applied (journaled), the second waits
+        await agent.resume(info.value.parked)
+    assert [r.id for r in again.value.parked.requests] == [second.id]
+    assert world.sent == []  # hold: nothing runs while a request of the run is pending
+    await store.decide(second.id, second.token, Reject())
+    result = await agent.resume(again.value.parked)
+    assert world.sent == ["a"]
+    decided = [e.verdict for e in result.journal if isinstance(e, ApprovalDecided)]
+    assert decided == ["approve", "reject"]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import signal
 import subprocess
@@ -15,10 +16,12 @@ from legato import Agent, Tool, tool
 from legato.effects import unsafe_switches
 from legato.events import (
     CancelRequested,
+    RunEvent,
     RunFailed,
     ToolCallAdmitted,
     ToolCallFinished,
     ToolCallStarted,
+    is_journal_event,
 )
 from legato.exceptions import RunCancelled, RunTimedOut
 from legato.testing import ScriptedModel, call, reply
@@ -211,3 +214,29 @@ async def test_without_reaping_the_process_survives_the_timeout() -> None:
             if not _group_alive(pid):
                 break
             await asyncio.sleep(0.01)
+
+
+async def test_stream_shows_the_fence_and_matches_the_journal() -> None:
+    started = asyncio.Event()
+
+    @tool(side_effects="irreversible")
+    async def slow() -> str:
+        """Slow."""
+        started.set()
+        await asyncio.sleep(30)
+        return "x"
+
+    handle = Agent(ScriptedModel([reply(call("slow")), "never"]), tools=[slow]).start("go")
+    streamed: list[RunEvent] = []
+
+    async def consume() -> None:
+        with contextlib.suppress(RunCancelled):
+            async for event in handle.events():
+                streamed.append(event)
+
+    consumer = asyncio.create_task(consume())
+    await started.wait()
+    handle.cancel()
+    await consumer
+    assert [e for e in streamed if is_journal_event(e)] == list(handle.journal)
+    assert any(isinstance(e, CancelRequested) for e in streamed)

@@ -11,7 +11,7 @@ import pytest
 from typer.testing import CliRunner
 
 from legato import Agent, Tool, tool
-from legato.approvals import ApprovalPolicy, MemoryApprovalStore
+from legato.approvals import ApprovalPolicy, Approve, MemoryApprovalStore
 from legato.cli._app import app
 from legato.events import HookApplied, ToolCallFinished
 from legato.exceptions import AuditChainBroken, HookBlocked, RunParked
@@ -276,3 +276,30 @@ def test_audit_verify_command(tmp_path: Path) -> None:
     path.write_text("\n".join(lines[:1] + lines[2:]) + "\n", encoding="utf-8")
     bad = runner.invoke(app, ["audit", "verify", str(path)])
     assert bad.exit_code == 1 and "tampered" in bad.output
+
+
+async def test_the_injection_flag_survives_a_resume() -> None:
+    sent: list[str] = []
+    store = MemoryApprovalStore()
+    model = ScriptedModel(
+        [
+            reply(call("fetch", {"url": "http://evil"})),
+            reply(call("send_email", {"to": "a@example.com"})),
+            reply(call("send_email", {"to": "b@example.com"})),
+            "done",
+        ]
+    )
+    agent = Agent(
+        model,
+        tools=injection_tools(sent),
+        hooks=[InjectionScreen()],
+        approvals=ApprovalPolicy(store=store),
+    )
+    with pytest.raises(RunParked) as first:
+        await agent.run("go")
+    request = first.value.parked.requests[0]
+    await store.decide(request.id, request.token, Approve())
+    with pytest.raises(RunParked) as second:  # a fresh process would know the flag too
+        await agent.resume(first.value.parked.journal.to_jsonl())
+    assert sent == ["a@example.com"]
+    assert second.value.parked.requests[0].arguments == {"to": "b@example.com"}

@@ -84,6 +84,8 @@ class RunHandle(Generic[OutputT]):
             if self._stop is None:  # someone cancelled the task itself
                 self._stop = RunCancelled("the run's task was cancelled")
                 self._driver.fence(str(self._stop))
+            for event in self._driver.gate.drain():  # the fence's own event, among others
+                self._queue.put_nowait(event)
             for event in self._driver.close_cancelled(self._stop):
                 self._queue.put_nowait(event)
             self._error, status = self._stop, "cancelled"
@@ -91,6 +93,8 @@ class RunHandle(Generic[OutputT]):
             self._error = exc
             status = "parked" if isinstance(exc, RunParked) else "failed"
         finally:
+            for event in self._driver.gate.drain():
+                self._queue.put_nowait(event)
             if self._timer is not None:
                 self._timer.cancel()
             hooks = self._driver.gate.hooks
