@@ -67,6 +67,7 @@ from legato.security._hooks import Ask, Block, Hook, HookContext, HookRunner, Mo
 from legato.tools import Tool
 
 __all__ = [
+    "GATE_EVENT_TYPES",
     "Admitted",
     "EffectGate",
     "Refused",
@@ -76,6 +77,17 @@ __all__ = [
     "reap",
     "unsafe_switches",
 ]
+
+
+GATE_EVENT_TYPES: tuple[type, ...] = (
+    ToolCallAdmitted,
+    ToolCallRefused,
+    ApprovalRequested,
+    ApprovalDecided,
+    CancelRequested,
+    HookApplied,
+)
+"""Events the gate journals itself (a driver streams them but must not record them again)."""
 
 
 def effect_id(run_id: str, call: ToolCallPart) -> str:
@@ -232,7 +244,21 @@ class EffectGate:
         budget: Budget | None = None,
         hooks: Sequence[Hook] = (),
         agent: str = "",
+        stream: Callable[[JournalEvent], object] | None = None,
     ) -> None:
+        """Make the gate of one run.
+
+        Args:
+            journal: The run's journal (a resumed run's gate learns its past from it).
+            record: Appends an event to the journal *now* (write-ahead: an admission is
+                journaled before its effect runs). Default: `journal.append`.
+            policy: The approval policy (None: admit everything).
+            budget: The budget model and tool calls draw from.
+            hooks: Security hooks.
+            agent: The agent's name, for hooks.
+            stream: Also receives each event the gate records, for the run's stream
+                (default: an internal buffer read by `until_done` / `drain`).
+        """
         self._journal = journal if journal is not None else Journal()
         self._record_fn = record or self._record_standalone
         self.policy = policy
@@ -242,6 +268,7 @@ class EffectGate:
         self.fenced: str | None = None
         """The reason the run was fenced, once it is."""
         self._live: collections.deque[JournalEvent] = collections.deque()
+        self._stream = stream or self._buffer
         """Events the gate recorded, for the stream (the journal already has them)."""
         self.ctx = HookContext(run_id="", agent=agent)
         self.hooks = HookRunner(hooks, self.ctx, self._record) if hooks else None
@@ -275,6 +302,9 @@ class EffectGate:
 
     def _record(self, event: JournalEvent) -> None:
         self._record_fn(event)
+        self._stream(event)
+
+    def _buffer(self, event: JournalEvent) -> None:
         self._live.append(event)
         self._recorded.set()
 

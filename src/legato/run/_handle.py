@@ -71,7 +71,7 @@ class RunHandle(Generic[OutputT]):
         if self._task.done() or self._stop is not None:
             return False
         self._stop = error
-        self._driver.fence(str(error))  # first: from here on nothing is admitted
+        self._driver.gate.fence(str(error))  # first: from here on nothing is admitted
         self._task.cancel()
         return True
 
@@ -83,7 +83,7 @@ class RunHandle(Generic[OutputT]):
         except asyncio.CancelledError:
             if self._stop is None:  # someone cancelled the task itself
                 self._stop = RunCancelled("the run's task was cancelled")
-                self._driver.fence(str(self._stop))
+                self._driver.gate.fence(str(self._stop))
             for event in self._driver.gate.drain():  # the fence's own event, among others
                 self._queue.put_nowait(event)
             for event in self._driver.close_cancelled(self._stop):

@@ -17,7 +17,7 @@ from typing_extensions import TypeVar
 
 from legato.approvals import ApprovalPolicy
 from legato.budgets import Budget
-from legato.effects import EffectGate
+from legato.effects import GATE_EVENT_TYPES, EffectGate
 from legato.events import (
     Journal,
     JournalEvent,
@@ -29,8 +29,6 @@ from legato.events import (
     RunParked,
     RunStarted,
     StepFinished,
-    ToolCallFinished,
-    ToolCallStarted,
     UserPrompt,
 )
 from legato.exceptions import (
@@ -140,10 +138,6 @@ class RunDriver(Generic[OutputT]):
     def gate(self) -> EffectGate:
         """The run's effect gate."""
         return self._gate
-
-    def fence(self, reason: str) -> bool:
-        """Cancel: admit nothing from now on (the caller then cancels the driving task)."""
-        return self._gate.fence(reason)
 
     def close_cancelled(self, error: Exception) -> list[JournalEvent]:
         """Record how a cancelled run ends: its unfinished calls, then `RunFailed`."""
@@ -286,12 +280,8 @@ class RunDriver(Generic[OutputT]):
             )
 
         async for event in executor.run_calls(calls, step=step, context=context, special=special):
-            # starts and finishes are recorded here; the gate's events are journaled already
-            yield (
-                self._record(event)
-                if isinstance(event, ToolCallStarted | ToolCallFinished)
-                else event
-            )
+            # the gate journals its own events when they happen (write-ahead); not again here
+            yield event if isinstance(event, GATE_EVENT_TYPES) else self._record(event)
         check_failures(
             state,
             calls,
