@@ -8,23 +8,25 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncGenerator, Callable, Iterator, Mapping, Sequence
-from typing import Any, Generic, cast, overload
+from typing import TYPE_CHECKING, Any, Generic, cast, overload
 
 from typing_extensions import TypeVar
 
-from legato.approvals import Action, ApprovalPolicy, ParkedRun
-from legato.budgets import Budget, BudgetLimits
 from legato.events import Journal, RunEvent, RunFailed, RunFinished
 from legato.exceptions import ConfigurationError, JournalError
 from legato.messages import ContentPart, Message
 from legato.models import Model, ModelSettings, infer_model
-from legato.run._handle import RunHandle
 from legato.run._loop import RunConfig, RunDriver
 from legato.run._output import OutputMode, OutputSchema
 from legato.run._result import RunResult
 from legato.run._sync import iterate_sync, run_sync
-from legato.security import Hook
 from legato.tools import Tool, Toolset, ToolSource
+
+if TYPE_CHECKING:  # imported when first used, so `import legato` stays light
+    from legato.approvals import Action, ApprovalPolicy, ParkedRun
+    from legato.budgets import Budget, BudgetLimits
+    from legato.run._handle import RunHandle
+    from legato.security import Hook
 
 __all__ = ["Agent", "Prompt"]
 
@@ -133,6 +135,8 @@ class Agent(Generic[OutputT]):
         self.model_settings = model_settings or ModelSettings()
         self.output_retries = output_retries
         self.tool_timeout = tool_timeout
+        from legato.approvals import ApprovalPolicy
+
         self.approvals = ApprovalPolicy.of(approvals)
         self.budget = budget
         self.hooks: tuple[Hook, ...] = tuple(hooks)
@@ -171,6 +175,9 @@ class Agent(Generic[OutputT]):
         budget: Budget | BudgetLimits | None = None,
         journal: Journal | None = None,
     ) -> RunDriver[OutputT]:
+        from legato.approvals import ApprovalPolicy
+        from legato.budgets import Budget, BudgetLimits
+
         chosen = budget if budget is not None else self.budget
         config: RunConfig[OutputT] = RunConfig(
             agent_name=self.name,
@@ -262,6 +269,8 @@ class Agent(Generic[OutputT]):
             approvals=approvals,
             budget=budget,
         )
+        from legato.run._handle import RunHandle
+
         return RunHandle(driver, timeout=timeout)
 
     async def resume(
@@ -295,6 +304,9 @@ class Agent(Generic[OutputT]):
         timeout: float | None = None,
     ) -> RunHandle[OutputT]:
         """`resume`, returning the handle."""
+        from legato.approvals import ParkedRun
+        from legato.run._handle import RunHandle
+
         if isinstance(journal, ParkedRun):
             journal = journal.journal
         elif isinstance(journal, str):

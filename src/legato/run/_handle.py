@@ -19,7 +19,6 @@ from legato.events import Journal, RunEvent
 from legato.exceptions import RunCancelled, RunParked, RunTimedOut
 from legato.run._loop import RunDriver
 from legato.run._result import RunResult
-from legato.security import RunEnd
 
 __all__ = ["RunHandle"]
 
@@ -99,6 +98,8 @@ class RunHandle(Generic[OutputT]):
                 self._timer.cancel()
             hooks = self._driver.gate.hooks
             if hooks is not None:
+                from legato.security import RunEnd
+
                 error = str(self._error) if self._error is not None else None
                 await hooks.on_run_end(RunEnd(status=status, error=error))
             self._queue.put_nowait(None)

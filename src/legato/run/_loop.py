@@ -11,13 +11,10 @@ import time
 import uuid
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any, Generic
+from typing import TYPE_CHECKING, Any, Generic
 
 from typing_extensions import TypeVar
 
-from legato.approvals import ApprovalPolicy
-from legato.budgets import Budget
-from legato.effects import GATE_EVENT_TYPES, EffectGate
 from legato.events import (
     Journal,
     JournalEvent,
@@ -46,8 +43,13 @@ from legato.run._output import OUTPUT_TOOL, OutputSchema, OutputValidationError
 from legato.run._result import RunResult, result_from_state
 from legato.run._state import RunState
 from legato.run._tools import ToolExecutor
-from legato.security import Hook
 from legato.tools import RunContext, Tool, ToolSource
+
+if TYPE_CHECKING:
+    from legato.approvals import ApprovalPolicy
+    from legato.budgets import Budget
+    from legato.effects import EffectGate
+    from legato.security import Hook
 
 __all__ = ["RunConfig", "RunDriver"]
 
@@ -82,6 +84,8 @@ class RunDriver(Generic[OutputT]):
         self.journal = journal or Journal()
         self.state = RunState.from_events(list(self.journal.events))
         self._output: OutputT | None = None
+        from legato.effects import EffectGate  # the policy layer loads with the first run
+
         self._gate = EffectGate(
             journal=self.journal,
             record=self._record,
@@ -281,6 +285,8 @@ class RunDriver(Generic[OutputT]):
 
         async for event in executor.run_calls(calls, step=step, context=context, special=special):
             # the gate journals its own events when they happen (write-ahead); not again here
+            from legato.effects import GATE_EVENT_TYPES
+
             yield event if isinstance(event, GATE_EVENT_TYPES) else self._record(event)
         check_failures(
             state,

@@ -13,13 +13,15 @@ import asyncio
 import time
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from legato.effects import EffectGate, Refused, reap
 from legato.events import JournalEvent, ToolCallFinished, ToolCallStarted, ToolOutcome
 from legato.exceptions import ToolArgumentsInvalid, ToolError
 from legato.messages import ToolCallPart, ToolResultPart
 from legato.tools import RunContext, Tool, to_content
+
+if TYPE_CHECKING:
+    from legato.effects import EffectGate
 
 __all__ = ["CallResult", "ToolExecutor"]
 
@@ -57,7 +59,11 @@ class ToolExecutor:
     ) -> None:
         self._tools = tools
         self._default_timeout = default_timeout
-        self._gate = gate if gate is not None else EffectGate()
+        if gate is None:
+            from legato.effects import EffectGate
+
+            gate = EffectGate()
+        self._gate = gate
 
     @property
     def tools(self) -> dict[str, Tool]:
@@ -86,6 +92,8 @@ class ToolExecutor:
                 started,
             )
         # -- effect gate: the one admission point (legato.effects) --
+        from legato.effects import Refused
+
         admission = await self._gate.admit(call, tool, kwargs)
         if isinstance(admission, Refused):
             return CallResult(
@@ -164,6 +172,8 @@ class ToolExecutor:
                     duration=done.duration,
                 )
         finally:
+            from legato.effects import reap
+
             await reap(tasks.values())
 
 
