@@ -143,6 +143,8 @@ class ApprovalPolicy:
     store: ApprovalStore = field(default_factory=lambda: MemoryApprovalStore())
     wait: float = 0.0
     """Seconds to wait for a decision made elsewhere (through the store) before parking."""
+    ttl: float | None = None
+    """Seconds a request can be decided for; later decisions are refused (None: no expiry)."""
     reject_holds_siblings: bool = True
     """A rejection also refuses the side-effecting calls of the same response that were
     held behind it (the model is told and may call them again)."""
@@ -214,13 +216,26 @@ class ApprovalRequest:
     rule: str
     """Why approval is needed (the policy rule or the hook that asked)."""
     created_at: float = field(default_factory=time.time)
+    expires_at: float | None = None
+    """Unix time after which no decision is accepted (None: never)."""
 
     @classmethod
     def create(
-        cls, *, run_id: str, step: int, call_id: str, tool: str, arguments: JsonValue, rule: str
+        cls,
+        *,
+        run_id: str,
+        step: int,
+        call_id: str,
+        tool: str,
+        arguments: JsonValue,
+        rule: str,
+        ttl: float | None = None,
     ) -> ApprovalRequest:
         """A new request with a fresh id and token."""
+        now = time.time()
         return cls(
+            created_at=now,
+            expires_at=None if ttl is None else now + ttl,
             id=f"apr_{secrets.token_hex(8)}",
             token=secrets.token_urlsafe(24),
             run_id=run_id,
@@ -369,6 +384,9 @@ class MemoryApprovalStore:
             if request_id in self._decisions:
                 msg = f"request {request_id!r} was already decided; a token is used once"
                 raise DecisionAlreadyUsed(msg)
+            if request.expires_at is not None and time.time() > request.expires_at:
+                msg = f"request {request_id!r} expired; the run asks again when resumed"
+                raise DecisionTokenInvalid(msg)
             self._decisions[request_id] = decision
 
     async def claim(self, request_id: str) -> Decision | None:

@@ -571,6 +571,9 @@ class EffectGate:
                     raise RunParked(state.park, _parked_message(state.park))
                 request = await self._request(call, plan, policy)
                 decision = await self._obtain(request, policy)
+                if decision is None and _expired(request):  # ask again, with a new token
+                    request = await self._request(call, plan, policy, fresh=True)
+                    decision = await self._obtain(request, policy)
                 if decision is None:
                     park = await self._park(request, policy)
                     raise RunParked(park, _parked_message(park))
@@ -589,10 +592,10 @@ class EffectGate:
                 self._update_clear()
 
     async def _request(
-        self, call: ToolCallPart, plan: _Plan, policy: ApprovalPolicy
+        self, call: ToolCallPart, plan: _Plan, policy: ApprovalPolicy, *, fresh: bool = False
     ) -> ApprovalRequest:
         existing = self._requests.get(call.id)
-        if existing is not None:
+        if existing is not None and not fresh:
             found = await policy.store.get(existing)
             if found is not None:
                 return found
@@ -603,6 +606,7 @@ class EffectGate:
             tool=call.name,
             arguments=plan.arguments,
             rule=plan.rule,
+            ttl=policy.ttl,
         )
         await policy.store.put(request)
         self._record(
@@ -742,6 +746,10 @@ class EffectGate:
         events = list(self._live)
         self._live.clear()
         return events
+
+
+def _expired(request: ApprovalRequest) -> bool:
+    return request.expires_at is not None and time.time() > request.expires_at
 
 
 def _decision_of(event: ApprovalDecided) -> Decision:

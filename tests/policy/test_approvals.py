@@ -465,3 +465,44 @@ async def test_a_journaled_decision_is_applied_on_resume_without_claiming_again(
     assert world.sent == ["a"]
     decided = [e.verdict for e in result.journal if isinstance(e, ApprovalDecided)]
     assert decided == ["approve", "reject"]
+
+
+async def test_expired_requests_refuse_decisions_and_are_asked_again() -> None:
+    world, store = World(), MemoryApprovalStore()
+    policy = ApprovalPolicy(rules=[Rule("send_email", "ask")], store=store, ttl=0.0)
+    model = ScriptedModel([reply(call("send_email", {"to": "a"})), "done"])
+    agent = Agent(model, tools=world.tools(), approvals=policy)
+    with pytest.raises(Parked) as info:
+        await agent.run("go")
+    (old,) = info.value.parked.requests
+    await asyncio.sleep(0.01)
+    with pytest.raises(DecisionTokenInvalid, match="expired"):
+        await store.decide(old.id, old.token, Approve())
+    with pytest.raises(Parked) as again:
+        await agent.resume(info.value.parked)
+    (new,) = again.value.parked.requests
+    assert new.id != old.id and new.call_id == old.call_id
+    assert world.sent == []
+
+
+async def test_ask_rule_on_a_read_only_tool_holds_side_effects_until_decided() -> None:
+    world = World()
+    order: list[str] = []
+
+    async def slow_approver(request: ApprovalRequest) -> Approve:
+        await asyncio.sleep(0.01)
+        order.append(f"decided {request.tool}")
+        return Approve()
+
+    policy = ApprovalPolicy(rules=[Rule("search", "ask")], handler=CallbackApprover(slow_approver))
+    model = ScriptedModel(
+        [reply(call("search", {"query": "q"}), call("delete_file", {"path": "p"})), "done"]
+    )
+    result = await Agent(model, tools=world.tools(), approvals=policy).run("go")
+    assert world.deleted == ["p"]
+    assert order == ["decided search"]
+    # the ask still holds side effects until it is decided (hold is run-wide)
+    kinds = [type(e).__name__ for e in result.journal]
+    assert kinds.index("ApprovalDecided") < max(
+        i for i, e in enumerate(result.journal) if isinstance(e, ToolCallAdmitted)
+    )
