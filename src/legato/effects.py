@@ -399,6 +399,18 @@ class EffectGate:
         self, call: ToolCallPart, tool: Tool, arguments: dict[str, Any]
     ) -> Admitted | Refused:
         """Admit one validated call, or refuse it; may raise `RunParked` or `BudgetExceeded`."""
+        try:
+            return await self._admit(call, tool, arguments)
+        finally:
+            # however this call ended (admitted, refused early, failed), it no longer holds
+            # its siblings
+            if call.id in self._step.open and self.switches.enforce_decisions:
+                self._step.open.discard(call.id)
+                self._update_clear()
+
+    async def _admit(
+        self, call: ToolCallPart, tool: Tool, arguments: dict[str, Any]
+    ) -> Admitted | Refused:
         effectful = tool.side_effects != "none"
         eid = effect_id(self.run_id, call) if effectful else ""
         if self.fenced is not None and self.switches.fence:

@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import asyncio
+
 import pytest
 
 from legato import Agent, Tool, tool
+from legato.approvals import ApprovalPolicy, Approve, CallbackApprover, Rule
 from legato.effects import effect_id, unsafe_switches
 from legato.events import Journal, ToolCallAdmitted, ToolCallFinished, ToolCallRefused
 from legato.messages import ToolCallPart
+from legato.security import AdmissionOutcome, Allow, Block, Hook, HookContext, ToolAdmission
 from legato.testing import ScriptedModel, call, reply
 
 
@@ -101,3 +105,34 @@ def test_redelivered_call_reuses_the_recorded_result(dedup: bool) -> None:
         )
     else:
         assert counts["pay"] == 2
+
+
+async def test_a_redelivered_asked_call_does_not_hold_its_siblings_forever() -> None:
+    counts: dict[str, int] = {}
+    same = call("pay", {"amount": 5}, id="call_pay")
+    model = ScriptedModel([reply(same), reply(same, call("put", {"key": "k"})), "done"])
+    policy = ApprovalPolicy(
+        rules=[Rule("pay", "ask")], handler=CallbackApprover(lambda r: Approve())
+    )
+    async with asyncio.timeout(10):
+        result = await Agent(model, tools=counting_tools(counts), approvals=policy).run("go")
+    assert result.output == "done"
+    assert counts == {"pay": 1, "put": 1}
+
+
+async def test_a_blocked_asked_call_does_not_hold_its_siblings_forever() -> None:
+    counts: dict[str, int] = {}
+
+    class NoPay(Hook):
+        async def before_tool_admission(
+            self, admission: ToolAdmission, ctx: HookContext
+        ) -> AdmissionOutcome:
+            return Block("no payments") if admission.call.name == "pay" else Allow()
+
+    model = ScriptedModel([reply(call("pay", {"amount": 1}), call("put", {"key": "k"})), "done"])
+    policy = ApprovalPolicy(rules=[Rule("pay", "ask")])
+    async with asyncio.timeout(10):
+        await Agent(model, tools=counting_tools(counts), approvals=policy, hooks=[NoPay()]).run(
+            "go"
+        )
+    assert counts == {"put": 1}

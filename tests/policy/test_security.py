@@ -303,3 +303,13 @@ async def test_the_injection_flag_survives_a_resume() -> None:
         await agent.resume(first.value.parked.journal.to_jsonl())
     assert sent == ["a@example.com"]
     assert second.value.parked.requests[0].arguments == {"to": "b@example.com"}
+
+
+def test_legato_run_writes_an_audit_chain(tmp_path: Path) -> None:
+    path = tmp_path / "run-audit.jsonl"
+    runner = CliRunner()
+    ran = runner.invoke(app, ["run", "hello", "--audit", str(path)])
+    assert ran.exit_code == 0, ran.output
+    checked = runner.invoke(app, ["audit", "verify", str(path)])
+    assert checked.exit_code == 0 and "ok: " in checked.output
+    assert verify_audit(path.read_text(encoding="utf-8")).journal.run_id is not None
