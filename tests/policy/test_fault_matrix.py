@@ -19,6 +19,7 @@ import asyncio
 import os
 import random
 import signal
+import subprocess
 import sys
 from collections import Counter
 from collections.abc import Callable
@@ -131,15 +132,17 @@ async def job(key: str) -> str:
     """Runs a process group; kills the whole group when cancelled."""
     world = CURRENT.get()
     world.track()
-    proc = await asyncio.create_subprocess_exec(
-        sys.executable, "-c", "import time; time.sleep(30)", start_new_session=True
+    # Popen returns at once with the pid, so a cancellation cannot strike between the
+    # process starting and the tool knowing what to kill
+    proc = subprocess.Popen(  # noqa: ASYNC220
+        [sys.executable, "-c", "import time; time.sleep(30)"], start_new_session=True
     )
     world.pids.append(proc.pid)
     try:
-        await proc.wait()
+        await asyncio.to_thread(proc.wait)
     except asyncio.CancelledError:
         os.killpg(proc.pid, signal.SIGKILL)
-        await proc.wait()
+        await asyncio.to_thread(proc.wait)
         raise
     world.effect(key)
     return "done"
