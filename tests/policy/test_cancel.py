@@ -23,7 +23,7 @@ from legato.events import (
     ToolCallStarted,
     is_journal_event,
 )
-from legato.exceptions import RunCancelled, RunTimedOut
+from legato.exceptions import ConfigurationError, RunCancelled, RunTimedOut
 from legato.testing import ScriptedModel, call, reply
 
 
@@ -240,3 +240,9 @@ async def test_stream_shows_the_fence_and_matches_the_journal() -> None:
     await consumer
     assert [e for e in streamed if is_journal_event(e)] == list(handle.journal)
     assert any(isinstance(e, CancelRequested) for e in streamed)
+
+
+def test_start_outside_an_event_loop_is_a_clear_error() -> None:
+    agent = Agent(ScriptedModel(["x"]))
+    with pytest.raises(ConfigurationError, match="run_sync"):
+        agent.start("go")

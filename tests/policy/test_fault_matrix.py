@@ -49,7 +49,7 @@ from legato.events import (
     RunFinished,
     ToolCallAdmitted,
 )
-from legato.exceptions import RunCancelled
+from legato.exceptions import RunCancelled, ToolRetriesExceeded
 from legato.messages import Message, ToolCallPart
 from legato.models import ModelRequest
 from legato.run._handle import RunHandle
@@ -290,7 +290,7 @@ async def cancel_run(world: World) -> None:
 
 
 async def timeout_run(world: World) -> None:
-    """Parallel slow calls under a run timeout; sometimes one runs a real process group."""
+    """Parallel slow calls under a run timeout or per-tool timeouts; sometimes a process group."""
     rng = world.rng
     calls = [
         call("write", {"key": f"t{i}", "delay": rng.choice((0.0005, 0.002, 0.01))}, id=f"c_t{i}")
@@ -298,10 +298,16 @@ async def timeout_run(world: World) -> None:
     ]
     if rng.random() < 0.12:
         calls.append(call("job", {"key": "job"}, id="c_job"))
-    agent = Agent(ScriptedModel([reply(*calls), "done"]), tools=world.tools())
+    limit = rng.choice((0.0005, 0.001, 0.003))
+    per_tool = rng.random() < 0.4
+    agent = Agent(
+        ScriptedModel([reply(*calls), "done"]),
+        tools=world.tools(),
+        tool_timeout=limit if per_tool else None,
+    )
     try:
-        await agent.run("go", timeout=rng.choice((0.0005, 0.001, 0.003)))
-    except RunCancelled:
+        await agent.run("go", timeout=None if per_tool else limit)
+    except (RunCancelled, ToolRetriesExceeded):  # parallel tool timeouts count as failures
         pass
     await _settle(world)
 

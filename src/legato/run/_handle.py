@@ -16,7 +16,7 @@ from typing import Generic, Literal
 from typing_extensions import TypeVar
 
 from legato.events import Journal, RunEvent
-from legato.exceptions import RunCancelled, RunParked, RunTimedOut
+from legato.exceptions import ConfigurationError, RunCancelled, RunParked, RunTimedOut
 from legato.run._loop import RunDriver
 from legato.run._result import RunResult
 
@@ -34,7 +34,11 @@ class RunHandle(Generic[OutputT]):
         self._queue: asyncio.Queue[RunEvent | None] = asyncio.Queue()
         self._error: BaseException | None = None
         self._stop: RunCancelled | None = None
-        loop = asyncio.get_running_loop()
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:
+            msg = "a run is started inside a running event loop; from sync code use run_sync"
+            raise ConfigurationError(msg) from None
         self._task = loop.create_task(self._drive(), name=f"legato-run-{self.run_id[:8]}")
         self._timer = (
             loop.call_later(timeout, self._time_out, timeout) if timeout is not None else None
