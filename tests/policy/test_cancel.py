@@ -8,6 +8,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 from pathlib import Path
 
 import pytest
@@ -251,3 +252,25 @@ def test_start_outside_an_event_loop_is_a_clear_error() -> None:
     agent = Agent(ScriptedModel(["x"]))
     with pytest.raises(ConfigurationError, match="run_sync"):
         agent.start("go")
+
+
+def test_leaving_stream_sync_early_cancels_the_run() -> None:
+    cancelled, running = threading.Event(), threading.Event()
+
+    @tool
+    async def wait_forever() -> str:
+        """Wait."""
+        running.set()
+        try:
+            await asyncio.sleep(30)
+        except asyncio.CancelledError:
+            cancelled.set()
+            raise
+        return "x"
+
+    agent = Agent(ScriptedModel([reply(call("wait_forever")), "never"]), tools=[wait_forever])
+    for event in agent.stream_sync("go"):
+        if isinstance(event, ToolCallStarted):
+            assert running.wait(5)  # the run goes on in its own thread meanwhile
+            break
+    assert cancelled.wait(5)
