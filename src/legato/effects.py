@@ -60,7 +60,7 @@ from legato.events import (
     ToolCallRefused,
     ToolOutcome,
 )
-from legato.exceptions import RunCancelled, RunParked, ToolArgumentsInvalid
+from legato.exceptions import DecisionTokenInvalid, RunCancelled, RunParked, ToolArgumentsInvalid
 from legato.messages import JsonValue, ModelResponse, ToolCallPart, ToolResultPart
 from legato.models import Model, ModelRequest
 from legato.security._hooks import Ask, Block, Hook, HookContext, HookRunner, Modify, ToolAdmission
@@ -221,11 +221,12 @@ class _Entry:
 
 
 class _StepState:
-    __slots__ = ("open", "park", "plans", "rejected", "step")
+    __slots__ = ("calls", "open", "park", "plans", "rejected", "step")
 
     def __init__(self, *, step: int = 0) -> None:
         self.step = step
         self.plans: dict[str, _Plan] = {}
+        self.calls: dict[str, ToolCallPart] = {}
         self.open: set[str] = set()
         """Calls of this step with an `ask` not decided yet."""
         self.rejected = False
@@ -363,6 +364,7 @@ class EffectGate:
                 continue
             plan = await self._plan(call, tool)
             state.plans[call.id] = plan
+            state.calls[call.id] = call
             if plan.action == "ask":
                 state.open.add(call.id)
         self._step = state
@@ -638,7 +640,10 @@ class EffectGate:
         if decision is None and policy.handler is not None:
             verdict = await policy.handler(request)
             if verdict is not None:
-                await store.decide(request.id, request.token, verdict)
+                try:
+                    await store.decide(request.id, request.token, verdict)
+                except DecisionTokenInvalid:  # decided after the request expired
+                    return None
                 decision = await store.claim(request.id)
         deadline = time.monotonic() + policy.wait
         while decision is None and time.monotonic() < deadline:
@@ -651,22 +656,11 @@ class EffectGate:
         state = self._step
         requests = [first]
         for call_id in sorted(state.open - {first.call_id}, key=list(state.plans).index):
-            call = self._call_of(call_id)
-            if call is not None:
-                requests.append(await self._request(call, state.plans[call_id], policy))
+            call = state.calls[call_id]
+            requests.append(await self._request(call, state.plans[call_id], policy))
         state.park = ParkedRun(run_id=self.run_id, journal=self._journal, requests=tuple(requests))
         self._update_clear()
         return state.park
-
-    def _call_of(self, call_id: str) -> ToolCallPart | None:
-        for event in reversed(self._journal.events):
-            calls: Iterable[ToolCallPart] = getattr(
-                getattr(getattr(event, "response", None), "message", None), "tool_calls", ()
-            )
-            for call in calls:
-                if call.id == call_id:
-                    return call
-        return None
 
     # -- after the call -------------------------------------------------------------------------------
 
