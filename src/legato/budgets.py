@@ -19,6 +19,7 @@ child run (`split`). `BudgetLimits` given to an agent make a fresh `Budget` per 
 
 from __future__ import annotations
 
+import json
 import math
 import threading
 import time
@@ -27,8 +28,9 @@ from typing import Literal, TypeAlias
 
 from legato.exceptions import BudgetExceeded, ConfigurationError
 from legato.messages import Usage
+from legato.models import ModelRequest
 
-__all__ = ["Budget", "BudgetLimits", "Prices", "Reservation", "Spend"]
+__all__ = ["Budget", "BudgetLimits", "Prices", "Reservation", "Spend", "estimate_tokens"]
 
 Resource: TypeAlias = Literal[
     "input_tokens", "output_tokens", "dollars", "model_calls", "tool_calls", "steps"
@@ -324,6 +326,20 @@ _RESOURCES: tuple[Resource, ...] = (
     "tool_calls",
     "steps",
 )
+
+
+def estimate_tokens(request: ModelRequest) -> int:
+    """A rough input-token count for reserving budget (about four characters a token)."""
+    chars = len(request.instructions or "")
+    for message in request.messages:
+        for part in message.parts:
+            chars += len(getattr(part, "text", "") or getattr(part, "raw_arguments", "") or "")
+            content = getattr(part, "content", ())
+            chars += sum(len(getattr(c, "text", "")) for c in content)
+    for definition in request.tools:
+        chars += len(definition.name) + len(definition.description)
+        chars += len(json.dumps(definition.parameters, separators=(",", ":")))
+    return max(1, chars // 4)
 
 
 def _only(amounts: Spend, resources: frozenset[Resource]) -> Spend:

@@ -45,7 +45,7 @@ from legato.approvals import (
     Reject,
     canonical_json,
 )
-from legato.budgets import Budget, Reservation, Spend
+from legato.budgets import Budget, Reservation, Spend, estimate_tokens
 from legato.events import (
     ApprovalDecided,
     ApprovalRequested,
@@ -73,7 +73,6 @@ __all__ = [
     "Refused",
     "Switches",
     "effect_id",
-    "estimate_tokens",
     "reap",
     "unsafe_switches",
 ]
@@ -94,20 +93,6 @@ def effect_id(run_id: str, call: ToolCallPart) -> str:
     """The stable id of a call's effect: same run, call id, tool and arguments -> same id."""
     text = "\x00".join((run_id, call.id, call.name, canonical_json(call.arguments)))
     return hashlib.sha256(text.encode()).hexdigest()[:32]
-
-
-def estimate_tokens(request: ModelRequest) -> int:
-    """A rough input-token count for reserving budget (about four characters a token)."""
-    chars = len(request.instructions or "")
-    for message in request.messages:
-        for part in message.parts:
-            chars += len(getattr(part, "text", "") or getattr(part, "raw_arguments", "") or "")
-            content = getattr(part, "content", ())
-            chars += sum(len(getattr(c, "text", "")) for c in content)
-    for definition in request.tools:
-        chars += len(definition.name) + len(definition.description)
-        chars += len(canonical_json(definition.parameters))
-    return max(1, chars // 4)
 
 
 # -- test-only switches -------------------------------------------------------------------------
