@@ -13,7 +13,7 @@ from typer.testing import CliRunner
 from legato import Agent, Tool, tool
 from legato.approvals import ApprovalPolicy, Approve, MemoryApprovalStore
 from legato.cli._app import app
-from legato.events import HookApplied, ToolCallFinished
+from legato.events import HookApplied, JournalEvent, ToolCallFinished
 from legato.exceptions import AuditChainBroken, HookBlocked, RunParked
 from legato.messages import ToolResultPart
 from legato.models import ModelRequest
@@ -25,11 +25,15 @@ from legato.security import (
     Block,
     Hook,
     HookContext,
+    HookRunner,
     InjectionScreen,
     Modify,
     RequestOutcome,
     ResultOutcome,
+    RunEnd,
     SecretRedactor,
+    SpawnOutcome,
+    SpawnRequest,
     ToolAdmission,
     verify_audit,
 )
@@ -313,3 +317,49 @@ def test_legato_run_writes_an_audit_chain(tmp_path: Path) -> None:
     checked = runner.invoke(app, ["audit", "verify", str(path)])
     assert checked.exit_code == 0 and "ok: " in checked.output
     assert verify_audit(path.read_text(encoding="utf-8")).journal.run_id is not None
+
+
+class Recorder(Hook):
+    def __init__(self) -> None:
+        self.ends: list[str] = []
+        self.events: list[str] = []
+
+    async def on_run_end(self, end: RunEnd, ctx: HookContext) -> None:
+        self.ends.append(end.status)
+
+    def on_event(self, event: JournalEvent, ctx: HookContext) -> None:
+        self.events.append(event.kind)
+
+
+async def test_on_run_end_and_on_event_see_every_ending() -> None:
+    recorder = Recorder()
+    await Agent(ScriptedModel(["fine"]), hooks=[recorder]).run("a")
+    with pytest.raises(HookBlocked):
+        await Agent(ScriptedModel(["x"]), hooks=[Refuse(), recorder]).run("b")
+    sent: list[str] = []
+    parking = Agent(
+        ScriptedModel([reply(call("send_email", {"to": "a"}))]),
+        tools=injection_tools(sent),
+        approvals={"send_email": "ask"},
+        hooks=[recorder],
+    )
+    with pytest.raises(RunParked):
+        await parking.run("c")
+    assert recorder.ends == ["finished", "failed", "parked"]
+    assert recorder.events[0] == "run_started" and "run_parked" in recorder.events
+
+
+async def test_before_spawn_point() -> None:
+    class NoDeepSpawn(Hook):
+        async def before_spawn(self, spawn: SpawnRequest, ctx: HookContext) -> SpawnOutcome:
+            if spawn.agent == "forbidden":
+                return Block("not this one")
+            return Modify(SpawnRequest(agent=spawn.agent, prompt=spawn.prompt + " (be brief)"))
+
+    recorded: list[object] = []
+    runner = HookRunner([NoDeepSpawn()], HookContext(run_id="r"), recorded.append)
+    changed = await runner.before_spawn(SpawnRequest(agent="helper", prompt="sum up"))
+    assert changed.prompt == "sum up (be brief)"
+    with pytest.raises(HookBlocked, match="not this one"):
+        await runner.before_spawn(SpawnRequest(agent="forbidden", prompt="x"))
+    assert [getattr(e, "action", None) for e in recorded] == ["modify", "block"]
