@@ -274,3 +274,11 @@ def test_leaving_stream_sync_early_cancels_the_run() -> None:
             assert running.wait(5)  # the run goes on in its own thread meanwhile
             break
     assert cancelled.wait(5)
+
+
+async def test_events_can_be_iterated_after_the_run_and_again() -> None:
+    handle = Agent(ScriptedModel(["hi"])).start("go")
+    result = await handle.result()
+    first = [e async for e in handle.events()]
+    assert [e async for e in handle.events()] == []
+    assert [e for e in first if is_journal_event(e)] == list(result.journal)

@@ -34,6 +34,7 @@ class RunHandle(Generic[OutputT]):
         self._queue: asyncio.Queue[RunEvent | None] = asyncio.Queue()
         self._error: BaseException | None = None
         self._stop: RunCancelled | None = None
+        self._drained = False
         try:
             loop = asyncio.get_running_loop()
         except RuntimeError:
@@ -124,10 +125,14 @@ class RunHandle(Generic[OutputT]):
         return self._driver.result()
 
     async def events(self) -> AsyncIterator[RunEvent]:
-        """Every event of the run, in order (one consumer); raises at the end if the run failed."""
-        while True:
+        """Every event of the run, in order (one consumer); raises at the end if the run failed.
+
+        Iterating a second time yields what the first left unread (nothing, once drained).
+        """
+        while not self._drained:
             event = await self._queue.get()
             if event is None:
+                self._drained = True
                 break
             yield event
         if self._error is not None:
