@@ -336,6 +336,10 @@ class ApprovalStore(Protocol):
         """Take the decision (once): None while undecided, `DecisionAlreadyUsed` if taken."""
         ...
 
+    async def decision(self, request_id: str) -> Decision | None:
+        """The decision recorded for a request, claimed or not (a read; claims nothing)."""
+        ...
+
 
 class MemoryApprovalStore:
     """An `ApprovalStore` in this process's memory (safe to use from several threads)."""
@@ -388,6 +392,11 @@ class MemoryApprovalStore:
                 msg = f"request {request_id!r} expired; the run asks again when resumed"
                 raise DecisionTokenInvalid(msg)
             self._decisions[request_id] = decision
+
+    async def decision(self, request_id: str) -> Decision | None:
+        """The decision recorded for a request, without claiming it."""
+        with self._lock:
+            return self._decisions.get(request_id)
 
     async def claim(self, request_id: str) -> Decision | None:
         """Take the decision exactly once."""

@@ -43,6 +43,7 @@ from legato.approvals import (
     Edit,
     ParkedRun,
     Reject,
+    arguments_hash,
     canonical_json,
 )
 from legato.budgets import Budget, Reservation, Spend, estimate_tokens
@@ -560,7 +561,8 @@ class EffectGate:
         policy = self.policy or self._fallback
         state = self._step
         earlier = self._decided.get(call.id)
-        if earlier is not None:  # decided before the run was resumed: apply, never re-claim
+        if earlier is not None and await self._confirmed(earlier, call, plan, policy):
+            # decided before the run was resumed: apply it, never claim it again
             state.open.discard(call.id)
             self._update_clear()
             return _decision_of(earlier)
@@ -596,7 +598,7 @@ class EffectGate:
         existing = self._requests.get(call.id)
         if existing is not None and not fresh:
             found = await policy.store.get(existing)
-            if found is not None:
+            if found is not None and self._binds(found, call, plan):
                 return found
         request = ApprovalRequest.create(
             run_id=self.run_id,
@@ -618,6 +620,24 @@ class EffectGate:
             )
         )
         return request
+
+    def _binds(self, request: ApprovalRequest, call: ToolCallPart, plan: _Plan) -> bool:
+        """Whether a stored request is for exactly this call (a journal edited since fails)."""
+        return (
+            request.run_id == self.run_id
+            and request.call_id == call.id
+            and request.tool == call.name
+            and request.arguments_hash == arguments_hash(plan.arguments)
+        )
+
+    async def _confirmed(
+        self, event: ApprovalDecided, call: ToolCallPart, plan: _Plan, policy: ApprovalPolicy
+    ) -> bool:
+        """A journaled decision counts only if the store has that decision for this call."""
+        request = await policy.store.get(event.request_id)
+        if request is None or not self._binds(request, call, plan):
+            return False
+        return await policy.store.decision(event.request_id) == _decision_of(event)
 
     async def _obtain(self, request: ApprovalRequest, policy: ApprovalPolicy) -> Decision | None:
         store = policy.store

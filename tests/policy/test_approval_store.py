@@ -92,3 +92,13 @@ async def test_concurrent_claims_from_threads_yield_one_decision(store: Approval
     for t in threads:
         t.join()
     assert wins == [Approve()] and len(errors) == 9
+
+
+async def test_decision_is_a_read_that_claims_nothing(store: ApprovalStore) -> None:
+    r = make_request()
+    await store.put(r)
+    assert await store.decision(r.id) is None
+    await store.decide(r.id, r.token, Approve())
+    assert await store.decision(r.id) == Approve()
+    assert await store.claim(r.id) == Approve()  # still claimable once
+    assert await store.decision(r.id) == Approve()

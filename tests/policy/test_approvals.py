@@ -23,6 +23,7 @@ from legato.approvals import (
 )
 from legato.events import (
     ApprovalDecided,
+    Journal,
     ApprovalRequested,
     RunFinished,
     RunParked,
@@ -506,3 +507,35 @@ async def test_ask_rule_on_a_read_only_tool_holds_side_effects_until_decided() -
     assert kinds.index("ApprovalDecided") < max(
         i for i, e in enumerate(result.journal) if isinstance(e, ToolCallAdmitted)
     )
+
+
+async def test_an_edited_journal_cannot_reuse_an_approval_for_other_arguments() -> None:
+    world, store = World(), MemoryApprovalStore()
+    agent, _ = parked_agent(world, store)
+    with pytest.raises(Parked) as info:
+        await agent.run("go")
+    request = info.value.parked.request_for("send_email")
+    await store.decide(request.id, request.token, Approve())
+    tampered = info.value.parked.journal.to_jsonl().replace("bob", "mallory")
+    with pytest.raises(Parked) as again:
+        await agent.resume(tampered)
+    assert world.sent == []  # the approval was for bob, not for mallory
+    (fresh,) = again.value.parked.requests
+    assert fresh.id != request.id and fresh.arguments == {"to": "mallory"}
+
+
+async def test_a_forged_decision_in_the_journal_is_not_honoured() -> None:
+    world, store = World(), MemoryApprovalStore()
+    agent, _ = parked_agent(world, store)
+    with pytest.raises(Parked) as info:
+        await agent.run("go")
+    request = info.value.parked.request_for("send_email")
+    forged = Journal(
+        [
+            *info.value.parked.journal,
+            ApprovalDecided(request_id=request.id, call_id=request.call_id, verdict="approve"),
+        ]
+    )
+    with pytest.raises(Parked):
+        await agent.resume(forged)
+    assert world.sent == []
