@@ -23,8 +23,8 @@ from legato.approvals import (
 )
 from legato.events import (
     ApprovalDecided,
-    Journal,
     ApprovalRequested,
+    Journal,
     RunFinished,
     RunParked,
     ToolCallAdmitted,
