@@ -236,3 +236,13 @@ async def test_fan_out_with_enough_budget_refuses_nothing() -> None:
     assert budget.reserved == Spend() and budget.used.model_calls == sum(
         r.usage.requests for r in results
     )
+
+
+def test_a_failed_model_call_gives_its_reservation_back() -> None:
+    def broken(request: ModelRequest) -> str:
+        raise RuntimeError("provider down")
+
+    budget = Budget(dollars=1.0, prices=PRICES, model_calls=5)
+    with pytest.raises(RuntimeError, match="provider down"):
+        Agent(FunctionModel(broken)).run_sync("go", budget=budget)
+    assert budget.reserved == Spend() and budget.used == Spend()

@@ -363,3 +363,36 @@ async def test_before_spawn_point() -> None:
     with pytest.raises(HookBlocked, match="not this one"):
         await runner.before_spawn(SpawnRequest(agent="forbidden", prompt="x"))
     assert [getattr(e, "action", None) for e in recorded] == ["modify", "block"]
+
+
+def test_a_hook_can_rewrite_arguments_which_are_validated_again() -> None:
+    paid: list[int] = []
+
+    @tool(side_effects="irreversible")
+    def pay(amount: int) -> str:
+        """Pay."""
+        paid.append(amount)
+        return "paid"
+
+    class Clamp(Hook):
+        def __init__(self, to: object) -> None:
+            self.to = to
+
+        async def before_tool_admission(
+            self, admission: ToolAdmission, ctx: HookContext
+        ) -> AdmissionOutcome:
+            return Modify({"amount": self.to}, reason="clamped")  # type: ignore[dict-item]
+
+    model = ScriptedModel([reply(call("pay", {"amount": 5000})), "ok"])
+    result = Agent(model, tools=[pay], hooks=[Clamp(100)]).run_sync("go")
+    assert paid == [100]
+    admitted = next(e for e in result.journal if type(e).__name__ == "ToolCallAdmitted")
+    assert getattr(admitted, "arguments", None) == {"amount": 100}
+    model = ScriptedModel([reply(call("pay", {"amount": 5000})), "ok"])
+    result = Agent(model, tools=[pay], hooks=[Clamp("lots")]).run_sync("go")
+    assert paid == [100]
+    finished = next(e for e in result.journal if isinstance(e, ToolCallFinished))
+    assert (
+        finished.outcome == "refused"
+        and "rewrite of the arguments is invalid" in finished.result.text
+    )
