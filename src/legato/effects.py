@@ -271,8 +271,8 @@ class EffectGate:
         self._clear = asyncio.Event()
         self._clear.set()
         self._checked: frozenset[str] | None = None
-        self._fallback = ApprovalPolicy()
-        """Used when a hook asks in a run without a policy (decisions via `gate.policy_store`)."""
+        self._fallback: ApprovalPolicy | None = None
+        """Used when a hook asks in a run without a policy (made on first need)."""
         for event in self._journal:
             self.observe(event)
 
@@ -558,7 +558,10 @@ class EffectGate:
     # -- approvals -----------------------------------------------------------------------------------
 
     async def _decide(self, call: ToolCallPart, plan: _Plan) -> Decision:
+        if self.policy is None and self._fallback is None:
+            self._fallback = ApprovalPolicy()
         policy = self.policy or self._fallback
+        assert policy is not None
         state = self._step
         earlier = self._decided.get(call.id)
         if earlier is not None and await self._confirmed(earlier, call, plan, policy):
@@ -735,26 +738,29 @@ class EffectGate:
 
     async def until_done(self, task: asyncio.Task[Any]) -> AsyncIterator[JournalEvent]:
         """Yield the gate's events (already journaled) until `task` is done."""
+        if task.done() and not self._live:
+            return
+        wake = self._recorded
+        task.add_done_callback(lambda _: wake.set())
         while True:
             while self._live:
                 yield self._live.popleft()
             if task.done():
                 return
-            self._recorded.clear()
-            signal = asyncio.ensure_future(self._recorded.wait())
-            try:
-                await asyncio.wait({task, signal}, return_when=asyncio.FIRST_COMPLETED)
-            finally:
-                signal.cancel()
+            wake.clear()
+            if not self._live and not task.done():  # re-checked after clear: no lost wake-up
+                await wake.wait()
 
     @property
     def parked(self) -> ParkedRun | None:
         """The requests the run stopped for, once it parked."""
         return self._step.park
 
-    def drain(self) -> list[JournalEvent]:
+    def drain(self) -> tuple[JournalEvent, ...]:
         """Gate events not streamed yet."""
-        events = list(self._live)
+        if not self._live:
+            return ()
+        events = tuple(self._live)
         self._live.clear()
         return events
 

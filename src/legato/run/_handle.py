@@ -10,6 +10,7 @@ finished are journaled as `cancelled`, and a result that arrives late is discard
 from __future__ import annotations
 
 import asyncio
+import collections
 from collections.abc import AsyncIterator
 from typing import Generic, Literal
 
@@ -31,10 +32,11 @@ class RunHandle(Generic[OutputT]):
     def __init__(self, driver: RunDriver[OutputT], *, timeout: float | None = None) -> None:
         """Start driving `driver` on the running event loop."""
         self._driver = driver
-        self._queue: asyncio.Queue[RunEvent | None] = asyncio.Queue()
+        self._buffer: collections.deque[RunEvent] = collections.deque()
+        self._ready = asyncio.Event()
+        self._ended = False
         self._error: BaseException | None = None
         self._stop: RunCancelled | None = None
-        self._drained = False
         try:
             loop = asyncio.get_running_loop()
         except RuntimeError:
@@ -83,22 +85,22 @@ class RunHandle(Generic[OutputT]):
         status: Literal["finished", "failed", "parked", "cancelled"] = "finished"
         try:
             async for event in self._driver.events():
-                self._queue.put_nowait(event)
+                self._push(event)
         except asyncio.CancelledError:
             if self._stop is None:  # someone cancelled the task itself
                 self._stop = RunCancelled("the run's task was cancelled")
                 self._driver.gate.fence(str(self._stop))
             for event in self._driver.gate.drain():  # the fence's own event, among others
-                self._queue.put_nowait(event)
+                self._push(event)
             for event in self._driver.close_cancelled(self._stop):
-                self._queue.put_nowait(event)
+                self._push(event)
             self._error, status = self._stop, "cancelled"
         except Exception as exc:  # every failure ends the run; result() re-raises it
             self._error = exc
             status = "parked" if isinstance(exc, RunParked) else "failed"
         finally:
             for event in self._driver.gate.drain():
-                self._queue.put_nowait(event)
+                self._push(event)
             if self._timer is not None:
                 self._timer.cancel()
             hooks = self._driver.gate.hooks
@@ -107,7 +109,12 @@ class RunHandle(Generic[OutputT]):
 
                 error = str(self._error) if self._error is not None else None
                 await hooks.on_run_end(RunEnd(status=status, error=error))
-            self._queue.put_nowait(None)
+            self._ended = True
+            self._ready.set()
+
+    def _push(self, event: RunEvent) -> None:
+        self._buffer.append(event)
+        self._ready.set()
 
     async def wait(self) -> None:
         """Wait until the run has ended, whatever the outcome."""
@@ -128,12 +135,15 @@ class RunHandle(Generic[OutputT]):
         """Every event of the run, in order (one consumer); raises at the end if the run failed.
 
         Iterating a second time yields what the first left unread (nothing, once drained).
+        Events are buffered until read, so a slow reader never slows the run.
         """
-        while not self._drained:
-            event = await self._queue.get()
-            if event is None:
-                self._drained = True
+        while True:
+            while self._buffer:
+                yield self._buffer.popleft()
+            if self._ended:
                 break
-            yield event
+            self._ready.clear()
+            if not self._buffer and not self._ended:
+                await self._ready.wait()
         if self._error is not None:
             raise self._error
