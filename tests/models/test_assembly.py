@@ -130,7 +130,7 @@ def test_any_fragmentation_and_interleaving_gives_the_reference_calls(
         cuts = sorted(data.draw(st.lists(st.integers(0, len(raw)), max_size=5)))
         pieces = [raw[s:e] for s, e in zip([0, *cuts], [*cuts, len(raw)], strict=True)]
         repeat_name = data.draw(st.booleans())
-        chunks = [(i, call_id, name, pieces[0])]
+        chunks: list[tuple[int, str | None, str | None, str]] = [(i, call_id, name, pieces[0])]
         chunks += [(i, None, name if repeat_name else None, p) for p in pieces[1:]]
         queues.append(chunks)
     a = ResponseAssembler()

@@ -331,7 +331,7 @@ def test_max_steps_stops_a_looping_model() -> None:
 
 def test_failure_is_journaled() -> None:
     model = FunctionModel(lambda request: reply(call("add", {"a": 1, "b": 1})))
-    events = []
+    events: list[object] = []
     with pytest.raises(MaxStepsExceeded):
         for event in Agent(model, tools=[add], max_steps=1).stream_sync("go"):
             events.append(event)
