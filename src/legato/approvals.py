@@ -97,7 +97,7 @@ class Rule:
 
     tool: str
     action: Action
-    arguments: Mapping[str, str] = field(default_factory=lambda: {})
+    arguments: Mapping[str, str] = field(default_factory=lambda: {}, kw_only=True)
 
     def __post_init__(self) -> None:
         if self.action not in _ACTIONS:

@@ -24,7 +24,9 @@ import math
 import threading
 import time
 from dataclasses import dataclass, fields, replace
-from typing import Literal, TypeAlias
+from typing import Literal, TypeAlias, TypedDict
+
+from typing_extensions import Unpack
 
 from legato.exceptions import BudgetExceeded, ConfigurationError
 from legato.messages import Usage
@@ -116,6 +118,22 @@ class BudgetLimits:
                 raise ConfigurationError(msg)
 
 
+class LimitOptions(TypedDict, total=False):
+    """The keyword form of `BudgetLimits` (see its fields)."""
+
+    input_tokens: int | None
+    output_tokens: int | None
+    dollars: float | None
+    model_calls: int | None
+    tool_calls: int | None
+    steps: int | None
+    wall_time: float | None
+    prices: Prices | None
+    call_estimate: float | None
+    output_reserve: int
+    input_margin: float
+
+
 def _limit_of(limits: BudgetLimits, resource: Resource) -> float:
     value = getattr(limits, resource)
     return math.inf if value is None else float(value)
@@ -148,9 +166,17 @@ class Budget:
     """
 
     def __init__(
-        self, limits: BudgetLimits | None = None, *, parent: Budget | None = None, **kw: object
+        self,
+        limits: BudgetLimits | None = None,
+        *,
+        parent: Budget | None = None,
+        **kw: Unpack[LimitOptions],
     ) -> None:
-        self.limits = limits if limits is not None else BudgetLimits(**kw)  # pyright: ignore[reportArgumentType]
+        """A budget with `limits`, or with the limits given as keywords (`dollars=1.0, ...`)."""
+        if limits is not None and kw:
+            msg = "pass BudgetLimits or keyword limits, not both"
+            raise ConfigurationError(msg)
+        self.limits = limits if limits is not None else BudgetLimits(**kw)
         self._lock = threading.Lock()
         self._used = Spend()
         self._reserved = Spend()
