@@ -107,7 +107,7 @@ def run(
         approvals = (
             ApprovalPolicy(
                 rules=[Rule(name, "ask") for name in ask],
-                handler=TerminalApprover(show=console.print),
+                handler=TerminalApprover(show=lambda text: console.print(text, markup=False)),
             )
             if ask
             else None
