@@ -29,16 +29,26 @@ import collections
 import contextlib
 import hashlib
 import time
-from collections.abc import AsyncIterator, Callable, Generator, Iterable, Mapping, Sequence
-from contextvars import ContextVar
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any
 
+from legato._effects_parts import (
+    Cleared,
+    LedgerEntry,
+    Plan,
+    StepState,
+    Switches,
+    current_switches,
+    decision_of,
+    expired,
+    parked_message,
+    reap,
+    unsafe_switches,
+)
 from legato.approvals import (
-    Action,
     ApprovalPolicy,
     ApprovalRequest,
-    Approve,
     Decision,
     Edit,
     ParkedRun,
@@ -62,7 +72,7 @@ from legato.events import (
     ToolOutcome,
 )
 from legato.exceptions import DecisionTokenInvalid, RunCancelled, RunParked, ToolArgumentsInvalid
-from legato.messages import JsonValue, ModelResponse, ToolCallPart, ToolResultPart
+from legato.messages import ModelResponse, ToolCallPart, ToolResultPart
 from legato.models import Model, ModelRequest
 from legato.security._hooks import Ask, Block, Hook, HookContext, HookRunner, Modify, ToolAdmission
 from legato.tools import Tool
@@ -96,47 +106,6 @@ def effect_id(run_id: str, call: ToolCallPart) -> str:
     return hashlib.sha256(text.encode()).hexdigest()[:32]
 
 
-# -- test-only switches -------------------------------------------------------------------------
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class Switches:
-    """The gate's protections; all on. Tests turn one off to show the failure it prevents."""
-
-    hold_run_wide: bool = True
-    """Hold side-effecting calls while any approval of the run is pending."""
-    enforce_decisions: bool = True
-    """Wait for the decision before running an asked call."""
-    dedup: bool = True
-    """Reuse the recorded result of an effect that already ran."""
-    fence: bool = True
-    """Admit nothing after cancel; discard late results."""
-    reap_tasks: bool = True
-    """Cancel and await a run's tool tasks when the run stops."""
-
-
-_SAFE = Switches()
-_SWITCHES: ContextVar[Switches | None] = ContextVar("legato_effect_switches", default=None)
-
-
-def _switches() -> Switches:
-    return _SWITCHES.get() or _SAFE
-
-
-@contextlib.contextmanager
-def unsafe_switches(**off: bool) -> Generator[Switches]:
-    """TEST ONLY: run with some protections switched off (`unsafe_switches(dedup=False)`).
-
-    Exists so the test suite can show that each protection is what prevents its failure.
-    """
-    switches = Switches(**off)
-    token = _SWITCHES.set(switches)
-    try:
-        yield switches
-    finally:
-        _SWITCHES.reset(token)
-
-
 # -- admission results ---------------------------------------------------------------------------
 
 
@@ -158,65 +127,6 @@ class Refused:
     reason: RefusalReason
     outcome: ToolOutcome
     result: ToolResultPart
-
-
-# Internal records are plain slotted classes: cheaper to define than dataclasses at import.
-
-
-class _Plan:
-    __slots__ = ("action", "arguments", "blocked", "modified", "rule")
-
-    def __init__(self, *, action: Action, rule: str, arguments: JsonValue) -> None:
-        self.action: Action = action
-        self.rule = rule
-        self.arguments: JsonValue = arguments
-        self.modified = False
-        self.blocked: str | None = None
-
-
-class _Go:
-    """A call cleared to run (pending the fence re-check)."""
-
-    __slots__ = ("arguments", "edited", "pending", "via")
-
-    def __init__(
-        self,
-        *,
-        arguments: dict[str, Any],
-        via: Literal["policy", "approval", "edit"] = "policy",
-        edited: JsonValue = None,
-        pending: asyncio.Task[Decision] | None = None,
-    ) -> None:
-        self.arguments = arguments
-        self.via: Literal["policy", "approval", "edit"] = via
-        self.edited: JsonValue = edited
-        self.pending = pending
-
-
-class _Entry:
-    """What the gate knows about one admitted effect."""
-
-    __slots__ = ("call_id", "done", "finished", "outcome", "result")
-
-    def __init__(self, *, call_id: str) -> None:
-        self.call_id = call_id
-        self.finished = False
-        self.outcome: ToolOutcome = "ok"
-        self.result: ToolResultPart | None = None
-        self.done: asyncio.Event | None = None
-
-
-class _StepState:
-    __slots__ = ("calls", "open", "park", "plans", "rejected", "step")
-
-    def __init__(self, *, step: int = 0) -> None:
-        self.step = step
-        self.plans: dict[str, _Plan] = {}
-        self.calls: dict[str, ToolCallPart] = {}
-        self.open: set[str] = set()
-        """Calls of this step with an `ask` not decided yet."""
-        self.rejected = False
-        self.park: ParkedRun | None = None
 
 
 class EffectGate:
@@ -250,7 +160,7 @@ class EffectGate:
         self._record_fn = record or self._record_standalone
         self.policy = policy
         self.budget = budget
-        self.switches = _switches()
+        self.switches = current_switches()
         self.epoch = 0
         self.fenced: str | None = None
         """The reason the run was fenced, once it is."""
@@ -259,13 +169,13 @@ class EffectGate:
         """Events the gate recorded, for the stream (the journal already has them)."""
         self.ctx = HookContext(run_id="", agent=agent)
         self.hooks = HookRunner(hooks, self.ctx, self._record) if hooks else None
-        self._ledger: dict[str, _Entry] = {}
+        self._ledger: dict[str, LedgerEntry] = {}
         self._effect_of: dict[str, str] = {}
         self._requests: dict[str, str] = {}
         """Call id -> id of its undecided approval request (from the journal)."""
         self._decided: dict[str, ApprovalDecided] = {}
         """Call id -> the decision applied to it (from the journal; never claimed twice)."""
-        self._step = _StepState()
+        self._step = StepState()
         self._serial = asyncio.Lock()
         self._recorded = asyncio.Event()
         self._clear = asyncio.Event()
@@ -301,7 +211,7 @@ class EffectGate:
             case RunStarted():
                 self.ctx.run_id = event.run_id
             case ToolCallAdmitted():
-                self._ledger[event.effect_id] = _Entry(call_id=event.call_id)
+                self._ledger[event.effect_id] = LedgerEntry(call_id=event.call_id)
                 self._effect_of[event.call_id] = event.effect_id
             case ToolCallFinished():
                 eid = self._effect_of.get(event.call.id)
@@ -342,7 +252,7 @@ class EffectGate:
         Registering every `ask` first is what makes the hold run-wide: a sibling cannot be
         admitted in the moment before its neighbour's request exists.
         """
-        state = _StepState(step=step)
+        state = StepState(step=step)
         self.ctx.step = step
         for call in calls:
             tool = tools.get(call.name)
@@ -356,12 +266,12 @@ class EffectGate:
         self._step = state
         self._update_clear()
 
-    async def _plan(self, call: ToolCallPart, tool: Tool) -> _Plan:
+    async def _plan(self, call: ToolCallPart, tool: Tool) -> Plan:
         if self.policy is not None:
             action, rule = self.policy.action(tool, call.arguments)
         else:
             action, rule = "auto", "no approval policy"
-        plan = _Plan(action=action, rule=rule, arguments=call.arguments)
+        plan = Plan(action=action, rule=rule, arguments=call.arguments)
         if self.hooks is not None:
             outcome = await self.hooks.before_tool_admission(
                 ToolAdmission(call=call, side_effects=tool.side_effects, arguments=call.arguments)
@@ -457,11 +367,11 @@ class EffectGate:
         )
 
     async def _asked(
-        self, call: ToolCallPart, tool: Tool, eid: str, plan: _Plan, arguments: dict[str, Any]
-    ) -> _Go | Refused:
+        self, call: ToolCallPart, tool: Tool, eid: str, plan: Plan, arguments: dict[str, Any]
+    ) -> Cleared | Refused:
         if not self.switches.enforce_decisions:
             pending = asyncio.ensure_future(self._decide(call, plan))
-            return _Go(arguments=arguments, pending=pending)
+            return Cleared(arguments=arguments, pending=pending)
         decision = await self._decide(call, plan)
         if isinstance(decision, Reject):
             self._step.rejected = True
@@ -474,12 +384,12 @@ class EffectGate:
             except ToolArgumentsInvalid as exc:
                 text = f"Not run: the approver's edited arguments are invalid: {exc}"
                 return self._refuse(call, eid, "rejected", text)
-            return _Go(arguments=edited, via="edit", edited=decision.arguments)
-        return _Go(arguments=arguments, via="approval")
+            return Cleared(arguments=edited, via="edit", edited=decision.arguments)
+        return Cleared(arguments=arguments, via="approval")
 
     async def _auto(
         self, call: ToolCallPart, eid: str, effectful: bool, arguments: dict[str, Any]
-    ) -> _Go | Refused:
+    ) -> Cleared | Refused:
         if effectful:
             if self.switches.hold_run_wide:
                 await self._hold()
@@ -490,7 +400,7 @@ class EffectGate:
                     "call this again if it is still wanted."
                 )
                 return self._refuse(call, eid, "held", text)
-        return _Go(arguments=arguments)
+        return Cleared(arguments=arguments)
 
     def _cancelled(self, call: ToolCallPart, eid: str) -> Refused:
         return self._refuse(
@@ -553,11 +463,11 @@ class EffectGate:
             await self._clear.wait()
         park = self._step.park
         if park is not None and self.fenced is None:
-            raise RunParked(park, _parked_message(park))
+            raise RunParked(park, parked_message(park))
 
     # -- approvals -----------------------------------------------------------------------------------
 
-    async def _decide(self, call: ToolCallPart, plan: _Plan) -> Decision:
+    async def _decide(self, call: ToolCallPart, plan: Plan) -> Decision:
         if self.policy is None and self._fallback is None:
             self._fallback = ApprovalPolicy()
         policy = self.policy or self._fallback
@@ -568,19 +478,19 @@ class EffectGate:
             # decided before the run was resumed: apply it, never claim it again
             state.open.discard(call.id)
             self._update_clear()
-            return _decision_of(earlier)
+            return decision_of(earlier)
         async with self._serial:
             try:
                 if state.park is not None:
-                    raise RunParked(state.park, _parked_message(state.park))
+                    raise RunParked(state.park, parked_message(state.park))
                 request = await self._request(call, plan, policy)
                 decision = await self._obtain(request, policy)
-                if decision is None and _expired(request):  # ask again, with a new token
+                if decision is None and expired(request):  # ask again, with a new token
                     request = await self._request(call, plan, policy, fresh=True)
                     decision = await self._obtain(request, policy)
                 if decision is None:
                     park = await self._park(request, policy)
-                    raise RunParked(park, _parked_message(park))
+                    raise RunParked(park, parked_message(park))
                 self._record(
                     ApprovalDecided(
                         request_id=request.id,
@@ -596,7 +506,7 @@ class EffectGate:
                 self._update_clear()
 
     async def _request(
-        self, call: ToolCallPart, plan: _Plan, policy: ApprovalPolicy, *, fresh: bool = False
+        self, call: ToolCallPart, plan: Plan, policy: ApprovalPolicy, *, fresh: bool = False
     ) -> ApprovalRequest:
         existing = self._requests.get(call.id)
         if existing is not None and not fresh:
@@ -624,7 +534,7 @@ class EffectGate:
         )
         return request
 
-    def _binds(self, request: ApprovalRequest, call: ToolCallPart, plan: _Plan) -> bool:
+    def _binds(self, request: ApprovalRequest, call: ToolCallPart, plan: Plan) -> bool:
         """Whether a stored request is for exactly this call (a journal edited since fails)."""
         return (
             request.run_id == self.run_id
@@ -634,13 +544,13 @@ class EffectGate:
         )
 
     async def _confirmed(
-        self, event: ApprovalDecided, call: ToolCallPart, plan: _Plan, policy: ApprovalPolicy
+        self, event: ApprovalDecided, call: ToolCallPart, plan: Plan, policy: ApprovalPolicy
     ) -> bool:
         """A journaled decision counts only if the store has that decision for this call."""
         request = await policy.store.get(event.request_id)
         if request is None or not self._binds(request, call, plan):
             return False
-        return await policy.store.decision(event.request_id) == _decision_of(event)
+        return await policy.store.decision(event.request_id) == decision_of(event)
 
     async def _obtain(self, request: ApprovalRequest, policy: ApprovalPolicy) -> Decision | None:
         store = policy.store
@@ -763,40 +673,3 @@ class EffectGate:
         events = tuple(self._live)
         self._live.clear()
         return events
-
-
-def _expired(request: ApprovalRequest) -> bool:
-    return request.expires_at is not None and time.time() > request.expires_at
-
-
-def _decision_of(event: ApprovalDecided) -> Decision:
-    match event.verdict:
-        case "approve":
-            return Approve(message=event.message)
-        case "reject":
-            return Reject(message=event.message or Reject().message)
-        case "edit":
-            arguments = event.arguments if isinstance(event.arguments, dict) else {}
-            return Edit(arguments=arguments, message=event.message)
-
-
-def _parked_message(park: ParkedRun) -> str:
-    tools = ", ".join(r.tool for r in park.requests)
-    return f"run {park.run_id} is waiting for {len(park.requests)} approval decision(s): {tools}"
-
-
-async def reap(tasks: Iterable[asyncio.Task[Any]], *, grace: float = 10.0) -> None:
-    """Cancel unfinished tasks and wait for them to end (up to `grace` seconds).
-
-    A task that ignores cancellation longer than `grace` is abandoned; the fence keeps
-    its result from being applied.
-    """
-    tasks = list(tasks)
-    pending = [t for t in tasks if not t.done()]
-    if pending and _switches().reap_tasks:
-        for task in pending:
-            task.cancel()
-        await asyncio.wait(pending, timeout=grace)
-    for task in tasks:
-        if task.done() and not task.cancelled():
-            task.exception()  # retrieved, so no "exception was never retrieved" warning
