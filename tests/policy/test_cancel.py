@@ -9,11 +9,12 @@ import signal
 import subprocess
 import sys
 import threading
+from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
 
-from legato import Agent, Tool, tool
+from legato import Agent, RunHandle, Tool, tool
 from legato.effects import unsafe_switches
 from legato.events import (
     CancelRequested,
@@ -282,3 +283,21 @@ async def test_events_can_be_iterated_after_the_run_and_again() -> None:
     first = [e async for e in handle.events()]
     assert [e async for e in handle.events()] == []
     assert [e for e in first if is_journal_event(e)] == list(result.journal)
+
+
+async def test_cancel_right_after_start_ends_the_run_cleanly() -> None:
+    model = ScriptedModel(["never"])
+    handle = Agent(model).start("go")
+    handle.cancel("changed my mind")
+    with pytest.raises(RunCancelled, match="changed my mind"):
+        await handle.result()
+    streamed = [e async for e in _events_until_error(handle)]
+    assert streamed == list(handle.journal)
+    assert [type(e).__name__ for e in streamed][-2:] == ["CancelRequested", "RunFailed"]
+    assert model.requests == []
+
+
+async def _events_until_error(handle: RunHandle[str]) -> AsyncIterator[RunEvent]:
+    with contextlib.suppress(RunCancelled):
+        async for event in handle.events():
+            yield event

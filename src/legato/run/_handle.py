@@ -35,6 +35,7 @@ class RunHandle(Generic[OutputT]):
         self._buffer: collections.deque[RunEvent] = collections.deque()
         self._ready = asyncio.Event()
         self._ended = False
+        self._running = False
         self._error: BaseException | None = None
         self._stop: RunCancelled | None = None
         try:
@@ -78,12 +79,19 @@ class RunHandle(Generic[OutputT]):
             return False
         self._stop = error
         self._driver.gate.fence(str(error))  # first: from here on nothing is admitted
-        self._task.cancel()
+        if self._running:  # a task cancelled before it starts would skip its own cleanup
+            self._task.cancel()
         return True
 
     async def _drive(self) -> None:
         status: Literal["finished", "failed", "parked", "cancelled"] = "finished"
+        self._running = True
         try:
+            if self._stop is not None:  # cancelled before the run took its first step
+                for event in self._driver.journal.events:
+                    self._push(event)
+                self._driver.gate.drain()  # its events are in the journal just pushed
+                raise asyncio.CancelledError
             async for event in self._driver.events():
                 self._push(event)
         except asyncio.CancelledError:
