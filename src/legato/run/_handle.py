@@ -36,6 +36,7 @@ class RunHandle(Generic[OutputT]):
         self._ready = asyncio.Event()
         self._ended = False
         self._running = False
+        self._finishing = False
         self._error: BaseException | None = None
         self._stop: RunCancelled | None = None
         try:
@@ -75,7 +76,7 @@ class RunHandle(Generic[OutputT]):
         self._halt(RunTimedOut(f"the run exceeded its timeout of {timeout:g} seconds"))
 
     def _halt(self, error: RunCancelled) -> bool:
-        if self._task.done() or self._stop is not None:
+        if self._task.done() or self._stop is not None or self._finishing:
             return False
         self._stop = error
         self._driver.gate.fence(str(error))  # first: from here on nothing is admitted
@@ -107,18 +108,26 @@ class RunHandle(Generic[OutputT]):
             self._error = exc
             status = "parked" if isinstance(exc, RunParked) else "failed"
         finally:
-            for event in self._driver.gate.drain():
-                self._push(event)
+            self._finishing = True  # the run has ended: a cancel now changes nothing
             if self._timer is not None:
                 self._timer.cancel()
-            hooks = self._driver.gate.hooks
-            if hooks is not None:
-                from legato.security import RunEnd
+            for event in self._driver.gate.drain():
+                self._push(event)
+            try:
+                await self._run_end_hooks(status)
+            finally:
+                self._ended = True
+                self._ready.set()
 
-                error = str(self._error) if self._error is not None else None
-                await hooks.on_run_end(RunEnd(status=status, error=error))
-            self._ended = True
-            self._ready.set()
+    async def _run_end_hooks(
+        self, status: Literal["finished", "failed", "parked", "cancelled"]
+    ) -> None:
+        hooks = self._driver.gate.hooks
+        if hooks is not None:
+            from legato.security import RunEnd
+
+            error = str(self._error) if self._error is not None else None
+            await hooks.on_run_end(RunEnd(status=status, error=error))
 
     def _push(self, event: RunEvent) -> None:
         self._buffer.append(event)
