@@ -12,6 +12,7 @@ from collections.abc import Callable
 import pytest
 
 from legato.approvals import (
+    ApprovalDesk,
     ApprovalRequest,
     ApprovalStore,
     Approve,
@@ -102,3 +103,15 @@ async def test_decision_is_a_read_that_claims_nothing(store: ApprovalStore) -> N
     assert await store.decision(r.id) == Approve()
     assert await store.claim(r.id) == Approve()  # still claimable once
     assert await store.decision(r.id) == Approve()
+
+
+async def test_desk_speaks_json(store: ApprovalStore) -> None:
+    desk = ApprovalDesk(store)
+    r = make_request()
+    await store.put(r)
+    (item,) = await desk.pending()
+    assert item["id"] == r.id and item["arguments"] == {"to": "x"} and item["token"] == r.token
+    with pytest.raises(DecisionTokenInvalid, match="arguments"):
+        await desk.decide(r.id, {"token": r.token, "verdict": "edit"})
+    await desk.decide(r.id, {"token": r.token, "verdict": "edit", "arguments": {"to": "y"}})
+    assert await store.claim(r.id) == Edit(arguments={"to": "y"})
