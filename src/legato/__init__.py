@@ -15,6 +15,8 @@ result = agent.run_sync("Weather in Paris?")
 Importing legato has no side effects: no files, no network, no logging configuration.
 """
 
+from typing import TYPE_CHECKING, Any
+
 from legato._version import __version__
 from legato.agent import Agent, AgentOptions, Prompt, RunOptions
 from legato.contracts import State
@@ -33,12 +35,19 @@ from legato.messages import (
     Usage,
 )
 from legato.models import Model, ModelSettings
-from legato.run import RunResult, replay
+from legato.run import RunHandle, RunResult, replay
 from legato.tools import RunContext, Tool, Toolset, tool
+
+if TYPE_CHECKING:  # loaded on first use: `import legato` stays light
+    from legato.approvals import ApprovalPolicy, Rule
+    from legato.budgets import Budget, BudgetLimits
 
 __all__ = [
     "Agent",
     "AgentOptions",
+    "ApprovalPolicy",
+    "Budget",
+    "BudgetLimits",
     "DocumentPart",
     "ImagePart",
     "Journal",
@@ -50,8 +59,10 @@ __all__ = [
     "Prompt",
     "RunContext",
     "RunEvent",
+    "RunHandle",
     "RunOptions",
     "RunResult",
+    "Rule",
     "State",
     "StopReason",
     "TextPart",
@@ -66,3 +77,21 @@ __all__ = [
     "replay",
     "tool",
 ]
+
+
+_LAZY = {
+    "ApprovalPolicy": "legato.approvals",
+    "Rule": "legato.approvals",
+    "Budget": "legato.budgets",
+    "BudgetLimits": "legato.budgets",
+}
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        msg = f"module 'legato' has no attribute {name!r}"
+        raise AttributeError(msg)
+    import importlib
+
+    return getattr(importlib.import_module(module), name)

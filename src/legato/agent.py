@@ -7,8 +7,8 @@ can serve many concurrent runs. The options an agent takes are listed once, in
 
 from __future__ import annotations
 
-import contextlib
-from collections.abc import AsyncGenerator, Callable, Iterator, Sequence
+import asyncio
+from collections.abc import AsyncGenerator, Callable, Iterator, Mapping, Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any, Generic, TypedDict, cast, overload
 
@@ -16,8 +16,8 @@ from pydantic import BaseModel
 from typing_extensions import TypeVar, Unpack
 
 from legato.contracts import State, StateOptions
-from legato.events import RunEvent
-from legato.exceptions import ConfigurationError
+from legato.events import Journal, RunEvent, RunFailed, RunFinished
+from legato.exceptions import ConfigurationError, JournalError
 from legato.messages import ContentPart, Message
 from legato.models import Model, ModelSettings, infer_model
 from legato.run._loop import RunConfig, RunDriver
@@ -27,12 +27,16 @@ from legato.run._result import RunResult
 from legato.run._sync import iterate_sync, run_sync
 from legato.tools import Tool, Toolset, ToolSource
 
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # imported when first used, so `import legato` stays light
+    from legato.approvals import Action, ApprovalPolicy, ParkedRun
+    from legato.budgets import Budget, BudgetLimits
     from legato.context import ContextPolicy
     from legato.memory import Memory
+    from legato.run._handle import RunHandle
+    from legato.security import Hook
     from legato.store import Store
 
-__all__ = ["Agent", "AgentOptions", "Prompt", "RunOptions"]
+__all__ = ["Agent", "AgentOptions", "Prompt", "ResumeOptions", "RunOptions"]
 
 OutputT = TypeVar("OutputT", default=str)
 Prompt = str | Message | Sequence[ContentPart]
@@ -60,6 +64,14 @@ class AgentOptions(TypedDict, total=False):
     """Seconds any tool call may take unless the tool sets its own (default 300; None: no
     limit). A timed-out call becomes an error result; a sync tool's worker thread cannot
     be killed, so its late result is discarded."""
+    approvals: ApprovalPolicy | Mapping[str, Action] | None
+    """Which calls run freely, wait for a decision, or never run (`legato.approvals`); a
+    mapping is shorthand: `{"send_email": "ask"}`."""
+    budget: Budget | BudgetLimits | None
+    """Limits per run (`BudgetLimits`: a fresh budget each run), or one `Budget` every run
+    of this agent shares."""
+    hooks: Sequence[Hook]
+    """Security hooks (`legato.security`), in order."""
     state: State[Any] | BaseModel | None
     """The verified state runs start from (`legato.contracts.State`, or an instance of its
     pydantic model); tools with contracts change it."""
@@ -87,12 +99,31 @@ class RunOptions(TypedDict, total=False):
     """Settings overriding the agent's for this run."""
     max_steps: int | None
     """Override the agent's step allowance for this run."""
+    approvals: ApprovalPolicy | Mapping[str, Action] | None
+    """The approval policy for this run instead of the agent's."""
+    budget: Budget | BudgetLimits | None
+    """The budget for this run instead of the agent's."""
+    timeout: float | None
+    """Seconds the whole run may take; then it is fenced and stopped (`RunTimedOut`)."""
     state: State[Any] | BaseModel | None
     """Start from this verified state instead of the agent's (e.g. an earlier
     `result.state`)."""
     session: str | None
     """Continue the stored conversation of this name (created on first use); the run's
     messages are added to it when the run finishes."""
+
+
+class ResumeOptions(TypedDict, total=False):
+    """What resuming a parked or interrupted run may set."""
+
+    deps: Any
+    """Passed to tools as `RunContext.deps`."""
+    approvals: ApprovalPolicy | Mapping[str, Action] | None
+    """The approval policy (its store holds the decisions to claim)."""
+    budget: Budget | BudgetLimits | None
+    """The budget for the rest of the run."""
+    timeout: float | None
+    """Seconds the rest of the run may take."""
 
 
 def _as_state(state: State[Any] | BaseModel | None) -> State[Any] | None:
@@ -145,6 +176,11 @@ class Agent(Generic[OutputT]):
         self.model_settings = options.get("model_settings") or ModelSettings()
         self.output_retries = options.get("output_retries", 1)
         self.tool_timeout = options.get("tool_timeout", 300.0)
+        from legato.approvals import ApprovalPolicy
+
+        self.approvals = ApprovalPolicy.of(options.get("approvals"))
+        self.budget = options.get("budget")
+        self.hooks: tuple[Hook, ...] = tuple(options.get("hooks", ()))
         self.state = _as_state(options.get("state"))
         self.state_options = options.get("state_options")
         self._model_spec = model
@@ -188,8 +224,13 @@ class Agent(Generic[OutputT]):
 
     def run_config(self, **options: Unpack[RunOptions]) -> RunConfig[OutputT]:
         """The configuration a run of this agent uses (to drive or resume a run directly)."""
+        from legato.approvals import ApprovalPolicy
+        from legato.budgets import Budget, BudgetLimits
+
         model = options.get("model")
         state = options.get("state")
+        budget = options.get("budget")
+        chosen = budget if budget is not None else self.budget
         return RunConfig(
             agent_name=self.name,
             model=infer_model(model) if model is not None else self.model,
@@ -204,6 +245,9 @@ class Agent(Generic[OutputT]):
             state=_as_state(state) if state is not None else self.state,
             state_options=self.state_options,
             context=self.context,
+            approvals=ApprovalPolicy.of(options.get("approvals")) or self.approvals,
+            budget=Budget(chosen) if isinstance(chosen, BudgetLimits) else chosen,
+            hooks=self.hooks,
         )
 
     def as_tool(
@@ -249,17 +293,30 @@ class Agent(Generic[OutputT]):
         carry = not options.get("message_history")
         return persisted(driver, runs=store, sessions=store, session=session, carry_context=carry)
 
+    def start(
+        self, prompt: Prompt | None = None, /, **options: Unpack[RunOptions]
+    ) -> RunHandle[OutputT]:
+        """Start a run on the running event loop and return its handle (see `run`).
+
+        `await handle.result()`, iterate `handle.events()`, or `handle.cancel()`.
+        """
+        from legato.run._handle import RunHandle
+
+        driver = self._driver(prompt, options)
+        return RunHandle(
+            driver, events=self._events(driver, options), timeout=options.get("timeout")
+        )
+
     async def run(
         self, prompt: Prompt | None = None, /, **options: Unpack[RunOptions]
     ) -> RunResult[OutputT]:
         """Run the agent to its final answer (options: see `RunOptions`).
 
         `prompt` is the user's message; None continues `message_history` as it is.
+        Raises `RunParked` when a call waits for an approval nobody has given yet: decide
+        it through the policy's store, then `resume` the run.
         """
-        driver = self._driver(prompt, options)
-        async for _ in self._events(driver, options):
-            pass
-        return driver.result()
+        return await _finish(self.start(prompt, **options))
 
     def run_sync(
         self, prompt: Prompt | None = None, /, **options: Unpack[RunOptions]
@@ -270,12 +327,53 @@ class Agent(Generic[OutputT]):
     async def stream(
         self, prompt: Prompt | None = None, /, **options: Unpack[RunOptions]
     ) -> AsyncGenerator[RunEvent]:
-        """Run the agent, yielding every event: text deltas, tool calls, results, the end."""
-        driver = self._driver(prompt, options)
-        # closing the stream early (break, aclose) ends the run and cancels what it owns
-        async with contextlib.aclosing(self._events(driver, options)) as events:
-            async for event in events:
+        """Run the agent, yielding every event: text deltas, tool calls, results, the end.
+
+        Closing the stream early (break, aclose) cancels the run with the same fence as
+        `cancel()`, and the run ends before the stream does.
+        """
+        handle = self.start(prompt, **options)
+        try:
+            async for event in handle.events():
                 yield event
+        finally:
+            if not handle.done:
+                handle.cancel("the stream was closed")
+                await handle.wait()
+
+    async def resume(
+        self, journal: Journal | ParkedRun | str, /, **options: Unpack[ResumeOptions]
+    ) -> RunResult[OutputT]:
+        """Continue a parked (or interrupted) run from its journal (or its JSONL text).
+
+        Effects the journal shows as admitted are never run again; approval decisions
+        are claimed from the policy's store, each exactly once. Raises `RunParked` again
+        while decisions are missing.
+        """
+        return await _finish(self.start_resumed(journal, **options))
+
+    def start_resumed(
+        self, journal: Journal | ParkedRun | str, /, **options: Unpack[ResumeOptions]
+    ) -> RunHandle[OutputT]:
+        """`resume`, returning the handle."""
+        from legato.approvals import ParkedRun
+        from legato.run._handle import RunHandle
+
+        if isinstance(journal, ParkedRun):
+            journal = journal.journal
+        elif isinstance(journal, str):
+            journal = Journal.from_jsonl(journal)
+        events = list(journal.events)
+        if any(isinstance(e, RunFailed | RunFinished) for e in events):
+            msg = "cannot resume a run that has already finished or failed"
+            raise JournalError(msg)
+        config = self.run_config(
+            deps=options.get("deps"),
+            approvals=options.get("approvals"),
+            budget=options.get("budget"),
+        )
+        driver = RunDriver(config, journal=Journal(events))
+        return RunHandle(driver, timeout=options.get("timeout"))
 
     def stream_sync(
         self, prompt: Prompt | None = None, /, **options: Unpack[RunOptions]
@@ -285,3 +383,13 @@ class Agent(Generic[OutputT]):
 
     def __repr__(self) -> str:
         return f"Agent(name={self.name!r}, model={self._model_spec!r})"
+
+
+async def _finish(handle: RunHandle[OutputT]) -> RunResult[OutputT]:
+    """The handle's result; cancelling the caller cancels the run (and waits for it to stop)."""
+    try:
+        return await handle.result()
+    except asyncio.CancelledError:
+        handle.cancel("the caller was cancelled")
+        await asyncio.shield(handle.wait())
+        raise

@@ -41,6 +41,14 @@ __all__ = [
     "SpawnStarted",
     "AnyJournalEvent",
     "Compacted",
+    "ApprovalDecided",
+    "ApprovalRequested",
+    "CancelRequested",
+    "HookApplied",
+    "RefusalReason",
+    "RunParked",
+    "ToolCallAdmitted",
+    "ToolCallRefused",
     "Journal",
     "JournalEvent",
     "ModelRequested",
@@ -121,10 +129,12 @@ ToolOutcome: TypeAlias = Literal[
     "skipped",
     "output",
     "rejected",
+    "refused",
 ]
 """How a tool call ended. `output` marks the call that delivered the run's final result;
 `skipped` marks calls not run because the final result arrived in the same response;
-`rejected` marks calls a contract refused (not run, or their state changes discarded)."""
+`rejected` marks calls a contract refused (not run, or their state changes discarded);
+`refused` marks calls the effect gate did not admit (denied, rejected, held, duplicate)."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -207,6 +217,106 @@ class RunFailed:
     """The exception's class name, e.g. `MaxStepsExceeded`."""
     message: str
     kind: Literal["run_failed"] = "run_failed"
+
+
+# -- the effect gate (legato.effects): admission, approvals, cancellation, hooks ---------------
+
+RefusalReason: TypeAlias = Literal[
+    "denied", "rejected", "held", "cancelled", "duplicate", "unknown_outcome", "hook"
+]
+"""Why the gate did not admit a call: a `deny` rule; a rejected approval; held behind a
+rejected sibling; the run was cancelled; the effect already ran (its recorded result is
+reused); an earlier attempt may have run and the tool is irreversible; a hook blocked it."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ToolCallAdmitted:
+    """The gate admitted a side-effecting call: its effect may now run, once."""
+
+    step: int
+    call_id: str
+    tool: str
+    effect_id: str
+    """Stable id of the effect: a hash of run id, call id, tool and canonical arguments."""
+    epoch: int
+    """The run's cancellation epoch at admission; a later epoch fences the result."""
+    via: Literal["policy", "approval", "edit"] = "policy"
+    arguments: JsonValue = None
+    """The arguments that run, when an approver edited them (None: as the model sent them)."""
+    kind: Literal["tool_call_admitted"] = "tool_call_admitted"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ToolCallRefused:
+    """The gate did not admit a call; the model is told `message`."""
+
+    step: int
+    call_id: str
+    tool: str
+    effect_id: str
+    reason: RefusalReason
+    message: str
+    kind: Literal["tool_call_refused"] = "tool_call_refused"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ApprovalRequested:
+    """A call waits for a decision; nothing side-effecting in the run is admitted meanwhile."""
+
+    step: int
+    request_id: str
+    call: ToolCallPart
+    arguments_hash: str
+    """SHA-256 of the canonical JSON arguments the request is bound to."""
+    rule: str
+    """The policy rule (or hook) that asked, for the approver to see."""
+    kind: Literal["approval_requested"] = "approval_requested"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ApprovalDecided:
+    """A decision on an approval request was claimed and applied (exactly once)."""
+
+    request_id: str
+    call_id: str
+    verdict: Literal["approve", "reject", "edit"]
+    arguments: JsonValue = None
+    """The edited arguments, for `edit`."""
+    message: str = ""
+    """The approver's note; for `reject` it is what the model is told."""
+    kind: Literal["approval_decided"] = "approval_decided"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class CancelRequested:
+    """The run was fenced: nothing is admitted after this event, late results are discarded."""
+
+    reason: str
+    epoch: int
+    """The new epoch; effects admitted under an older one cannot commit."""
+    kind: Literal["cancel_requested"] = "cancel_requested"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RunParked:
+    """The run stopped to wait for approval decisions; `agent.resume` continues it."""
+
+    request_ids: tuple[str, ...]
+    kind: Literal["run_parked"] = "run_parked"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class HookApplied:
+    """A security hook changed or blocked something (the audit record of hooks)."""
+
+    hook: str
+    point: str
+    action: Literal["modify", "block", "ask"]
+    detail: str = ""
+    call_id: str | None = None
+    flags: tuple[str, ...] = ()
+    """Run-wide flags the hook raised (restored into `HookContext.flags` on resume)."""
+    kind: Literal["hook_applied"] = "hook_applied"
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -429,6 +539,13 @@ AnyJournalEvent: TypeAlias = (
     | ContextSliced
     | SpawnDecided
     | Compacted
+    | ToolCallAdmitted
+    | ToolCallRefused
+    | ApprovalRequested
+    | ApprovalDecided
+    | CancelRequested
+    | RunParked
+    | HookApplied
 )
 """Any event that is recorded in a journal (the plain union)."""
 

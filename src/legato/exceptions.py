@@ -9,7 +9,8 @@ LegatoError
 │   ├── ToolDefinitionError       a function that cannot become a tool, or duplicate tool names
 │   ├── WorkspaceNotFound         a workspace root that does not exist or is not a directory
 │   ├── SandboxUnavailable        bubblewrap is missing or cannot create its namespaces here
-│   └── SkillError                a skill folder or SKILL.md that cannot be loaded (names the file)
+│   ├── SkillError                a skill folder or SKILL.md that cannot be loaded (names the file)
+│   └── PolicyError               an approval policy naming an unknown tool or argument
 ├── ModelError                    a model call failed; `retryable` says whether trying again may help
 │   ├── RateLimited               429; carries `retry_after` seconds when the provider sent it
 │   ├── ModelOverloaded           529 / 503 "overloaded"
@@ -26,7 +27,11 @@ LegatoError
 │   ├── ToolRetriesExceeded       a tool kept failing past its retry limit
 │   ├── OutputRetriesExceeded     the model kept returning invalid structured output
 │   ├── UnexpectedModelBehavior   the model answered in a way the run cannot use
-│   └── RunCancelled              the run was cancelled
+│   ├── RunCancelled              the run was cancelled
+│   │   └── RunTimedOut           the run used its time allowance (the same fence as a cancel)
+│   ├── RunParked                 the run waits for approval decisions; resume it with them
+│   ├── BudgetExceeded            a budget limit would be crossed (carries the figures)
+│   └── HookBlocked               a security hook blocked the run
 ├── ToolError                     raise in a tool to send the model an error message it can act on
 │   ├── ToolArgumentsInvalid      the model's arguments do not match the tool's schema
 │   ├── SpawnRefused              a spawn request beyond the parent's tools, skills, budget or depth
@@ -48,7 +53,11 @@ LegatoError
 │   ├── MCPTimeout                the server did not answer a request in time
 │   ├── MCPProtocolError          the server sent something that is not valid MCP
 │   └── MCPRequestFailed          the server answered a request with a JSON-RPC error
+├── ApprovalError                 a decision that cannot be accepted
+│   ├── DecisionTokenInvalid      the token belongs to no request, or to another call
+│   └── DecisionAlreadyUsed       the token (or the decision) was already used once
 ├── JournalError                  a journal that cannot be read or replayed
+│   └── AuditChainBroken          an audit chain whose hashes do not verify
 ├── StoreError                    the store (sessions, journals, memory) cannot be used as asked
 │   ├── StoreCorrupted            the file is not a legato database, or it is damaged
 │   ├── SchemaTooNew              the database was written by a newer legato
@@ -65,11 +74,25 @@ are not exceptions at run level: they become tool results with `is_error=True`.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # type-only: the parked state lives in the policy layer
+    from legato.approvals import ParkedRun
+
 __all__ = [
+    "ApprovalError",
+    "AuditChainBroken",
     "AuthenticationFailed",
     "ChildFailed",
     "CommitConflict",
     "CompactionFailed",
+    "BudgetExceeded",
+    "DecisionAlreadyUsed",
+    "DecisionTokenInvalid",
+    "HookBlocked",
+    "PolicyError",
+    "RunParked",
+    "RunTimedOut",
     "ConfigurationError",
     "ContentFiltered",
     "ContextLengthExceeded",
@@ -611,3 +634,82 @@ class MemoryItemNotFound(StoreError):
 
 class CompactionFailed(LegatoError):
     """The conversation could not be compacted: the summary call failed, or nothing fits."""
+
+
+# -- safe execution: policies, approvals, budgets, hooks (legato.effects and friends) -----------
+
+
+class PolicyError(ConfigurationError):
+    """An approval policy that names a tool (or an argument) the run does not have."""
+
+
+class RunTimedOut(RunCancelled):
+    """The run used its `timeout`; it was fenced and stopped like a cancelled run."""
+
+
+class RunParked(RunError):
+    """The run waits for approval decisions and has stopped; nothing pending has run.
+
+    `parked` is a `legato.approvals.ParkedRun` (the journal and the pending requests).
+    Decide the requests (`ApprovalStore.decide`) and pass `parked.journal` to
+    `agent.resume` to continue, from this process or another one.
+    """
+
+    def __init__(self, parked: ParkedRun, message: str) -> None:
+        self.parked = parked
+        super().__init__(message)
+
+
+class BudgetExceeded(RunError):
+    """Spending `requested` more of `resource` would cross its `limit`.
+
+    `used` is what was spent, `reserved` what in-flight calls hold, both in the unit of
+    `resource` (tokens, dollars, calls, steps or seconds).
+    """
+
+    def __init__(
+        self, resource: str, *, limit: float, used: float, reserved: float, requested: float
+    ) -> None:
+        self.resource = resource
+        self.limit = limit
+        self.used = used
+        self.reserved = reserved
+        self.requested = requested
+        super().__init__(
+            f"budget for {resource} exceeded: limit {limit:g}, used {used:g}, "
+            f"reserved by calls in flight {reserved:g}, this call needs {requested:g}"
+        )
+
+
+class HookBlocked(RunError):
+    """A security hook blocked a model request or response; `hook` names it."""
+
+    def __init__(self, hook: str, point: str, reason: str) -> None:
+        self.hook = hook
+        self.point = point
+        self.reason = reason
+        super().__init__(f"hook {hook!r} blocked the run at {point}: {reason}")
+
+
+class ApprovalError(LegatoError):
+    """An approval decision that cannot be accepted; nothing was run."""
+
+
+class DecisionTokenInvalid(ApprovalError):
+    """The decision token belongs to no pending request, or to a different call."""
+
+
+class DecisionAlreadyUsed(ApprovalError):
+    """A decision token was used a second time, or a decision was claimed twice."""
+
+
+class AuditChainBroken(JournalError):
+    """An audit chain whose hashes do not verify: an event was edited, inserted or deleted.
+
+    `line` is the first line (1-based) where the chain breaks.
+    """
+
+    def __init__(self, line: int, reason: str) -> None:
+        self.line = line
+        self.reason = reason
+        super().__init__(f"audit chain broken at line {line}: {reason}")

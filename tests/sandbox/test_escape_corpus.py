@@ -14,6 +14,7 @@ get through, so the detection itself is shown to work.
 
 from __future__ import annotations
 
+import asyncio
 import os
 import random
 import socket
@@ -300,8 +301,21 @@ async def shell_endless_output(tools: Call, s: Scene) -> tuple[bool, str]:
 
 async def shell_process_left_running(tools: Call, s: Scene) -> tuple[bool, str]:
     tag = f"{random.randint(500, 900)}.{random.randint(10**8, 10**9)}"
-    out = await tools("shell", command=f"(setsid sleep {tag} > /dev/null 2>&1 &); echo started")
+    # the detached process announces itself once it has left the tool's process group,
+    # and the command waits for that, so the tool cannot return before the escape happened
+    command = (
+        f"(setsid sh -c 'touch .detached; exec sleep {tag}' > /dev/null 2>&1 &); "
+        "for i in $(seq 500); do [ -e .detached ] && break; sleep 0.01; done; echo started"
+    )
+    out = await tools("shell", command=command)
+    # the detached child may still be between fork and exec when the tool returns: look
+    # for it for a while (a survivor can appear late; loaded machines are slow)
     survivors = processes_with(tag)
+    for _ in range(40):
+        if survivors:
+            break
+        await asyncio.sleep(0.05)
+        survivors = processes_with(tag)
     for pid in survivors:  # clean up what the unprotected twin left, by pid
         os.kill(pid, 9)
     return bool(survivors), out

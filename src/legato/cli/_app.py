@@ -12,10 +12,12 @@ from rich.console import Console
 
 from legato._version import __version__
 from legato.agent import Agent
+from legato.approvals import ApprovalPolicy, Rule, TerminalApprover
 from legato.cli._mcp import mcp_app
 from legato.cli._render import render_event, render_journal
 from legato.events import Journal, RunFinished, is_journal_event
 from legato.exceptions import ConfigurationError, LegatoError
+from legato.security import AuditLog, verify_audit
 from legato.tools import Tool, ToolSource
 
 app = typer.Typer(
@@ -93,12 +95,33 @@ def run(
     journal: Annotated[
         Path | None, typer.Option(help="Write the run's journal (JSONL) here.")
     ] = None,
+    ask: Annotated[
+        list[str] | None,
+        typer.Option("--ask", help="Ask on the terminal before calls of this tool (repeatable)."),
+    ] = None,
+    audit: Annotated[
+        Path | None,
+        typer.Option(help="Append a tamper-evident audit chain of the run to this file."),
+    ] = None,
 ) -> None:
     """Run an agent on PROMPT, streaming its events to the terminal."""
     console = Console()
     try:
+        approvals = (
+            ApprovalPolicy(
+                rules=[Rule(name, "ask") for name in ask],
+                handler=TerminalApprover(show=lambda text: console.print(text, markup=False)),
+            )
+            if ask
+            else None
+        )
         agent = Agent(
-            model, tools=_tools(tools or []), instructions=instructions, max_steps=max_steps
+            model,
+            tools=_tools(tools or []),
+            instructions=instructions,
+            max_steps=max_steps,
+            approvals=approvals,
+            hooks=[AuditLog(audit)] if audit is not None else [],
         )
         events: list[Any] = []
         for event in agent.stream_sync(prompt):
@@ -128,3 +151,27 @@ def trace(
         console.print(f"[bold red]error:[/] {exc}")
         raise typer.Exit(1) from None
     render_journal(console, journal)
+
+
+audit_app = typer.Typer(no_args_is_help=True, help="Tamper-evident audit chains of runs.")
+app.add_typer(audit_app, name="audit")
+
+
+@audit_app.command("verify")
+def audit_verify(
+    path: Annotated[
+        Path, typer.Argument(help="An audit chain file (JSON lines).", exists=True, dir_okay=False)
+    ],
+    head: Annotated[
+        str | None,
+        typer.Option(help="The expected last hash, kept elsewhere (detects deleted last events)."),
+    ] = None,
+) -> None:
+    """Check that no event of an audit chain was edited, inserted or deleted."""
+    console = Console()
+    try:
+        report = verify_audit(path.read_text(encoding="utf-8"), head=head)
+    except LegatoError as exc:
+        console.print(f"[bold red]tampered:[/] {exc}")
+        raise typer.Exit(1) from None
+    console.print(f"[green]ok:[/] {report.events} events, head {report.head}")

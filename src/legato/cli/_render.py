@@ -8,15 +8,20 @@ from rich.console import Console
 from rich.markup import escape
 
 from legato.events import (
+    ApprovalDecided,
+    ApprovalRequested,
+    CancelRequested,
     ChildEvent,
     Compacted,
     ContextSliced,
+    HookApplied,
     Journal,
     ModelRequested,
     ModelResponded,
     RunEvent,
     RunFailed,
     RunFinished,
+    RunParked,
     RunStarted,
     SpawnDecided,
     SpawnFinished,
@@ -27,8 +32,10 @@ from legato.events import (
     StepFinished,
     TextDelta,
     ThinkingDelta,
+    ToolCallAdmitted,
     ToolCallDelta,
     ToolCallFinished,
+    ToolCallRefused,
     ToolCallStarted,
     UserPrompt,
 )
@@ -105,6 +112,27 @@ def _spawn_line(event: SpawnStarted | SpawnFinished | ContextSliced | SpawnDecid
             )
 
 
+def gate_line(event: RunEvent) -> str:
+    """One line for an event of the effect gate (admission, approval, cancel, hook)."""
+    match event:
+        case ToolCallAdmitted():
+            return f"admitted {event.tool} ({event.via}) effect {event.effect_id[:12]}"
+        case ToolCallRefused():
+            return f"refused {event.tool} [{event.reason}]: {_short(event.message)}"
+        case ApprovalRequested():
+            return f"approval requested for {event.call.name}: {event.rule}"
+        case ApprovalDecided():
+            return f"approval {event.verdict} ({event.request_id})"
+        case CancelRequested():
+            return f"cancel requested: {event.reason}"
+        case RunParked():
+            return f"parked, waiting for {len(event.request_ids)} decision(s)"
+        case HookApplied():
+            return f"hook {event.hook} {event.action} at {event.point}: {_short(event.detail)}"
+        case _:
+            return type(event).__name__
+
+
 def render_event(console: Console, event: RunEvent) -> None:
     """Print one streamed event: deltas inline, the rest one line each."""
     match event:
@@ -164,8 +192,10 @@ def _extra_lines(event: RunEvent) -> list[str]:
                 f"[dim]context compacted ({event.strategy}): {event.tokens_before} → "
                 f"{event.tokens_after} tokens[/]"
             ]
-        case _:
+        case StateLoaded():
             return []
+        case _:  # the effect gate's events (legato.effects)
+            return [f"[yellow]{escape(gate_line(event))}[/]"]
 
 
 def render_journal(console: Console, journal: Journal) -> None:
@@ -231,5 +261,5 @@ def _print_extra(console: Console, prefix: str, event: RunEvent) -> None:
                 f"{len(event.removed)} messages, elided {len(event.elided)} results, "
                 f"{event.tokens_before} → {event.tokens_after} tokens[/]"
             )
-        case _:
-            pass
+        case _:  # the effect gate's events (legato.effects)
+            console.print(f"{prefix}  [yellow]{escape(gate_line(event))}[/]")

@@ -1,5 +1,6 @@
 """Running agents: the loop, its state, results, replay and the sync facade."""
 
+from legato.run._handle import RunHandle
 from legato.run._loop import RunConfig, RunDriver
 from legato.run._output import OUTPUT_TOOL, OutputMode, OutputSchema
 from legato.run._replay import replay
@@ -12,6 +13,7 @@ __all__ = [
     "OutputSchema",
     "RunConfig",
     "RunDriver",
+    "RunHandle",
     "RunResult",
     "RunState",
     "replay",

@@ -25,10 +25,10 @@ from legato.events import (
     RunEvent,
     RunFailed,
     RunFinished,
+    RunParked,
     RunStarted,
     StepFinished,
     UserPrompt,
-    is_journal_event,
 )
 from legato.exceptions import (
     ContextLengthExceeded,
@@ -36,21 +36,26 @@ from legato.exceptions import (
     OutputRetriesExceeded,
     StreamInterrupted,
     ToolDefinitionError,
-    ToolRetriesExceeded,
     UnexpectedModelBehavior,
 )
-from legato.messages import Message, ModelResponse, ToolCallPart, ToolResultPart
+from legato.exceptions import RunParked as Parked
+from legato.messages import Message, ModelResponse, ToolCallPart
 from legato.models import Model, ModelRequest, ModelSettings, ResponseCompleted
 from legato.run._context import ContextStep
+from legato.run._outcomes import cancelled_calls, check_failures, output_calls
 from legato.run._output import OUTPUT_TOOL, OutputSchema, OutputValidationError
 from legato.run._result import RunResult, result_from_state
 from legato.run._scope import Scope
 from legato.run._state import RunState
-from legato.run._tools import CallResult, ToolExecutor
+from legato.run._tools import ToolExecutor
 from legato.tools import RunContext, Tool, ToolSource
 
 if TYPE_CHECKING:
+    from legato.approvals import ApprovalPolicy
+    from legato.budgets import Budget
     from legato.context import ContextPolicy
+    from legato.effects import EffectGate
+    from legato.security import Hook
 
 __all__ = ["RunConfig", "RunDriver"]
 
@@ -77,6 +82,9 @@ class RunConfig(Generic[OutputT]):
     state_options: StateOptions | None = None
     context: ContextPolicy | None = None
     """When and how to compact the conversation sent to the model (None: never)."""
+    approvals: ApprovalPolicy | None = None
+    budget: Budget | None = None
+    hooks: Sequence[Hook] = ()
 
 
 class RunDriver(Generic[OutputT]):
@@ -93,14 +101,25 @@ class RunDriver(Generic[OutputT]):
             loaded=self.state.state_loaded,
             commits=self.state.state_commits,
         )
-        self._executor = ToolExecutor({}, default_timeout=config.tool_timeout)
-        self._scope = Scope()
-        self._tools_loaded = False
+        from legato.effects import EffectGate  # the policy layer loads with the first run
+
+        self._scope = Scope(record=self._record)
+        self._gate = EffectGate(
+            journal=self.journal,
+            record=self._record,
+            policy=config.approvals,
+            budget=config.budget,
+            hooks=config.hooks,
+            agent=config.agent_name,
+            stream=self._scope.publish,
+        )
+        self._executor: ToolExecutor | None = None
         self._context = ContextStep(config.context, config.model)
 
     def _record(self, event: JournalEvent) -> JournalEvent:
         self.journal.append(event)
         self.state.apply(event)
+        self._gate.observe(event)
         return event
 
     def start(self, prompt: str | Message | None, history: Sequence[Message]) -> None:
@@ -125,23 +144,42 @@ class RunDriver(Generic[OutputT]):
         """Run until the run finishes or fails, yielding every event."""
         for event in self.journal.events:
             yield event
+        self._scope.pending()  # what the gate recorded while loading is in the journal above
         try:
             while not (self.state.finished or self.state.failed):
                 async for event in self._step():
+                    for earlier in self._scope.pending():  # recorded before `event`
+                        yield earlier
                     yield event
                 for event in self._scope.pending():
-                    yield self._record_if_journaled(event)
+                    yield event
+        except Parked:
+            parked = self._gate.parked
+            ids = tuple(r.id for r in parked.requests) if parked is not None else ()
+            yield self._record(RunParked(request_ids=ids))
+            raise
         except Exception as exc:
             yield self._record(RunFailed(error_type=type(exc).__name__, message=str(exc)))
             raise
         finally:
             await self._scope.close()
 
-    def _record_if_journaled(self, event: RunEvent) -> RunEvent:
-        """Journal the journal events among those that arrive through the scope."""
-        if is_journal_event(event):
-            self._record(event)
-        return event
+    def pending_events(self) -> list[RunEvent]:
+        """Events recorded (by the gate, the tools) but not yet streamed."""
+        return self._scope.pending()
+
+    @property
+    def gate(self) -> EffectGate:
+        """The run's effect gate."""
+        return self._gate
+
+    def close_cancelled(self, error: Exception) -> list[JournalEvent]:
+        """Record how a cancelled run ends: its unfinished calls, then `RunFailed`."""
+        events: list[JournalEvent] = [
+            self._record(e) for e in cancelled_calls(self.journal, str(error))
+        ]
+        events.append(self._record(RunFailed(error_type=type(error).__name__, message=str(error))))
+        return events
 
     def result(self) -> RunResult[OutputT]:
         """The result of a finished run."""
@@ -177,7 +215,15 @@ class RunDriver(Generic[OutputT]):
                     msg = f"two tools are named {t.name!r} (the second comes from {source.name!r})"
                     raise ToolDefinitionError(msg)
                 tools[t.name] = t
-        return {t.name: t for t in merge_tools(list(tools.values()), self._session)}
+        tools = {t.name: t for t in merge_tools(list(tools.values()), self._session)}
+        self._gate.bind(tools)
+        self._executor = ToolExecutor(
+            tools,
+            default_timeout=self.config.tool_timeout,
+            state=self._session,
+            gate=self._gate,
+        )
+        return tools
 
     async def _call_model(self) -> AsyncIterator[RunEvent]:
         try:
@@ -194,8 +240,6 @@ class RunDriver(Generic[OutputT]):
         if state.step >= cfg.max_steps and not overflowed:
             raise MaxStepsExceeded(cfg.max_steps)
         tools = await self._tools()
-        self._executor = ToolExecutor(tools, default_timeout=cfg.tool_timeout, state=self._session)
-        self._tools_loaded = True
         definitions = [t.definition for t in tools.values()]
         output_tool = cfg.output.tool_definition()
         if output_tool is not None:
@@ -222,19 +266,25 @@ class RunDriver(Generic[OutputT]):
             output=cfg.output.native_spec(),
         )
         step = state.step if overflowed else state.step + 1
+        request, reservation = await self._gate.before_model(request, cfg.model)
         yield self._record(ModelRequested(step=step, model=cfg.model.name))
         started = time.perf_counter()
         response: ModelResponse | None = None
-        async for event in cfg.model.stream(request):
-            if isinstance(event, ResponseCompleted):
-                response = event.response
-            else:
-                yield event
+        try:
+            async for event in self._scope.interleave(cfg.model.stream(request)):
+                if isinstance(event, ResponseCompleted):
+                    response = event.response
+                else:
+                    yield event
+        finally:
+            if response is None and reservation is not None:
+                reservation.release()
         if response is None:
             msg = f"{cfg.model.name}: the stream ended without a complete response"
             raise StreamInterrupted(msg)
         if response.usage.requests == 0:
             response = replace(response, usage=replace(response.usage, requests=1))
+        response = await self._gate.after_model(response, reservation)
         yield self._record(
             ModelResponded(step=step, response=response, duration=time.perf_counter() - started)
         )
@@ -270,9 +320,14 @@ class RunDriver(Generic[OutputT]):
     async def _run_tools(self, calls: list[ToolCallPart]) -> AsyncIterator[RunEvent]:
         cfg, state = self.config, self.state
         step = state.step
-        if not self._tools_loaded:  # a resumed run continues with tool calls
-            self._executor = ToolExecutor(await self._tools(), default_timeout=cfg.tool_timeout)
-        special = self._output_calls(calls)
+        executor = self._executor
+        if executor is None:  # a resumed run continues with tool calls: list its tools first
+            await self._tools()
+            executor = self._executor
+            if executor is None:  # pragma: no cover - _tools always sets it
+                msg = "no tools were loaded"
+                raise ToolDefinitionError(msg)
+        special, self._output = output_calls(cfg.output, calls, self._output)
         messages = tuple(state.messages)
 
         def context(call: ToolCallPart) -> RunContext[Any]:
@@ -288,11 +343,22 @@ class RunDriver(Generic[OutputT]):
                 scope=self._scope,
             )
 
-        async for event in self._executor.run_calls(
-            calls, step=step, context=context, scope=self._scope, special=special
+        async for event in executor.run_calls(
+            calls,
+            step=step,
+            context=context,
+            scope=self._scope,
+            record=self._record,
+            special=special,
         ):
-            yield self._record_if_journaled(event)
-        self._check_failures(calls)
+            yield event  # journaled already (by `record`, by the gate, or by the scope)
+        check_failures(
+            state,
+            calls,
+            tools=executor.tools,
+            output_retries=cfg.output_retries,
+            unknown_tool_retries=cfg.unknown_tool_retries,
+        )
         if self._session is not None:
             self._session.check_rejections(state.contract_rejections, state.last_rejection)
         yield self._record(StepFinished(step=step))
@@ -302,63 +368,3 @@ class RunDriver(Generic[OutputT]):
                     output=cfg.output.to_json(self._output), usage=state.usage, cost=state.cost
                 )
             )
-
-    def _output_calls(self, calls: list[ToolCallPart]) -> dict[str, CallResult]:
-        """Validate `final_result` calls; a valid one makes every other call `skipped`."""
-        if self.config.output.is_text or self.config.output.mode != "tool":
-            return {}
-        special: dict[str, CallResult] = {}
-        for call in calls:
-            if call.name != OUTPUT_TOOL or self._output is not None:
-                continue
-            try:
-                self._output = self.config.output.validate_arguments(call.arguments)
-            except OutputValidationError as exc:
-                special[call.id] = _result(
-                    call,
-                    f"{exc.message}\nFix the output and call {OUTPUT_TOOL} again.",
-                    "invalid_arguments",
-                    error=True,
-                )
-            else:
-                special[call.id] = _result(call, "Final result received.", "output")
-        if self._output is not None:
-            for call in calls:
-                if call.id not in special:
-                    special[call.id] = _result(
-                        call, "Not run: the final result was given in the same response.", "skipped"
-                    )
-        return special
-
-    def _check_failures(self, calls: list[ToolCallPart]) -> None:
-        failures = self.state.failures
-        for call in calls:
-            count = failures.get(call.name, 0)
-            if not count:
-                continue
-            limit = self._retry_limit(call.name)
-            if count > limit:
-                last = next(
-                    (m for m in reversed(self.state.messages) if m.role == "tool"),
-                    Message(role="tool"),
-                )
-                text = next((r.text for r in last.tool_results if r.call_id == call.id), "")
-                if call.name == OUTPUT_TOOL:
-                    raise OutputRetriesExceeded(limit, text)
-                raise ToolRetriesExceeded(call.name, limit, text)
-
-    def _retry_limit(self, name: str) -> int:
-        if name == OUTPUT_TOOL:
-            return self.config.output_retries
-        tool = self._executor.get(name)
-        return tool.max_retries if tool is not None else self.config.unknown_tool_retries
-
-
-def _result(call: ToolCallPart, text: str, outcome: Any, *, error: bool = False) -> CallResult:
-    return CallResult(
-        result=ToolResultPart.text_result(
-            call_id=call.id, name=call.name, text=text, is_error=error
-        ),
-        outcome=outcome,
-        duration=0.0,
-    )

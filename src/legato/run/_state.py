@@ -116,6 +116,8 @@ class RunState:
                 pass  # sub-agent records: the conversation does not change
             case Compacted():
                 pass  # the conversation stays whole; the model's view is in the event
+            case _:  # the effect gate's events do not change the conversation
+                pass
 
     def _apply_state(self, event: StateLoaded | StateCommitted | StateRejected) -> None:
         match event:
@@ -137,7 +139,7 @@ class RunState:
         name = event.call.name
         if event.outcome in ("ok", "output", "skipped"):
             self.failures.pop(name, None)
-        elif event.outcome not in ("cancelled",):
+        elif event.outcome not in ("cancelled", "refused"):
             self.failures[name] = self.failures.get(name, 0) + 1
         if all(c.id in self.results for c in self.pending_calls):
             parts = tuple(self.results[c.id] for c in self.pending_calls)

@@ -6,9 +6,11 @@ and timeouts all become error results. Calls of one response run concurrently, e
 `sequential` tools, which run alone; results are reported in the order the model issued
 the calls.
 
-With a verified state (`legato.contracts`), a call passes through separate stages: the
-contract's preconditions (before any admission), then the call on a draft, then — when its
-turn comes in the model's order — the postconditions and the commit.
+A call passes through separate stages: the contract's preconditions (with a verified
+state, `legato.contracts`), then the effect gate's admission (`legato.effects`: approvals,
+budget, cancellation fence, de-duplication), then the call (on a draft, with a contract),
+then the gate's settlement, and — when its turn comes in the model's order — the
+postconditions and the commit, which the gate's fence can still forbid.
 """
 
 from __future__ import annotations
@@ -17,11 +19,12 @@ import asyncio
 import time
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from legato.contracts import StateSession
 from legato.contracts._session import Pending, Refusal
 from legato.events import (
+    JournalEvent,
     RunEvent,
     StateCommitted,
     StateRejected,
@@ -33,6 +36,9 @@ from legato.exceptions import StateError, ToolArgumentsInvalid, ToolError
 from legato.messages import ToolCallPart, ToolResultPart
 from legato.run._scope import Scope
 from legato.tools import RunContext, Tool, to_content
+
+if TYPE_CHECKING:
+    from legato.effects import Admitted, EffectGate
 
 __all__ = ["CallResult", "ToolExecutor"]
 
@@ -52,6 +58,8 @@ class CallResult:
     """The call's draft, waiting for its commit turn (tools with a contract)."""
     refusal: Refusal | None = None
     """The preconditions refused the call."""
+    admitted: Admitted | None = None
+    """The gate's admission (its epoch decides whether the result may still commit)."""
 
 
 def _error(
@@ -77,7 +85,7 @@ def _error(
 class ToolExecutor:
     """Runs calls against a fixed set of tools."""
 
-    __slots__ = ("_default_timeout", "_state", "_tools")
+    __slots__ = ("_default_timeout", "_gate", "_state", "_tools")
 
     def __init__(
         self,
@@ -85,10 +93,21 @@ class ToolExecutor:
         *,
         default_timeout: float | None = None,
         state: StateSession | None = None,
+        gate: EffectGate | None = None,
     ) -> None:
         self._tools = tools
         self._default_timeout = default_timeout
         self._state = state
+        if gate is None:
+            from legato.effects import EffectGate
+
+            gate = EffectGate()
+        self._gate = gate
+
+    @property
+    def tools(self) -> dict[str, Tool]:
+        """The tools calls may use, by name."""
+        return dict(self._tools)
 
     def get(self, name: str) -> Tool | None:
         """The tool of that name, if the run has it."""
@@ -128,7 +147,32 @@ class ToolExecutor:
             ctx = replace(
                 ctx, state=pending.draft if pending else self._state.snapshot_for(tool.name)
             )
-        # -- stage: run the call (on the draft, when it has a contract) ---------------------
+        # -- stage: the effect gate, the one admission point (legato.effects) -------------------
+        from legato.effects import Refused
+
+        admission = await self._gate.admit(call, tool, kwargs)
+        if isinstance(admission, Refused):  # nothing runs; a contract's draft is discarded
+            return CallResult(
+                result=admission.result,
+                outcome=admission.outcome,
+                duration=time.perf_counter() - started,
+            )
+        done = await self._invoke(call, tool, admission.arguments, ctx, started, pending)
+        result, outcome = await self._gate.settle(admission, done.result, done.outcome)
+        if outcome == "cancelled":  # fenced: the late result and its draft are discarded
+            return replace(done, result=result, outcome=outcome, pending=None)
+        return replace(done, result=result, outcome=outcome, admitted=admission)
+
+    async def _invoke(
+        self,
+        call: ToolCallPart,
+        tool: Tool,
+        kwargs: dict[str, Any],
+        ctx: RunContext[Any],
+        started: float,
+        pending: Pending | None,
+    ) -> CallResult:
+        """Run the function (on the draft, when it has a contract), within its timeout."""
         timeout = tool.timeout if tool.timeout is not None else self._default_timeout
         try:
             async with asyncio.timeout(timeout):
@@ -189,6 +233,12 @@ class ToolExecutor:
             return done.refusal.event, done, done.refusal.halt
         if done.pending is None or self._state is None:
             return None, done, None
+        if done.admitted is not None and not self._gate.may_commit(done.admitted):
+            text = "Cancelled: the run was cancelled while this call ran; its result was discarded."
+            fenced = ToolResultPart.text_result(
+                call_id=done.result.call_id, name=done.result.name, text=text, is_error=True
+            )
+            return None, replace(done, result=fenced, outcome="cancelled", pending=None), None
         settled = self._state.settle(done.pending, result=done.value, error=done.exception)
         if settled.error is not None:
             call = done.result
@@ -208,20 +258,27 @@ class ToolExecutor:
         step: int,
         context: Callable[[ToolCallPart], RunContext[Any]],
         scope: Scope,
+        record: Callable[[JournalEvent], JournalEvent],
         special: Mapping[str, CallResult] | None = None,
     ) -> AsyncIterator[RunEvent]:
         """Run the calls; yield each start, then each finish in the model's order.
 
         With a verified state, each finish is preceded by its commit or rejection event.
+        Every journal event yielded has been recorded already (with `record`, or by the
+        gate, write-ahead).
 
         `special` holds results decided without running anything (the output tool,
-        skipped calls); they are reported in their place in the order. Events the tools
-        emit through the run's scope (a sub-agent's stream) are yielded while waiting.
+        skipped calls); they are reported in their place in the order. Events the gate
+        records and the tools emit through the run's scope (a sub-agent's stream, an
+        approval request) are yielded while waiting.
         """
+        from legato.effects import reap
+
         special = special or {}
         tasks: dict[str, asyncio.Task[CallResult]] = {}
         position = {call.id: index for index, call in enumerate(calls)}
         reported = 0
+        await self._gate.begin_step(step, [c for c in calls if c.id not in special], self._tools)
         try:
             for group, sequential in _groups(calls, self._tools, special):
                 if sequential and tasks:
@@ -231,24 +288,20 @@ class ToolExecutor:
                     # commit point: a sequential call sees every earlier call committed
                     upto = position[group[0].id]
                     async for event in self._finish(
-                        calls[reported:upto], step, tasks, special, scope
+                        calls[reported:upto], step, tasks, special, scope, record
                     ):
                         yield event
                     reported = upto
                 for call in group:
-                    yield ToolCallStarted(step=step, call=call)
+                    yield record(ToolCallStarted(step=step, call=call))
                     tasks[call.id] = asyncio.create_task(self.run_call(call, context(call)))
                 if sequential:
                     async for event in scope.wait([tasks[group[0].id]]):
                         yield event
-            async for event in self._finish(calls[reported:], step, tasks, special, scope):
+            async for event in self._finish(calls[reported:], step, tasks, special, scope, record):
                 yield event
         finally:
-            pending = [t for t in tasks.values() if not t.done()]
-            for task in pending:
-                task.cancel()
-            if pending:
-                await asyncio.gather(*pending, return_exceptions=True)
+            await reap(tasks.values())
 
     async def _finish(
         self,
@@ -257,6 +310,7 @@ class ToolExecutor:
         tasks: Mapping[str, asyncio.Task[CallResult]],
         special: Mapping[str, CallResult],
         scope: Scope,
+        record: Callable[[JournalEvent], JournalEvent],
     ) -> AsyncIterator[RunEvent]:
         """Wait for each call in order and report it; a contract's halt is raised after."""
         for call in calls:
@@ -267,7 +321,7 @@ class ToolExecutor:
                 done = tasks[call.id].result()
             events, halt = self._report(call, step, done)
             for event in events:
-                yield event
+                yield record(event)
             if halt is not None:
                 raise halt
 

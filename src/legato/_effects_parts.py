@@ -1,0 +1,170 @@
+"""Pieces of the effect gate kept apart from `legato.effects` to keep it readable.
+
+The test-only protection switches, the gate's internal per-step records, and small helpers.
+Public names are re-exported by `legato.effects`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from collections.abc import Generator, Iterable
+from contextvars import ContextVar
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from legato.approvals import Action, ApprovalRequest, Approve, Decision, Edit, ParkedRun, Reject
+from legato.events import ApprovalDecided, ToolOutcome
+from legato.messages import JsonValue, ToolCallPart, ToolResultPart
+
+__all__ = [
+    "Cleared",
+    "LedgerEntry",
+    "Plan",
+    "StepState",
+    "Switches",
+    "current_switches",
+    "decision_of",
+    "expired",
+    "parked_message",
+    "reap",
+    "unsafe_switches",
+]
+
+
+# -- test-only switches -------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Switches:
+    """The gate's protections; all on. Tests turn one off to show the failure it prevents."""
+
+    hold_run_wide: bool = True
+    """Hold side-effecting calls while any approval of the run is pending."""
+    enforce_decisions: bool = True
+    """Wait for the decision before running an asked call."""
+    dedup: bool = True
+    """Reuse the recorded result of an effect that already ran."""
+    fence: bool = True
+    """Admit nothing after cancel; discard late results."""
+    reap_tasks: bool = True
+    """Cancel and await a run's tool tasks when the run stops."""
+
+
+_SAFE = Switches()
+_SWITCHES: ContextVar[Switches | None] = ContextVar("legato_effect_switches", default=None)
+
+
+def current_switches() -> Switches:
+    return _SWITCHES.get() or _SAFE
+
+
+@contextlib.contextmanager
+def unsafe_switches(**off: bool) -> Generator[Switches]:
+    """TEST ONLY: run with some protections switched off (`unsafe_switches(dedup=False)`).
+
+    Exists so the test suite can show that each protection is what prevents its failure.
+    """
+    switches = Switches(**off)
+    token = _SWITCHES.set(switches)
+    try:
+        yield switches
+    finally:
+        _SWITCHES.reset(token)
+
+
+# Internal records are plain slotted classes: cheaper to define than dataclasses at import.
+
+
+class Plan:
+    __slots__ = ("action", "arguments", "blocked", "modified", "rule")
+
+    def __init__(self, *, action: Action, rule: str, arguments: JsonValue) -> None:
+        self.action: Action = action
+        self.rule = rule
+        self.arguments: JsonValue = arguments
+        self.modified = False
+        self.blocked: str | None = None
+
+
+class Cleared:
+    """A call cleared to run (pending the fence re-check)."""
+
+    __slots__ = ("arguments", "edited", "pending", "via")
+
+    def __init__(
+        self,
+        *,
+        arguments: dict[str, Any],
+        via: Literal["policy", "approval", "edit"] = "policy",
+        edited: JsonValue = None,
+        pending: asyncio.Task[Decision] | None = None,
+    ) -> None:
+        self.arguments = arguments
+        self.via: Literal["policy", "approval", "edit"] = via
+        self.edited: JsonValue = edited
+        self.pending = pending
+
+
+class LedgerEntry:
+    """What the gate knows about one admitted effect."""
+
+    __slots__ = ("call_id", "done", "finished", "outcome", "result")
+
+    def __init__(self, *, call_id: str) -> None:
+        self.call_id = call_id
+        self.finished = False
+        self.outcome: ToolOutcome = "ok"
+        self.result: ToolResultPart | None = None
+        self.done: asyncio.Event | None = None
+
+
+class StepState:
+    __slots__ = ("calls", "open", "park", "plans", "rejected", "step")
+
+    def __init__(self, *, step: int = 0) -> None:
+        self.step = step
+        self.plans: dict[str, Plan] = {}
+        self.calls: dict[str, ToolCallPart] = {}
+        self.open: set[str] = set()
+        """Calls of this step with an `ask` not decided yet."""
+        self.rejected = False
+        self.park: ParkedRun | None = None
+
+
+def expired(request: ApprovalRequest) -> bool:
+    return request.expires_at is not None and time.time() > request.expires_at
+
+
+def decision_of(event: ApprovalDecided) -> Decision:
+    match event.verdict:
+        case "approve":
+            return Approve(message=event.message)
+        case "reject":
+            return Reject(message=event.message or Reject().message)
+        case "edit":
+            arguments = event.arguments if isinstance(event.arguments, dict) else {}
+            return Edit(arguments=arguments, message=event.message)
+
+
+def parked_message(park: ParkedRun) -> str:
+    tools = ", ".join(r.tool for r in park.requests)
+    return f"run {park.run_id} is waiting for {len(park.requests)} approval decision(s): {tools}"
+
+
+async def reap(tasks: Iterable[asyncio.Task[Any]], *, grace: float = 10.0) -> None:
+    """Cancel unfinished tasks and wait for them to end (up to `grace` seconds).
+
+    A task that ignores cancellation longer than `grace` is abandoned; the fence keeps
+    its result from being applied.
+    """
+    tasks = list(tasks)
+    pending = [t for t in tasks if not t.done()]
+    if pending and current_switches().reap_tasks:
+        for task in pending:
+            task.cancel()
+        await asyncio.wait(pending, timeout=grace)
+    for task in tasks:
+        if task.done() and not task.cancelled():
+            task.exception()  # retrieved, so no "exception was never retrieved" warning

@@ -1,0 +1,675 @@
+"""The effect gate: the one admission point for every side-effecting tool call of a run.
+
+Each run has one `EffectGate`. The tool executor asks it to `admit` every call after the
+call's arguments are validated (and its preconditions hold) and before the function is
+invoked; nothing with `side_effects` other than `none` runs without being admitted. The
+gate enforces four properties:
+
+- **hold-until-decided** (run-wide): while an approval request of the run is pending, no
+  other side-effecting call of the run is admitted; read-only calls go on.
+- **reject-cancels**: a rejected call never runs; the model is told. Side-effecting calls
+  of the same response held behind it are refused too (`reject_holds_siblings`).
+- **dedup-on-replay**: each admitted effect has a stable id (a hash of run id, call id,
+  tool and canonical arguments). Re-delivering or replaying a call whose effect was
+  already admitted reuses the recorded result; an irreversible effect whose outcome is
+  unknown (admitted, never finished: a crash) is not run again.
+- **fence-on-cancel**: `fence()` bumps the run's epoch; nothing is admitted afterwards,
+  and a result that arrives from an older epoch is recorded as cancelled, never applied.
+
+The gate also reserves budget for model and tool calls (`legato.budgets`) and runs the
+security hooks (`legato.security`). Its decisions are journal events
+(`ToolCallAdmitted`, `ToolCallRefused`, `ApprovalRequested`, `ApprovalDecided`,
+`CancelRequested`), which are the audit record and what a resumed run is rebuilt from.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import contextlib
+import hashlib
+import time
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from legato._effects_parts import (
+    Cleared,
+    LedgerEntry,
+    Plan,
+    StepState,
+    Switches,
+    current_switches,
+    decision_of,
+    expired,
+    parked_message,
+    reap,
+    unsafe_switches,
+)
+from legato.approvals import (
+    ApprovalPolicy,
+    ApprovalRequest,
+    Decision,
+    Edit,
+    ParkedRun,
+    Reject,
+    arguments_hash,
+    canonical_json,
+)
+from legato.budgets import Budget, Reservation, Spend, estimate_tokens
+from legato.events import (
+    ApprovalDecided,
+    ApprovalRequested,
+    CancelRequested,
+    HookApplied,
+    Journal,
+    JournalEvent,
+    RefusalReason,
+    RunStarted,
+    ToolCallAdmitted,
+    ToolCallFinished,
+    ToolCallRefused,
+    ToolOutcome,
+)
+from legato.exceptions import DecisionTokenInvalid, RunCancelled, RunParked, ToolArgumentsInvalid
+from legato.messages import ModelResponse, ToolCallPart, ToolResultPart
+from legato.models import Model, ModelRequest
+from legato.security._hooks import Ask, Block, Hook, HookContext, HookRunner, Modify, ToolAdmission
+from legato.tools import Tool
+
+__all__ = [
+    "GATE_EVENT_TYPES",
+    "Admitted",
+    "EffectGate",
+    "Refused",
+    "Switches",
+    "effect_id",
+    "reap",
+    "unsafe_switches",
+]
+
+
+GATE_EVENT_TYPES: tuple[type, ...] = (
+    ToolCallAdmitted,
+    ToolCallRefused,
+    ApprovalRequested,
+    ApprovalDecided,
+    CancelRequested,
+    HookApplied,
+)
+"""Events the gate journals itself (a driver streams them but must not record them again)."""
+
+
+def effect_id(run_id: str, call: ToolCallPart) -> str:
+    """The stable id of a call's effect: same run, call id, tool and arguments -> same id."""
+    text = "\x00".join((run_id, call.id, call.name, canonical_json(call.arguments)))
+    return hashlib.sha256(text.encode()).hexdigest()[:32]
+
+
+# -- admission results ---------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Admitted:
+    """The call may run, with `arguments` (edited ones, if an approver edited them)."""
+
+    arguments: dict[str, Any]
+    effect_id: str
+    epoch: int
+    pending_decision: asyncio.Task[Decision] | None = None
+    """Only with `enforce_decisions` off (tests): the decision still being made."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Refused:
+    """The call does not run; the model sees `result`."""
+
+    reason: RefusalReason
+    outcome: ToolOutcome
+    result: ToolResultPart
+
+
+class EffectGate:
+    """Admits a run's tool calls and model calls; see the module documentation."""
+
+    def __init__(
+        self,
+        *,
+        journal: Journal | None = None,
+        record: Callable[[JournalEvent], object] | None = None,
+        policy: ApprovalPolicy | None = None,
+        budget: Budget | None = None,
+        hooks: Sequence[Hook] = (),
+        agent: str = "",
+        stream: Callable[[JournalEvent], object] | None = None,
+    ) -> None:
+        """Make the gate of one run.
+
+        Args:
+            journal: The run's journal (a resumed run's gate learns its past from it).
+            record: Appends an event to the journal *now* (write-ahead: an admission is
+                journaled before its effect runs). Default: `journal.append`.
+            policy: The approval policy (None: admit everything).
+            budget: The budget model and tool calls draw from.
+            hooks: Security hooks.
+            agent: The agent's name, for hooks.
+            stream: Also receives each event the gate records, for the run's stream
+                (default: an internal buffer read by `until_done` / `drain`).
+        """
+        self._journal = journal if journal is not None else Journal()
+        self._record_fn = record or self._record_standalone
+        self.policy = policy
+        self.budget = budget
+        self.switches = current_switches()
+        self.epoch = 0
+        self.fenced: str | None = None
+        """The reason the run was fenced, once it is."""
+        self._live: collections.deque[JournalEvent] = collections.deque()
+        self._stream = stream or self._buffer
+        """Events the gate recorded, for the stream (the journal already has them)."""
+        self.ctx = HookContext(run_id="", agent=agent)
+        self.hooks = HookRunner(hooks, self.ctx, self._record) if hooks else None
+        self._ledger: dict[str, LedgerEntry] = {}
+        self._effect_of: dict[str, str] = {}
+        self._requests: dict[str, str] = {}
+        """Call id -> id of its undecided approval request (from the journal)."""
+        self._decided: dict[str, ApprovalDecided] = {}
+        """Call id -> the decision applied to it (from the journal; never claimed twice)."""
+        self._step = StepState()
+        self._serial = asyncio.Lock()
+        self._recorded = asyncio.Event()
+        self._clear = asyncio.Event()
+        self._clear.set()
+        self._checked: frozenset[str] | None = None
+        self._fallback: ApprovalPolicy | None = None
+        """Used when a hook asks in a run without a policy (made on first need)."""
+        for event in self._journal:
+            self.observe(event)
+
+    # -- the journal -------------------------------------------------------------------------------
+
+    @property
+    def run_id(self) -> str:
+        """The run's id."""
+        return self.ctx.run_id
+
+    def _record_standalone(self, event: JournalEvent) -> None:
+        self._journal.append(event)
+        self.observe(event)
+
+    def _record(self, event: JournalEvent) -> None:
+        self._record_fn(event)
+        self._stream(event)
+
+    def _buffer(self, event: JournalEvent) -> None:
+        self._live.append(event)
+        self._recorded.set()
+
+    def observe(self, event: JournalEvent) -> None:
+        """Learn from a journal event (the driver calls this for every event it records)."""
+        match event:
+            case RunStarted():
+                self.ctx.run_id = event.run_id
+            case ToolCallAdmitted():
+                self._ledger[event.effect_id] = LedgerEntry(call_id=event.call_id)
+                self._effect_of[event.call_id] = event.effect_id
+            case ToolCallFinished():
+                eid = self._effect_of.get(event.call.id)
+                entry = self._ledger.get(eid) if eid is not None else None
+                if entry is not None:
+                    entry.finished, entry.outcome, entry.result = True, event.outcome, event.result
+                    if entry.done is not None:
+                        entry.done.set()
+            case ApprovalRequested():
+                self._requests[event.call.id] = event.request_id
+            case ApprovalDecided():
+                self._requests.pop(event.call_id, None)
+                self._decided[event.call_id] = event
+            case CancelRequested():
+                self.epoch = max(self.epoch, event.epoch)
+                self.fenced = event.reason
+            case HookApplied():
+                self.ctx.flags.update(event.flags)
+            case _:
+                pass
+        if self.hooks is not None:
+            self.hooks.on_event(event)
+
+    # -- tools of the run ----------------------------------------------------------------------------
+
+    def bind(self, tools: Mapping[str, Tool]) -> None:
+        """Check the policy against the run's tools (`PolicyError` for unknown names)."""
+        names = frozenset(tools)
+        if self.policy is not None and names != self._checked:
+            self.policy.check(tools)
+            self._checked = names
+
+    async def begin_step(
+        self, step: int, calls: Sequence[ToolCallPart], tools: Mapping[str, Tool]
+    ) -> None:
+        """Decide, in the model's order and before any call starts, what each call needs.
+
+        Registering every `ask` first is what makes the hold run-wide: a sibling cannot be
+        admitted in the moment before its neighbour's request exists.
+        """
+        state = StepState(step=step)
+        self.ctx.step = step
+        for call in calls:
+            tool = tools.get(call.name)
+            if tool is None:
+                continue
+            plan = await self._plan(call, tool)
+            state.plans[call.id] = plan
+            state.calls[call.id] = call
+            if plan.action == "ask":
+                state.open.add(call.id)
+        self._step = state
+        self._update_clear()
+
+    async def _plan(self, call: ToolCallPart, tool: Tool) -> Plan:
+        if self.policy is not None:
+            action, rule = self.policy.action(tool, call.arguments)
+        else:
+            action, rule = "auto", "no approval policy"
+        plan = Plan(action=action, rule=rule, arguments=call.arguments)
+        if self.hooks is not None:
+            outcome = await self.hooks.before_tool_admission(
+                ToolAdmission(call=call, side_effects=tool.side_effects, arguments=call.arguments)
+            )
+            if isinstance(outcome, Block):
+                plan.blocked = outcome.reason
+            elif isinstance(outcome, Ask) and plan.action == "auto":
+                plan.action, plan.rule = "ask", outcome.reason
+            elif isinstance(outcome, Modify):
+                plan.arguments, plan.modified = outcome.value, True
+        return plan
+
+    def _update_clear(self) -> None:
+        state = self._step
+        if not state.open or state.park is not None or self.fenced is not None:
+            self._clear.set()
+        else:
+            self._clear.clear()
+
+    # -- admission ---------------------------------------------------------------------------------
+
+    async def admit(
+        self, call: ToolCallPart, tool: Tool, arguments: dict[str, Any]
+    ) -> Admitted | Refused:
+        """Admit one validated call, or refuse it; may raise `RunParked` or `BudgetExceeded`."""
+        try:
+            return await self._admit(call, tool, arguments)
+        finally:
+            # however this call ended (admitted, refused early, failed), it no longer holds
+            # its siblings
+            if call.id in self._step.open and self.switches.enforce_decisions:
+                self._step.open.discard(call.id)
+                self._update_clear()
+
+    async def _admit(
+        self, call: ToolCallPart, tool: Tool, arguments: dict[str, Any]
+    ) -> Admitted | Refused:
+        effectful = tool.side_effects != "none"
+        eid = effect_id(self.run_id, call) if effectful else ""
+        if self.fenced is not None and self.switches.fence:
+            return self._cancelled(call, eid)
+        if self.budget is not None:
+            self.budget.charge(Spend(tool_calls=1))
+        plan = self._step.plans.get(call.id) or await self._plan(call, tool)
+        if effectful and self.switches.dedup:
+            duplicate = await self._deduplicate(call, tool, eid)
+            if duplicate is not None:
+                return duplicate
+        if plan.blocked is not None:
+            return self._refuse(
+                call, eid, "hook", f"Not run: blocked by a security hook: {plan.blocked}"
+            )
+        if plan.action == "deny":
+            return self._refuse(
+                call,
+                eid,
+                "denied",
+                f"Not run: the approval policy forbids this call ({plan.rule}).",
+            )
+        if plan.action == "ask":
+            go = await self._asked(call, tool, eid, plan, arguments)
+        else:
+            go = await self._auto(call, eid, effectful, arguments)
+        if isinstance(go, Refused):
+            return go
+        if plan.modified and go.via != "edit":
+            try:
+                go.arguments = tool.validate(plan.arguments)
+            except ToolArgumentsInvalid as exc:
+                text = f"Not run: a hook's rewrite of the arguments is invalid: {exc}"
+                return self._refuse(call, eid, "hook", text)
+            go.edited = plan.arguments
+        # re-checked after every wait, with no await between this check and the admission
+        if self.fenced is not None and self.switches.fence:
+            return self._cancelled(call, eid)
+        if effectful or go.via != "policy":
+            self._record(
+                ToolCallAdmitted(
+                    step=self._step.step,
+                    call_id=call.id,
+                    tool=call.name,
+                    effect_id=eid,
+                    epoch=self.epoch,
+                    via=go.via,
+                    arguments=go.edited,
+                )
+            )
+            entry = self._ledger.get(eid)
+            if entry is not None:
+                entry.done = asyncio.Event()
+        return Admitted(
+            arguments=go.arguments, effect_id=eid, epoch=self.epoch, pending_decision=go.pending
+        )
+
+    async def _asked(
+        self, call: ToolCallPart, tool: Tool, eid: str, plan: Plan, arguments: dict[str, Any]
+    ) -> Cleared | Refused:
+        if not self.switches.enforce_decisions:
+            pending = asyncio.ensure_future(self._decide(call, plan))
+            return Cleared(arguments=arguments, pending=pending)
+        decision = await self._decide(call, plan)
+        if isinstance(decision, Reject):
+            self._step.rejected = True
+            return self._refuse(call, eid, "rejected", f"Not run: {decision.message}")
+        if tool.side_effects != "none" and self.switches.hold_run_wide:
+            await self._hold()  # approved, but other requests of the run are still pending
+        if isinstance(decision, Edit):
+            try:
+                edited = tool.validate(decision.arguments)
+            except ToolArgumentsInvalid as exc:
+                text = f"Not run: the approver's edited arguments are invalid: {exc}"
+                return self._refuse(call, eid, "rejected", text)
+            return Cleared(arguments=edited, via="edit", edited=decision.arguments)
+        return Cleared(arguments=arguments, via="approval")
+
+    async def _auto(
+        self, call: ToolCallPart, eid: str, effectful: bool, arguments: dict[str, Any]
+    ) -> Cleared | Refused:
+        if effectful:
+            if self.switches.hold_run_wide:
+                await self._hold()
+            holds = self.policy is None or self.policy.reject_holds_siblings
+            if self._step.rejected and holds:
+                text = (
+                    "Not run: another call of the same response was rejected; "
+                    "call this again if it is still wanted."
+                )
+                return self._refuse(call, eid, "held", text)
+        return Cleared(arguments=arguments)
+
+    def _cancelled(self, call: ToolCallPart, eid: str) -> Refused:
+        return self._refuse(
+            call, eid, "cancelled", f"Not run: the run was cancelled ({self.fenced})."
+        )
+
+    def _refuse(self, call: ToolCallPart, eid: str, reason: RefusalReason, message: str) -> Refused:
+        self._record(
+            ToolCallRefused(
+                step=self._step.step,
+                call_id=call.id,
+                tool=call.name,
+                effect_id=eid,
+                reason=reason,
+                message=message,
+            )
+        )
+        return Refused(
+            reason=reason,
+            outcome="cancelled" if reason == "cancelled" else "refused",
+            result=ToolResultPart.text_result(
+                call_id=call.id, name=call.name, text=message, is_error=True
+            ),
+        )
+
+    async def _deduplicate(self, call: ToolCallPart, tool: Tool, eid: str) -> Refused | None:
+        entry = self._ledger.get(eid)
+        if entry is None:
+            return None
+        if not entry.finished and entry.done is not None:
+            await entry.done.wait()  # the same effect is running in this process: share its result
+        unknown = not entry.finished or entry.outcome in ("cancelled", "timeout")
+        if unknown:
+            if tool.side_effects != "irreversible":
+                return None  # idempotent: running it again is safe
+            return self._refuse(
+                call,
+                eid,
+                "unknown_outcome",
+                "Not run again: this exact call was admitted before and may have taken effect; "
+                "its outcome is unknown, and the tool is irreversible.",
+            )
+        result = entry.result or ToolResultPart.text_result(
+            call_id=call.id, name=call.name, text=""
+        )
+        self._record(
+            ToolCallRefused(
+                step=self._step.step,
+                call_id=call.id,
+                tool=call.name,
+                effect_id=eid,
+                reason="duplicate",
+                message="already ran; the recorded result is reused",
+            )
+        )
+        return Refused(reason="duplicate", outcome=entry.outcome, result=result)
+
+    async def _hold(self) -> None:
+        while not self._clear.is_set():
+            await self._clear.wait()
+        park = self._step.park
+        if park is not None and self.fenced is None:
+            raise RunParked(park, parked_message(park))
+
+    # -- approvals -----------------------------------------------------------------------------------
+
+    async def _decide(self, call: ToolCallPart, plan: Plan) -> Decision:
+        if self.policy is None and self._fallback is None:
+            self._fallback = ApprovalPolicy()
+        policy = self.policy or self._fallback
+        assert policy is not None
+        state = self._step
+        earlier = self._decided.get(call.id)
+        if earlier is not None and await self._confirmed(earlier, call, plan, policy):
+            # decided before the run was resumed: apply it, never claim it again
+            state.open.discard(call.id)
+            self._update_clear()
+            return decision_of(earlier)
+        async with self._serial:
+            try:
+                if state.park is not None:
+                    raise RunParked(state.park, parked_message(state.park))
+                request = await self._request(call, plan, policy)
+                decision = await self._obtain(request, policy)
+                if decision is None and expired(request):  # ask again, with a new token
+                    request = await self._request(call, plan, policy, fresh=True)
+                    decision = await self._obtain(request, policy)
+                if decision is None:
+                    park = await self._park(request, policy)
+                    raise RunParked(park, parked_message(park))
+                self._record(
+                    ApprovalDecided(
+                        request_id=request.id,
+                        call_id=call.id,
+                        verdict=decision.verdict,
+                        arguments=decision.arguments if isinstance(decision, Edit) else None,
+                        message=decision.message,
+                    )
+                )
+                return decision
+            finally:
+                state.open.discard(call.id)
+                self._update_clear()
+
+    async def _request(
+        self, call: ToolCallPart, plan: Plan, policy: ApprovalPolicy, *, fresh: bool = False
+    ) -> ApprovalRequest:
+        existing = self._requests.get(call.id)
+        if existing is not None and not fresh:
+            found = await policy.store.get(existing)
+            if found is not None and self._binds(found, call, plan):
+                return found
+        request = ApprovalRequest.create(
+            run_id=self.run_id,
+            step=self._step.step,
+            call_id=call.id,
+            tool=call.name,
+            arguments=plan.arguments,
+            rule=plan.rule,
+            ttl=policy.ttl,
+        )
+        await policy.store.put(request)
+        self._record(
+            ApprovalRequested(
+                step=self._step.step,
+                request_id=request.id,
+                call=call,
+                arguments_hash=request.arguments_hash,
+                rule=plan.rule,
+            )
+        )
+        return request
+
+    def _binds(self, request: ApprovalRequest, call: ToolCallPart, plan: Plan) -> bool:
+        """Whether a stored request is for exactly this call (a journal edited since fails)."""
+        return (
+            request.run_id == self.run_id
+            and request.call_id == call.id
+            and request.tool == call.name
+            and request.arguments_hash == arguments_hash(plan.arguments)
+        )
+
+    async def _confirmed(
+        self, event: ApprovalDecided, call: ToolCallPart, plan: Plan, policy: ApprovalPolicy
+    ) -> bool:
+        """A journaled decision counts only if the store has that decision for this call."""
+        request = await policy.store.get(event.request_id)
+        if request is None or not self._binds(request, call, plan):
+            return False
+        return await policy.store.decision(event.request_id) == decision_of(event)
+
+    async def _obtain(self, request: ApprovalRequest, policy: ApprovalPolicy) -> Decision | None:
+        store = policy.store
+        decision = await store.claim(request.id)
+        if decision is None and policy.handler is not None:
+            verdict = await policy.handler(request)
+            if verdict is not None:
+                try:
+                    await store.decide(request.id, request.token, verdict)
+                except DecisionTokenInvalid:  # decided after the request expired
+                    return None
+                decision = await store.claim(request.id)
+        deadline = time.monotonic() + policy.wait
+        while decision is None and time.monotonic() < deadline:
+            await asyncio.sleep(min(0.05, policy.wait))
+            decision = await store.claim(request.id)
+        return decision
+
+    async def _park(self, first: ApprovalRequest, policy: ApprovalPolicy) -> ParkedRun:
+        """Register every other open ask of the step, so the parked run lists them all."""
+        state = self._step
+        requests = [first]
+        for call_id in sorted(state.open - {first.call_id}, key=list(state.plans).index):
+            call = state.calls[call_id]
+            requests.append(await self._request(call, state.plans[call_id], policy))
+        state.park = ParkedRun(run_id=self.run_id, journal=self._journal, requests=tuple(requests))
+        self._update_clear()
+        return state.park
+
+    # -- after the call -------------------------------------------------------------------------------
+
+    def may_commit(self, admitted: Admitted) -> bool:
+        """Whether an admitted call's result may still be applied (the run was not fenced).
+
+        A commit stage (e.g. a contract committing a state draft) checks this last, with
+        no await between the check and the commit.
+        """
+        return admitted.epoch == self.epoch or not self.switches.fence
+
+    async def settle(
+        self, admitted: Admitted, result: ToolResultPart, outcome: ToolOutcome
+    ) -> tuple[ToolResultPart, ToolOutcome]:
+        """The result the model sees: fenced if the run was cancelled meanwhile, then hooked."""
+        if admitted.pending_decision is not None:
+            with contextlib.suppress(Exception):
+                await admitted.pending_decision
+        if not self.may_commit(admitted):
+            text = "Cancelled: the run was cancelled while this call ran; its result was discarded."
+            late = ToolResultPart.text_result(
+                call_id=result.call_id, name=result.name, text=text, is_error=True
+            )
+            return late, "cancelled"
+        if self.hooks is not None:
+            result = await self.hooks.after_tool_result(result)
+        return result, outcome
+
+    # -- model calls -----------------------------------------------------------------------------------
+
+    async def before_model(
+        self, request: ModelRequest, model: Model
+    ) -> tuple[ModelRequest, Reservation | None]:
+        """Hooks, then the budget reservation of the call's worst case."""
+        if self.fenced is not None:
+            raise RunCancelled(self.fenced)
+        if self.hooks is not None:
+            request = await self.hooks.before_model_request(request)
+        reservation = None
+        if self.budget is not None:
+            max_tokens = request.settings.max_tokens or model.profile.max_output_tokens
+            worst = self.budget.model_call_worst_case(
+                input_tokens=estimate_tokens(request), max_tokens=max_tokens
+            )
+            reservation = self.budget.reserve(worst)
+        return request, reservation
+
+    async def after_model(
+        self, response: ModelResponse, reservation: Reservation | None
+    ) -> ModelResponse:
+        """Settle the reservation with the actual usage, then run the hooks."""
+        if reservation is not None and self.budget is not None:
+            reservation.settle(self.budget.model_call_actual(response.usage, response.cost))
+        if self.hooks is not None:
+            response = await self.hooks.after_model_response(response)
+        return response
+
+    # -- cancellation ------------------------------------------------------------------------------------
+
+    def fence(self, reason: str) -> bool:
+        """Bump the epoch: admit nothing more, discard results of calls in flight."""
+        if self.fenced is not None:
+            return False
+        self._record(CancelRequested(reason=reason, epoch=self.epoch + 1))
+        self._update_clear()
+        return True
+
+    async def until_done(self, task: asyncio.Task[Any]) -> AsyncIterator[JournalEvent]:
+        """Yield the gate's events (already journaled) until `task` is done."""
+        if task.done() and not self._live:
+            return
+        wake = self._recorded
+        task.add_done_callback(lambda _: wake.set())
+        while True:
+            while self._live:
+                yield self._live.popleft()
+            if task.done():
+                return
+            wake.clear()
+            if not self._live and not task.done():  # re-checked after clear: no lost wake-up
+                await wake.wait()
+
+    @property
+    def parked(self) -> ParkedRun | None:
+        """The requests the run stopped for, once it parked."""
+        return self._step.park
+
+    def drain(self) -> tuple[JournalEvent, ...]:
+        """Gate events not streamed yet."""
+        if not self._live:
+            return ()
+        events = tuple(self._live)
+        self._live.clear()
+        return events

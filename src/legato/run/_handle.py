@@ -1,0 +1,179 @@
+"""`RunHandle`: a run in progress that can be watched, awaited, cancelled or timed out.
+
+`agent.start(...)` returns one. Cancelling (or the run's `timeout` running out) fences the
+run first, through its effect gate: the epoch is bumped and a `CancelRequested` event is
+journaled, so nothing is admitted from that moment on. Then the task driving the run is
+cancelled; its tool tasks are cancelled and awaited; calls that started and never
+finished are journaled as `cancelled`, and a result that arrives late is discarded.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import contextlib
+from collections.abc import AsyncGenerator, AsyncIterator
+from typing import Generic, Literal
+
+from typing_extensions import TypeVar
+
+from legato.events import Journal, RunEvent
+from legato.exceptions import ConfigurationError, RunCancelled, RunParked, RunTimedOut
+from legato.run._loop import RunDriver
+from legato.run._result import RunResult
+
+__all__ = ["RunHandle"]
+
+OutputT = TypeVar("OutputT", default=str)
+
+
+class RunHandle(Generic[OutputT]):
+    """A started run: `await handle.result()`, `handle.events()`, `handle.cancel()`."""
+
+    def __init__(
+        self,
+        driver: RunDriver[OutputT],
+        *,
+        events: AsyncGenerator[RunEvent] | None = None,
+        timeout: float | None = None,
+    ) -> None:
+        """Start driving `driver` on the running event loop.
+
+        `events` is the run's stream when it is wrapped (e.g. persisted to a store); by
+        default the driver's own.
+        """
+        self._driver = driver
+        self._events = events if events is not None else driver.events()
+        self._buffer: collections.deque[RunEvent] = collections.deque()
+        self._ready = asyncio.Event()
+        self._ended = False
+        self._running = False
+        self._finishing = False
+        self._error: BaseException | None = None
+        self._stop: RunCancelled | None = None
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:
+            msg = "a run is started inside a running event loop; from sync code use run_sync"
+            raise ConfigurationError(msg) from None
+        self._task = loop.create_task(self._drive(), name=f"legato-run-{self.run_id[:8]}")
+        self._timer = (
+            loop.call_later(timeout, self._time_out, timeout) if timeout is not None else None
+        )
+
+    @property
+    def run_id(self) -> str:
+        """The run's id."""
+        return self._driver.state.run_id
+
+    @property
+    def journal(self) -> Journal:
+        """The run's journal so far."""
+        return self._driver.journal
+
+    @property
+    def done(self) -> bool:
+        """Whether the run has ended (finished, failed, parked or cancelled)."""
+        return self._task.done()
+
+    def cancel(self, reason: str = "cancelled by the caller") -> bool:
+        """Fence and stop the run; False if it had already ended or was being stopped."""
+        return self._halt(RunCancelled(reason))
+
+    def cancel_threadsafe(self, reason: str = "cancelled by the caller") -> None:
+        """`cancel` from another thread."""
+        self._task.get_loop().call_soon_threadsafe(self.cancel, reason)
+
+    def _time_out(self, timeout: float) -> None:
+        self._halt(RunTimedOut(f"the run exceeded its timeout of {timeout:g} seconds"))
+
+    def _halt(self, error: RunCancelled) -> bool:
+        if self._task.done() or self._stop is not None or self._finishing:
+            return False
+        self._stop = error
+        self._driver.gate.fence(str(error))  # first: from here on nothing is admitted
+        if self._running:  # a task cancelled before it starts would skip its own cleanup
+            self._task.cancel()
+        return True
+
+    async def _drive(self) -> None:
+        status: Literal["finished", "failed", "parked", "cancelled"] = "finished"
+        self._running = True
+        try:
+            if self._stop is not None:  # cancelled before the run took its first step
+                for event in self._driver.journal.events:
+                    self._push(event)
+                self._driver.pending_events()  # its events are in the journal just pushed
+                raise asyncio.CancelledError
+            async with contextlib.aclosing(self._events) as events:
+                async for event in events:
+                    self._push(event)
+        except asyncio.CancelledError:
+            if self._stop is None:  # someone cancelled the task itself
+                self._stop = RunCancelled("the run's task was cancelled")
+                self._driver.gate.fence(str(self._stop))
+            for event in self._driver.pending_events():  # the fence's own event, among others
+                self._push(event)
+            for event in self._driver.close_cancelled(self._stop):
+                self._push(event)
+            self._error, status = self._stop, "cancelled"
+        except Exception as exc:  # every failure ends the run; result() re-raises it
+            self._error = exc
+            status = "parked" if isinstance(exc, RunParked) else "failed"
+        finally:
+            self._finishing = True  # the run has ended: a cancel now changes nothing
+            if self._timer is not None:
+                self._timer.cancel()
+            for event in self._driver.pending_events():
+                self._push(event)
+            try:
+                await self._run_end_hooks(status)
+            finally:
+                self._ended = True
+                self._ready.set()
+
+    async def _run_end_hooks(
+        self, status: Literal["finished", "failed", "parked", "cancelled"]
+    ) -> None:
+        hooks = self._driver.gate.hooks
+        if hooks is not None:
+            from legato.security import RunEnd
+
+            error = str(self._error) if self._error is not None else None
+            await hooks.on_run_end(RunEnd(status=status, error=error))
+
+    def _push(self, event: RunEvent) -> None:
+        self._buffer.append(event)
+        self._ready.set()
+
+    async def wait(self) -> None:
+        """Wait until the run has ended, whatever the outcome."""
+        await asyncio.wait([self._task])
+
+    async def result(self) -> RunResult[OutputT]:
+        """The run's result; raises what ended it otherwise (`RunParked`, `RunCancelled`, ...).
+
+        Cancelling the caller does not cancel the run; call `cancel()` for that.
+        """
+        await asyncio.wait([self._task])
+        self._task.result()
+        if self._error is not None:
+            raise self._error
+        return self._driver.result()
+
+    async def events(self) -> AsyncIterator[RunEvent]:
+        """Every event of the run, in order (one consumer); raises at the end if the run failed.
+
+        Iterating a second time yields what the first left unread (nothing, once drained).
+        Events are buffered until read, so a slow reader never slows the run.
+        """
+        while True:
+            while self._buffer:
+                yield self._buffer.popleft()
+            if self._ended:
+                break
+            self._ready.clear()
+            if not self._buffer and not self._ended:
+                await self._ready.wait()
+        if self._error is not None:
+            raise self._error

@@ -1,0 +1,248 @@
+"""Budgets: reservation, settlement, limits per resource, children, and fan-out."""
+
+from __future__ import annotations
+
+import asyncio
+import random
+import time
+
+import pytest
+
+from legato import Agent, tool
+from legato.budgets import Budget, BudgetLimits, Prices, Spend
+from legato.events import RunEvent, RunFailed
+from legato.exceptions import BudgetExceeded, ConfigurationError
+from legato.messages import ModelResponse, Usage
+from legato.models import ModelRequest, ModelSettings
+from legato.security import Allow, Block, Hook, HookContext, RequestOutcome, ResponseOutcome
+from legato.testing import FunctionModel, ScriptedModel, call, estimate_usage, reply
+
+PRICES = Prices(input=3.0, output=15.0)
+
+
+def test_reserve_settle_release_and_the_figures_of_the_error() -> None:
+    budget = Budget(model_calls=3, output_tokens=1000)
+    first = budget.reserve(Spend(model_calls=1, output_tokens=600))
+    with pytest.raises(BudgetExceeded) as info:
+        budget.reserve(Spend(model_calls=1, output_tokens=600))
+    error = info.value
+    assert (error.resource, error.limit, error.used, error.reserved, error.requested) == (
+        "output_tokens",
+        1000,
+        0,
+        600,
+        600,
+    )
+    assert "limit 1000" in str(error)
+    first.settle(Spend(model_calls=1, output_tokens=250))
+    assert budget.used.output_tokens == 250 and budget.reserved == Spend()
+    second = budget.reserve(Spend(model_calls=1, output_tokens=600))
+    second.release()
+    assert budget.remaining().output_tokens == 750
+    assert budget.remaining().model_calls == 2
+
+
+def test_dollar_limits_need_prices_or_an_estimate() -> None:
+    with pytest.raises(ConfigurationError, match="prices"):
+        BudgetLimits(dollars=1.0)
+    with pytest.raises(ConfigurationError, match="negative"):
+        BudgetLimits(steps=-1)
+    estimated = Budget(dollars=0.1, call_estimate=0.04)
+    assert estimated.model_call_worst_case(input_tokens=10, max_tokens=5).dollars == 0.04
+
+
+def test_worst_case_uses_max_tokens_and_prices() -> None:
+    budget = Budget(dollars=1.0, prices=PRICES, input_margin=1.0)
+    worst = budget.model_call_worst_case(input_tokens=1000, max_tokens=2000)
+    assert worst.dollars == pytest.approx((1000 * 3 + 2000 * 15) / 1e6)
+    assert budget.model_call_worst_case(input_tokens=1, max_tokens=None).output_tokens == 4096
+
+
+def test_agent_run_stops_with_budget_exceeded_on_model_calls() -> None:
+    model = FunctionModel(lambda r: reply(call("ping")))
+
+    @tool
+    def ping() -> str:
+        """Ping."""
+        return "pong"
+
+    agent = Agent(model, tools=[ping], budget=BudgetLimits(model_calls=3))
+    with pytest.raises(BudgetExceeded) as info:
+        agent.run_sync("go")
+    assert info.value.resource == "model_calls" and info.value.used == 3
+    assert len(model.requests) == 3  # the fourth call was never made
+
+
+def test_tool_call_limit_stops_the_run_before_the_call() -> None:
+    ran: list[int] = []
+
+    @tool(side_effects="irreversible")
+    def act(n: int) -> str:
+        """Act."""
+        ran.append(n)
+        return "ok"
+
+    model = ScriptedModel([reply(call("act", {"n": 1})), reply(call("act", {"n": 2})), "done"])
+    agent = Agent(model, tools=[act])
+    with pytest.raises(BudgetExceeded, match="tool_calls"):
+        agent.run_sync("go", budget=BudgetLimits(tool_calls=1))
+    assert ran == [1]
+
+
+def test_per_run_limits_make_a_fresh_budget_each_run_and_a_budget_object_is_shared() -> None:
+    agent = Agent(FunctionModel(lambda r: "hi"), budget=BudgetLimits(model_calls=1))
+    agent.run_sync("one")
+    agent.run_sync("two")  # a fresh budget per run
+    shared = Budget(model_calls=1)
+    agent.run_sync("three", budget=shared)
+    with pytest.raises(BudgetExceeded):
+        agent.run_sync("four", budget=shared)
+
+
+def test_failed_run_journals_the_budget_error() -> None:
+    agent = Agent(FunctionModel(lambda r: "hi"))
+    budget = Budget(model_calls=0)
+    events: list[RunEvent] = []
+
+    def consume() -> None:
+        events.extend(agent.stream_sync("x", budget=budget))
+
+    with pytest.raises(BudgetExceeded):
+        consume()
+    assert isinstance(events[-1], RunFailed) and events[-1].error_type == "BudgetExceeded"
+
+
+def test_split_moves_amounts_to_a_child_and_close_returns_the_rest() -> None:
+    parent = Budget(dollars=1.0, model_calls=10, prices=PRICES)
+    child = parent.split(dollars=0.4, model_calls=4)
+    assert parent.remaining().dollars == pytest.approx(0.6)
+    with pytest.raises(BudgetExceeded):  # the parent cannot spend what it moved
+        parent.reserve(Spend(dollars=0.7))
+    with pytest.raises(BudgetExceeded):  # the child cannot spend more than it got
+        child.reserve(Spend(dollars=0.5))
+    child.charge(Spend(dollars=0.1, model_calls=1))
+    used = child.close()
+    assert used.dollars == pytest.approx(0.1)
+    assert parent.used.dollars == pytest.approx(0.1)
+    assert parent.remaining().dollars == pytest.approx(0.9)
+    with pytest.raises(ConfigurationError):
+        child.reserve(Spend(dollars=0.01))
+    with pytest.raises(BudgetExceeded):
+        parent.split(dollars=2.0)
+    with pytest.raises(ConfigurationError):
+        parent.split(euros=1.0)
+
+
+def test_resources_a_child_was_not_given_are_shared_with_the_parent() -> None:
+    parent = Budget(model_calls=3)
+    child = parent.split(steps=10)
+    child.charge(Spend(model_calls=2))
+    assert parent.used.model_calls == 2
+    with pytest.raises(BudgetExceeded):
+        child.reserve(Spend(model_calls=2))
+    child.close()
+    assert parent.remaining().model_calls == 1
+
+
+def test_wall_time() -> None:
+    budget = Budget(wall_time=0.0)
+    budget.reserve(Spend(steps=1))  # starts the clock; any later moment is past the limit
+    time.sleep(0.001)
+    with pytest.raises(BudgetExceeded, match="wall_time"):
+        budget.reserve(Spend(steps=1))
+
+
+# -- fan-out: the reservation and its twin, the naive check ------------------------------------------
+
+
+@tool
+async def lookup(q: str) -> str:
+    """Read-only lookup."""
+    return q
+
+
+def child_model(rng: random.Random) -> FunctionModel:
+    turns = rng.randint(2, 4)
+
+    async def answer(request: ModelRequest) -> ModelResponse:
+        await asyncio.sleep(rng.uniform(0.0005, 0.002))
+        done = sum(1 for m in request.messages if m.role == "assistant")
+        prompt = estimate_usage(request, reply("")).input_tokens
+        usage = Usage(input_tokens=prompt, output_tokens=rng.randint(100, 500), requests=1)
+        cost = PRICES.cost(usage.input_tokens, usage.output_tokens)
+        if done < turns:
+            return reply(call("lookup", {"q": str(done)}), usage=usage, cost=cost)
+        return reply("done", usage=usage, cost=cost)
+
+    return FunctionModel(answer)
+
+
+class NaiveLimit(Hook):
+    """Check-then-act: refuse once the limit is spent; count costs when calls return."""
+
+    def __init__(self, limit: float) -> None:
+        self.limit, self.spent = limit, 0.0
+
+    async def before_model_request(self, request: ModelRequest, ctx: HookContext) -> RequestOutcome:
+        return Block("spent") if self.spent >= self.limit else Allow()
+
+    async def after_model_response(
+        self, response: ModelResponse, ctx: HookContext
+    ) -> ResponseOutcome:
+        self.spent += response.cost or 0.0
+        return Allow()
+
+
+async def fan_out(seed: int, *, reserve: bool, limit: float) -> float:
+    rng = random.Random(seed)
+    budget, naive = Budget(dollars=limit, prices=PRICES), NaiveLimit(limit)
+    settings = ModelSettings(max_tokens=500)
+    runs = [
+        Agent(
+            child_model(random.Random(rng.random())),
+            tools=[lookup],
+            model_settings=settings,
+            hooks=[] if reserve else [naive],
+        ).run("go", budget=budget if reserve else None)
+        for _ in range(6)
+    ]
+    await asyncio.gather(*runs, return_exceptions=True)
+    return budget.used.dollars if reserve else naive.spent
+
+
+async def test_fan_out_reservation_never_overshoots_and_the_naive_check_does() -> None:
+    limit = 0.03
+    reserved = [await fan_out(s, reserve=True, limit=limit) for s in range(30)]
+    naive = [await fan_out(s, reserve=False, limit=limit) for s in range(30)]
+    over_reserved = sum(s > limit for s in reserved)
+    over_naive = sum(s > limit for s in naive)
+    print(f"\nfan-out, 30 trials: naive overshoots {over_naive}/30, reservation {over_reserved}/30")
+    assert over_reserved == 0
+    assert over_naive > 0
+
+
+async def test_fan_out_with_enough_budget_refuses_nothing() -> None:
+    budget = Budget(dollars=10.0, prices=PRICES)
+    settings = ModelSettings(max_tokens=500)
+    rng = random.Random(3)
+    runs = [
+        Agent(
+            child_model(random.Random(rng.random())), tools=[lookup], model_settings=settings
+        ).run("go", budget=budget)
+        for _ in range(6)
+    ]
+    results = await asyncio.gather(*runs)
+    assert all(r.output == "done" for r in results)
+    assert budget.reserved == Spend() and budget.used.model_calls == sum(
+        r.usage.requests for r in results
+    )
+
+
+def test_a_failed_model_call_gives_its_reservation_back() -> None:
+    def broken(request: ModelRequest) -> str:
+        raise RuntimeError("provider down")
+
+    budget = Budget(dollars=1.0, prices=PRICES, model_calls=5)
+    with pytest.raises(RuntimeError, match="provider down"):
+        Agent(FunctionModel(broken)).run_sync("go", budget=budget)
+    assert budget.reserved == Spend() and budget.used == Spend()
