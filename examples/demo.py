@@ -1,16 +1,22 @@
 """The example agent `make demo` runs: a travel helper with two tools.
 
-It streams its events to the terminal. With no provider key set it runs on a scripted
-model (deterministic, offline), so the demo works on any machine.
+It streams its events to the terminal. The model is chosen like `legato.models.default_model`
+does: `LEGATO_MODEL` if set, else Anthropic, OpenAI or Gemini when their key is set, else the
+in-process local model (SmolLM2-135M through llama.cpp, shipped on PyPI: no key, no network).
+`python examples/demo.py --scripted` plays a fixed conversation instead (what the tests use
+to check the output exactly).
 """
 
 from __future__ import annotations
 
-from typing import Literal
+import sys
+from typing import Annotated, Literal
+
+from pydantic import Field
 
 from legato import Agent, tool
 from legato.events import RunFinished, TextDelta, ToolCallFinished, ToolCallStarted
-from legato.models import Model
+from legato.models import LOCAL_MODEL, Model, ModelSettings, default_model
 from legato.testing import ScriptedModel, call, reply
 
 _WEATHER = {"paris": (18, "light rain"), "rome": (24, "sunny"), "oslo": (6, "overcast")}
@@ -31,7 +37,7 @@ def get_weather(city: str, unit: Literal["C", "F"] = "C") -> str:
 
 
 @tool
-def packing_list(conditions: list[str]) -> list[str]:
+def packing_list(conditions: Annotated[list[str], Field(max_length=4)]) -> list[str]:
     """Suggest what to pack for the given weather conditions.
 
     Args:
@@ -48,8 +54,23 @@ def packing_list(conditions: list[str]) -> list[str]:
     return sorted(items)
 
 
-def pick_model() -> Model | str:
-    """A scripted model that plays the conversation the demo shows (offline)."""
+def pick_model(*, scripted: bool = False) -> Model | str:
+    """A hosted model when a key is set, else the local model; or the scripted conversation."""
+    if scripted:
+        return scripted_model()
+    chosen = default_model()
+    if chosen != LOCAL_MODEL:
+        return chosen
+    from legato.models.llamacpp import LlamaCppModel
+
+    # A 135M model does not choose tools on its own: ask it to call one first, then answer.
+    return LlamaCppModel(
+        "smollm2", call_tool_first=True, settings=ModelSettings(temperature=0, max_tokens=200)
+    )
+
+
+def scripted_model() -> ScriptedModel:
+    """A scripted model that plays the conversation the demo shows (offline, exact)."""
     return ScriptedModel(
         [
             reply(
@@ -65,10 +86,11 @@ def pick_model() -> Model | str:
     )
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
     """Run the demo agent and stream what it does."""
+    args = sys.argv[1:] if argv is None else argv
     agent = Agent(
-        pick_model(),
+        pick_model(scripted="--scripted" in args),
         tools=[get_weather, packing_list],
         instructions="You are a concise travel assistant. Use the tools; answer in two sentences.",
         name="travel",

@@ -349,7 +349,12 @@ async def test_timeout_raises_and_stops_generation(model: LlamaCppModel) -> None
     with pytest.raises(ModelTimeout) as caught:
         await complete(model, request)
     assert caught.value.retryable
-    assert kv_position(model) < 120
+    # Generation stopped: the cache does not grow any more, and it stopped well short of
+    # the 400 tokens the answer needs (how far it got depends on the machine's load).
+    stopped_at = kv_position(model)
+    await asyncio.sleep(0.3)
+    assert kv_position(model) == stopped_at
+    assert stopped_at < 300
     # The model is free again at once.
     response = await complete(model, ask("Hi"))
     assert response.usage.output_tokens > 0
