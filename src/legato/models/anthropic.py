@@ -48,6 +48,7 @@ from legato.models._provider import (
     require,
     sdk_call_arguments,
     shared_ssl_context,
+    transport_error,
 )
 from legato.models.assembly import ResponseAssembler
 from legato.models.dialects import apply_dialect
@@ -468,6 +469,11 @@ class AnthropicModel(ProviderModel):
         if isinstance(exc, sdk.APITimeoutError):
             return ModelTimeout(f"{self.name}: no answer in time", provider=self.provider)
         if isinstance(exc, sdk.APIConnectionError):
+            cause = exc.__cause__
+            if isinstance(cause, Exception):
+                mapped = transport_error(cause, provider=self.provider, started=started)
+                if mapped is not None:
+                    return mapped
             if started:
                 return StreamInterrupted(
                     f"{self.name}: the stream broke off", provider=self.provider

@@ -253,9 +253,14 @@ async def test_max_tokens_is_a_stop_reason(case: Case, sim: WireSimulator) -> No
     assert out.response.stop_reason is StopReason.MAX_TOKENS
 
 
-async def test_mid_stream_disconnect_is_stream_interrupted(case: Case, sim: WireSimulator) -> None:
-    sim.enqueue(SimTurn(text="a long answer that breaks off", fault=Fault(disconnect_after=3)))
-    model = make(case, sim)
+@STREAM
+async def test_mid_stream_disconnect_is_stream_interrupted(
+    case: Case, sim: WireSimulator, stream: bool
+) -> None:
+    # streamed: three events, then the line drops; whole: thirty bytes of the body
+    cut = 3 if stream else 30
+    sim.enqueue(SimTurn(text="a long answer that breaks off", fault=Fault(disconnect_after=cut)))
+    model = make(case, sim, stream=stream)
     try:
         with pytest.raises(StreamInterrupted):
             await call(model, request_for())
@@ -298,9 +303,10 @@ async def test_error_event_inside_the_stream(case: Case, sim: WireSimulator) -> 
     assert info.value.retryable
 
 
-async def test_timeout(case: Case, sim: WireSimulator) -> None:
+@STREAM
+async def test_timeout(case: Case, sim: WireSimulator, stream: bool) -> None:
     sim.enqueue(SimTurn(text="too late", fault=Fault(delay=1.0)))
-    model = make(case, sim, timeout=0.2)
+    model = make(case, sim, stream=stream, timeout=0.2)
     try:
         with pytest.raises(ModelError) as info:
             await call(model, request_for())
