@@ -61,7 +61,8 @@ class ProviderSettings:
     """The key; when None it is read from the provider's environment variable."""
     base_url: str | None = None
     timeout: float | None = None
-    """Seconds for a whole call (connect, send, first byte and every read)."""
+    """Seconds any one network step may take: connecting, sending, and each read of the
+    answer (a slow stream whose chunks keep coming is not cut off)."""
     headers: Mapping[str, str] = field(default_factory=lambda: {})
     """Extra HTTP headers sent with every request."""
     extra_body: Mapping[str, JsonValue] = field(default_factory=lambda: {})

@@ -303,6 +303,18 @@ async def test_error_event_inside_the_stream(case: Case, sim: WireSimulator) -> 
     assert info.value.retryable
 
 
+async def test_slow_chunks_still_arrive(case: Case, sim: WireSimulator) -> None:
+    chunks = ("slow", " and", " steady", " wins")
+    sim.enqueue(SimTurn(text="".join(chunks), text_chunks=chunks, fault=Fault(delay=0.04)))
+    model = make(case, sim, timeout=2.0)
+    try:
+        out = await call(model, request_for())
+    finally:
+        await close(model)
+    assert out.response.message.text == "slow and steady wins"
+    assert out.text_deltas == "slow and steady wins"
+
+
 @STREAM
 async def test_timeout(case: Case, sim: WireSimulator, stream: bool) -> None:
     sim.enqueue(SimTurn(text="too late", fault=Fault(delay=1.0)))
