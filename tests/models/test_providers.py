@@ -445,3 +445,19 @@ async def test_openai_reasoning_goes_back_with_its_item_id(sim: WireSimulator) -
         "summary": [{"type": "summary_text", "text": "Think first."}],
         "encrypted_content": "enc-123",
     }
+
+
+def test_stream_sync_with_a_provider_model(sim: WireSimulator) -> None:
+    import gc
+
+    from legato.events import RunFinished
+
+    sim.enqueue(SimTurn(text="one"), SimTurn(text="two"))
+    agent = Agent(OpenAIChatModel("gpt-4o", base_url=f"{sim.url}/v1", api_key="k"))
+    for expected in ("one", "two"):
+        events = list(agent.stream_sync("hi"))
+        finished = events[-1]
+        assert isinstance(finished, RunFinished) and finished.output == expected
+        deltas = "".join(e.text for e in events if isinstance(e, TextDelta))
+        assert deltas == expected
+    gc.collect()  # clients of the finished private loops are dropped without warnings
