@@ -461,3 +461,24 @@ def test_stream_sync_with_a_provider_model(sim: WireSimulator) -> None:
         deltas = "".join(e.text for e in events if isinstance(e, TextDelta))
         assert deltas == expected
     gc.collect()  # clients of the finished private loops are dropped without warnings
+
+
+def test_anthropic_structured_output_with_thinking_uses_output_config() -> None:
+    from legato.messages import JsonValue
+    from legato.models import OutputSpec
+
+    model = AnthropicModel("claude-sonnet-4-6", api_key="k")
+    schema: dict[str, JsonValue] = {"type": "object", "properties": {"a": {"type": "integer"}}}
+    spec = OutputSpec(name="final_result", schema=schema)
+    plain = model.body(ModelRequest(messages=(Message.user("x"),), output=spec))
+    assert plain["tool_choice"] == {"type": "tool", "name": "final_result"}
+    assert "output_config" not in plain
+    thinking = model.body(
+        ModelRequest(
+            messages=(Message.user("x"),),
+            output=spec,
+            settings=ModelSettings(thinking_budget=2048),
+        )
+    )
+    assert thinking["output_config"] == {"format": {"type": "json_schema", "schema": schema}}
+    assert "tool_choice" not in thinking and "tools" not in thinking
