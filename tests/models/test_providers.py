@@ -482,3 +482,29 @@ def test_anthropic_structured_output_with_thinking_uses_output_config() -> None:
     )
     assert thinking["output_config"] == {"format": {"type": "json_schema", "schema": schema}}
     assert "tool_choice" not in thinking and "tools" not in thinking
+
+
+@pytest.mark.parametrize("server", ["openai-chat", "vllm", "llamacpp-server", "groq"])
+async def test_interleaved_parallel_calls_on_chat_servers(sim: WireSimulator, server: str) -> None:
+    calls = (
+        SimCall(id="c1", name="get_weather", arguments={"city": "Paris", "unit": "C"}),
+        SimCall(id="c2", name="get_weather", arguments={"city": "Tōkyō"}),
+        SimCall(id="c3", name="get_time", arguments={"city": "Lima"}),
+    )
+    sim.enqueue(
+        SimTurn(text="Three lookups. ", calls=calls, interleave_calls=True, repeat_name=True)
+    )
+    if server == "openai-chat":
+        model = OpenAIChatModel("gpt-4o", base_url=f"{sim.url}/v1", api_key="k", settings=NO_RETRY)
+    else:
+        model = compatible_model(
+            server, "m", base_url=f"{sim.url}/v1", api_key="k", settings=NO_RETRY
+        )
+    request = ModelRequest(messages=(Message.user("x"),), tools=(TOOL,), tool_choice="required")
+    try:
+        response = await complete(model, request)
+    finally:
+        await model.aclose()
+    got = [(c.id, c.name, c.arguments) for c in response.message.tool_calls]
+    assert got == [(c.id, c.name, c.arguments) for c in calls]
+    assert response.message.text == "Three lookups. "
