@@ -469,3 +469,22 @@ async def test_settings_headers_and_extra_body_reach_the_wire(
     assert ("STOP-HERE" in body) is case.stop_sequences
     assert recorded.headers.get("x-client-header") == "c1"
     assert recorded.headers.get("x-request-header") == "r1"
+
+
+@STREAM
+async def test_text_after_a_tool_call(case: Case, sim: WireSimulator, stream: bool) -> None:
+    calls = (SimCall(id="call_x", name="get_weather", arguments={"city": "Oslo"}),)
+    sim.enqueue(SimTurn(text="I asked for Oslo.", calls=calls, text_first=False))
+    model = make(case, sim, stream=stream)
+    try:
+        out = await call(model, request_for(tools=[WEATHER]))
+    finally:
+        await close(model)
+    kinds = [p.kind for p in out.response.message.parts]
+    # A whole Chat Completions or Ollama message keeps text and calls in separate fields, so
+    # their order is not on the wire; streams and the other APIs keep it.
+    ordered = sim.requests[0].stream or case.api in ("anthropic", "gemini", "openai_responses")
+    assert kinds == ["tool_call", "text"] if ordered else sorted(kinds) == ["text", "tool_call"]
+    assert out.response.message.text == "I asked for Oslo."
+    assert out.response.message.tool_calls[0].arguments == {"city": "Oslo"}
+    assert out.response.stop_reason is StopReason.TOOL_CALLS
