@@ -232,11 +232,15 @@ async def test_tool_choice_reaches_each_wire(sim: WireSimulator, choice: str) ->
 
 
 def test_run_sync_twice_reuses_nothing_from_a_closed_loop(sim: WireSimulator) -> None:
+    import gc
+
     sim.enqueue(SimTurn(text="one"), SimTurn(text="two"))
     model = OpenAIChatModel("gpt-4o", base_url=f"{sim.url}/v1", api_key="k", settings=NO_RETRY)
     agent = Agent(model)
     assert agent.run_sync("a").output == "one"
     assert agent.run_sync("b").output == "two"
+    gc.collect()
+    assert len(model._clients._clients) == 0  # no client (nor its loop) outlives its loop
 
 
 # -- retries, fallback, redaction -------------------------------------------------------------------

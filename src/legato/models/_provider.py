@@ -125,16 +125,20 @@ class LoopClients(Generic[T]):
         entry = self._clients.get(loop)
         if entry is not None:
             return entry[0]
+        for old in [other for other in self._clients if other.is_closed()]:
+            del self._clients[old]  # a loop closed without shutting down its generators
         client = self._factory()
-        keeper = self._keeper(client)
+        keeper = self._keeper(client, loop)
         await anext(keeper)
         self._clients[loop] = (client, keeper)
         return client
 
-    async def _keeper(self, client: T) -> AsyncIterator[None]:
+    async def _keeper(self, client: T, loop: asyncio.AbstractEventLoop) -> AsyncIterator[None]:
         try:
             yield
         finally:
+            # The entry (which may keep the loop alive through the client) goes first.
+            self._clients.pop(loop, None)
             await self._close(client)
 
     async def aclose(self) -> None:
