@@ -232,11 +232,15 @@ async def test_tool_choice_reaches_each_wire(sim: WireSimulator, choice: str) ->
 
 
 def test_run_sync_twice_reuses_nothing_from_a_closed_loop(sim: WireSimulator) -> None:
+    import gc
+
     sim.enqueue(SimTurn(text="one"), SimTurn(text="two"))
     model = OpenAIChatModel("gpt-4o", base_url=f"{sim.url}/v1", api_key="k", settings=NO_RETRY)
     agent = Agent(model)
     assert agent.run_sync("a").output == "one"
     assert agent.run_sync("b").output == "two"
+    gc.collect()
+    assert len(model._clients._clients) == 0  # no client (nor its loop) outlives its loop
 
 
 # -- retries, fallback, redaction -------------------------------------------------------------------
@@ -445,3 +449,66 @@ async def test_openai_reasoning_goes_back_with_its_item_id(sim: WireSimulator) -
         "summary": [{"type": "summary_text", "text": "Think first."}],
         "encrypted_content": "enc-123",
     }
+
+
+def test_stream_sync_with_a_provider_model(sim: WireSimulator) -> None:
+    import gc
+
+    from legato.events import RunFinished
+
+    sim.enqueue(SimTurn(text="one"), SimTurn(text="two"))
+    agent = Agent(OpenAIChatModel("gpt-4o", base_url=f"{sim.url}/v1", api_key="k"))
+    for expected in ("one", "two"):
+        events = list(agent.stream_sync("hi"))
+        finished = events[-1]
+        assert isinstance(finished, RunFinished) and finished.output == expected
+        deltas = "".join(e.text for e in events if isinstance(e, TextDelta))
+        assert deltas == expected
+    gc.collect()  # clients of the finished private loops are dropped without warnings
+
+
+def test_anthropic_structured_output_with_thinking_uses_output_config() -> None:
+    from legato.messages import JsonValue
+    from legato.models import OutputSpec
+
+    model = AnthropicModel("claude-sonnet-4-6", api_key="k")
+    schema: dict[str, JsonValue] = {"type": "object", "properties": {"a": {"type": "integer"}}}
+    spec = OutputSpec(name="final_result", schema=schema)
+    plain = model.body(ModelRequest(messages=(Message.user("x"),), output=spec))
+    assert plain["tool_choice"] == {"type": "tool", "name": "final_result"}
+    assert "output_config" not in plain
+    thinking = model.body(
+        ModelRequest(
+            messages=(Message.user("x"),),
+            output=spec,
+            settings=ModelSettings(thinking_budget=2048),
+        )
+    )
+    assert thinking["output_config"] == {"format": {"type": "json_schema", "schema": schema}}
+    assert "tool_choice" not in thinking and "tools" not in thinking
+
+
+@pytest.mark.parametrize("server", ["openai-chat", "vllm", "llamacpp-server", "groq"])
+async def test_interleaved_parallel_calls_on_chat_servers(sim: WireSimulator, server: str) -> None:
+    calls = (
+        SimCall(id="c1", name="get_weather", arguments={"city": "Paris", "unit": "C"}),
+        SimCall(id="c2", name="get_weather", arguments={"city": "Tōkyō"}),
+        SimCall(id="c3", name="get_time", arguments={"city": "Lima"}),
+    )
+    sim.enqueue(
+        SimTurn(text="Three lookups. ", calls=calls, interleave_calls=True, repeat_name=True)
+    )
+    if server == "openai-chat":
+        model = OpenAIChatModel("gpt-4o", base_url=f"{sim.url}/v1", api_key="k", settings=NO_RETRY)
+    else:
+        model = compatible_model(
+            server, "m", base_url=f"{sim.url}/v1", api_key="k", settings=NO_RETRY
+        )
+    request = ModelRequest(messages=(Message.user("x"),), tools=(TOOL,), tool_choice="required")
+    try:
+        response = await complete(model, request)
+    finally:
+        await model.aclose()
+    got = [(c.id, c.name, c.arguments) for c in response.message.tool_calls]
+    assert got == [(c.id, c.name, c.arguments) for c in calls]
+    assert response.message.text == "Three lookups. "

@@ -16,6 +16,7 @@ from legato.models._provider import (
     read_api_key,
     require,
     shared_ssl_context,
+    transport_error,
 )
 
 __all__ = ["data_url", "make_clients", "map_openai_error", "openai_usage"]
@@ -83,6 +84,11 @@ def map_openai_error(exc: Exception, *, provider: str, started: bool) -> ModelEr
     if isinstance(exc, sdk.APITimeoutError):
         return ModelTimeout(f"{provider}: no answer in time", provider=provider)
     if isinstance(exc, sdk.APIConnectionError):
+        cause = exc.__cause__
+        if isinstance(cause, Exception):
+            mapped = transport_error(cause, provider=provider, started=started)
+            if mapped is not None:
+                return mapped
         if started:
             return StreamInterrupted(f"{provider}: the stream broke off", provider=provider)
         return ProviderServerError(f"{provider}: connection failed: {exc}", provider=provider)

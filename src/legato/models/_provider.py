@@ -61,7 +61,8 @@ class ProviderSettings:
     """The key; when None it is read from the provider's environment variable."""
     base_url: str | None = None
     timeout: float | None = None
-    """Seconds for a whole call (connect, send, first byte and every read)."""
+    """Seconds any one network step may take: connecting, sending, and each read of the
+    answer (a slow stream whose chunks keep coming is not cut off)."""
     headers: Mapping[str, str] = field(default_factory=lambda: {})
     """Extra HTTP headers sent with every request."""
     extra_body: Mapping[str, JsonValue] = field(default_factory=lambda: {})
@@ -124,16 +125,20 @@ class LoopClients(Generic[T]):
         entry = self._clients.get(loop)
         if entry is not None:
             return entry[0]
+        for old in [other for other in self._clients if other.is_closed()]:
+            del self._clients[old]  # a loop closed without shutting down its generators
         client = self._factory()
-        keeper = self._keeper(client)
+        keeper = self._keeper(client, loop)
         await anext(keeper)
         self._clients[loop] = (client, keeper)
         return client
 
-    async def _keeper(self, client: T) -> AsyncIterator[None]:
+    async def _keeper(self, client: T, loop: asyncio.AbstractEventLoop) -> AsyncIterator[None]:
         try:
             yield
         finally:
+            # The entry (which may keep the loop alive through the client) goes first.
+            self._clients.pop(loop, None)
             await self._close(client)
 
     async def aclose(self) -> None:

@@ -48,6 +48,7 @@ from legato.models._provider import (
     require,
     sdk_call_arguments,
     shared_ssl_context,
+    transport_error,
 )
 from legato.models.assembly import ResponseAssembler
 from legato.models.dialects import apply_dialect
@@ -268,7 +269,11 @@ class AnthropicModel(ProviderModel):
             choice = {"type": "any"}
         elif request.tool_choice != "auto":
             choice = {"type": "tool", "name": request.tool_choice}
-        if request.output is not None:
+        if request.output is not None and not _output_via_tool(request):
+            # Thinking forbids a forced tool, so the answer's schema goes as output_config.
+            schema = apply_dialect(request.output.schema, self.profile.schema_dialect)
+            body["output_config"] = {"format": {"type": "json_schema", "schema": schema}}
+        elif request.output is not None:
             out = request.output
             schema = apply_dialect(out.schema, self.profile.schema_dialect)
             tools.append(
@@ -310,7 +315,7 @@ class AnthropicModel(ProviderModel):
             options["timeout"] = request.settings.timeout
         assembler = ResponseAssembler(provider="anthropic", id_prefix="toolu")
         state = _State()
-        output_tool = request.output.name if request.output is not None else None
+        output_tool = request.output.name if request.output and _output_via_tool(request) else None
         if not self.settings.stream:
             message = await client.messages.create(
                 **sdk_call_arguments(body, typed=_TYPED, **options)
@@ -468,6 +473,11 @@ class AnthropicModel(ProviderModel):
         if isinstance(exc, sdk.APITimeoutError):
             return ModelTimeout(f"{self.name}: no answer in time", provider=self.provider)
         if isinstance(exc, sdk.APIConnectionError):
+            cause = exc.__cause__
+            if isinstance(cause, Exception):
+                mapped = transport_error(cause, provider=self.provider, started=started)
+                if mapped is not None:
+                    return mapped
             if started:
                 return StreamInterrupted(
                     f"{self.name}: the stream broke off", provider=self.provider
@@ -478,6 +488,11 @@ class AnthropicModel(ProviderModel):
         if isinstance(exc, json.JSONDecodeError):
             return parse_error(self.provider, exc.doc, f"invalid JSON from the server: {exc}")
         return None
+
+
+def _output_via_tool(request: ModelRequest) -> bool:
+    """Structured output rides on a forced tool, unless thinking is on (it forbids that)."""
+    return request.output is not None and not request.settings.thinking_budget
 
 
 def _error_type(body: object) -> str:

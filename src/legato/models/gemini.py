@@ -149,6 +149,15 @@ def gemini_contents(messages: tuple[Message, ...]) -> tuple[list[str], list[Obj]
     return system, out
 
 
+@dataclass(frozen=True, slots=True, kw_only=True)
+class _Session:
+    """A Gen AI client and the HTTP clients legato gave it (closed together)."""
+
+    client: Any
+    sync_http: Any
+    async_http: Any
+
+
 @dataclass(slots=True)
 class _State:
     seen: bool = False
@@ -193,21 +202,35 @@ class GeminiModel(ProviderModel):
         )
         genai = require("google.genai", "google-genai", "gemini")
 
-        def factory() -> Any:
+        http = require("httpx2", "google-genai", "gemini")
+
+        def factory() -> _Session:
+            # legato hands the SDK its HTTP clients (and an SSL context for its websockets):
+            # otherwise every client builds two or three SSL contexts, 40-100 ms.
+            ssl_context = shared_ssl_context()
             options: Obj = {
                 "headers": dict(settings.headers),
-                "async_client_args": {"verify": shared_ssl_context()},
+                "httpx_client": http.Client(verify=ssl_context),
+                "httpx_async_client": http.AsyncClient(verify=ssl_context),
+                "async_client_args": {"ssl": ssl_context},
             }
             if settings.base_url:
                 options["base_url"] = settings.base_url
             if settings.timeout is not None:
                 options["timeout"] = int(settings.timeout * 1000)
-            return genai.Client(api_key=key, http_options=options)
+            client = genai.Client(api_key=key, http_options=options)
+            return _Session(
+                client=client,
+                sync_http=options["httpx_client"],
+                async_http=options["httpx_async_client"],
+            )
 
-        async def close(client: Any) -> None:
-            await client.aio.aclose()
+        async def close(session: _Session) -> None:
+            await session.client.aio.aclose()
+            await session.async_http.aclose()
+            session.sync_http.close()
 
-        self._clients: LoopClients[Any] = LoopClients(factory, close)
+        self._clients: LoopClients[_Session] = LoopClients(factory, close)
 
     async def aclose(self) -> None:
         """Close the client of the running event loop."""
@@ -269,7 +292,7 @@ class GeminiModel(ProviderModel):
         return config
 
     async def _stream_once(self, request: ModelRequest) -> AsyncIterator[ModelStreamEvent]:
-        client = await self._clients.get()
+        client = (await self._clients.get()).client
         _, contents = gemini_contents(request.messages)
         config = self.config(request)
         assembler = ResponseAssembler(provider="gemini", id_prefix=f"call_{uuid.uuid4().hex[:12]}")

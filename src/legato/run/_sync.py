@@ -52,6 +52,10 @@ def iterate_sync(iterator: AsyncIterator[T]) -> Iterator[T]:
         aclose = getattr(iterator, "aclose", None)
         if aclose is not None:
             asyncio.run_coroutine_threadsafe(aclose(), loop).result()
+        # Finish async generators and the default executor as `asyncio.run` does, so that
+        # resources tied to this loop (e.g. a provider's HTTP client) are closed with it.
+        asyncio.run_coroutine_threadsafe(loop.shutdown_asyncgens(), loop).result()
+        asyncio.run_coroutine_threadsafe(loop.shutdown_default_executor(), loop).result()
         loop.call_soon_threadsafe(loop.stop)
         thread.join()
         loop.close()

@@ -95,14 +95,20 @@ class ChatWire:
                 chunk({"content": piece})
 
         def calls() -> None:
-            for i, c in enumerate(turn.calls):
-                ident = call_id(c, seq, i)
-                for n, fragment in enumerate(c.fragments):
-                    tc: dict[str, Any] = {"index": i, "function": {"arguments": fragment}}
-                    if n == 0 or turn.repeat_name:
-                        tc.update(id=ident, type="function")
-                        tc["function"]["name"] = c.name
-                    chunk({"tool_calls": [tc]})
+            pieces: list[tuple[int, int, str]] = [
+                (n, i, fragment)
+                for i, c in enumerate(turn.calls)
+                for n, fragment in enumerate(c.fragments)
+            ]
+            if turn.interleave_calls:  # fragment 0 of every call, then fragment 1, ...
+                pieces.sort(key=lambda piece: (piece[0], piece[1]))
+            for n, i, fragment in pieces:
+                c = turn.calls[i]
+                tc: dict[str, Any] = {"index": i, "function": {"arguments": fragment}}
+                if n == 0 or turn.repeat_name:
+                    tc.update(id=call_id(c, seq, i), type="function")
+                    tc["function"]["name"] = c.name
+                chunk({"tool_calls": [tc]})
 
         ordered(turn, text=text, calls=calls)
         chunk({}, _finish(turn))

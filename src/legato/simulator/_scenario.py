@@ -132,6 +132,8 @@ class SimTurn:
     """Why generation stopped; defaults to `stop` (tool calls when there are calls)."""
     model: str | None = None
     """The model name reported; defaults to the one requested."""
+    interleave_calls: bool = False
+    """Interleave the argument fragments of parallel calls (Chat Completions wire only)."""
     repeat_name: bool = False
     """Repeat the call's name and id in every streamed chunk (llama.cpp server's quirk)."""
     fault: Fault | None = None

@@ -253,9 +253,14 @@ async def test_max_tokens_is_a_stop_reason(case: Case, sim: WireSimulator) -> No
     assert out.response.stop_reason is StopReason.MAX_TOKENS
 
 
-async def test_mid_stream_disconnect_is_stream_interrupted(case: Case, sim: WireSimulator) -> None:
-    sim.enqueue(SimTurn(text="a long answer that breaks off", fault=Fault(disconnect_after=3)))
-    model = make(case, sim)
+@STREAM
+async def test_mid_stream_disconnect_is_stream_interrupted(
+    case: Case, sim: WireSimulator, stream: bool
+) -> None:
+    # streamed: three events, then the line drops; whole: thirty bytes of the body
+    cut = 3 if stream else 30
+    sim.enqueue(SimTurn(text="a long answer that breaks off", fault=Fault(disconnect_after=cut)))
+    model = make(case, sim, stream=stream)
     try:
         with pytest.raises(StreamInterrupted):
             await call(model, request_for())
@@ -298,9 +303,22 @@ async def test_error_event_inside_the_stream(case: Case, sim: WireSimulator) -> 
     assert info.value.retryable
 
 
-async def test_timeout(case: Case, sim: WireSimulator) -> None:
+async def test_slow_chunks_still_arrive(case: Case, sim: WireSimulator) -> None:
+    chunks = ("slow", " and", " steady", " wins")
+    sim.enqueue(SimTurn(text="".join(chunks), text_chunks=chunks, fault=Fault(delay=0.04)))
+    model = make(case, sim, timeout=2.0)
+    try:
+        out = await call(model, request_for())
+    finally:
+        await close(model)
+    assert out.response.message.text == "slow and steady wins"
+    assert out.text_deltas == "slow and steady wins"
+
+
+@STREAM
+async def test_timeout(case: Case, sim: WireSimulator, stream: bool) -> None:
     sim.enqueue(SimTurn(text="too late", fault=Fault(delay=1.0)))
-    model = make(case, sim, timeout=0.2)
+    model = make(case, sim, stream=stream, timeout=0.2)
     try:
         with pytest.raises(ModelError) as info:
             await call(model, request_for())
@@ -451,3 +469,22 @@ async def test_settings_headers_and_extra_body_reach_the_wire(
     assert ("STOP-HERE" in body) is case.stop_sequences
     assert recorded.headers.get("x-client-header") == "c1"
     assert recorded.headers.get("x-request-header") == "r1"
+
+
+@STREAM
+async def test_text_after_a_tool_call(case: Case, sim: WireSimulator, stream: bool) -> None:
+    calls = (SimCall(id="call_x", name="get_weather", arguments={"city": "Oslo"}),)
+    sim.enqueue(SimTurn(text="I asked for Oslo.", calls=calls, text_first=False))
+    model = make(case, sim, stream=stream)
+    try:
+        out = await call(model, request_for(tools=[WEATHER]))
+    finally:
+        await close(model)
+    kinds = [p.kind for p in out.response.message.parts]
+    # A whole Chat Completions or Ollama message keeps text and calls in separate fields, so
+    # their order is not on the wire; streams and the other APIs keep it.
+    ordered = sim.requests[0].stream or case.api in ("anthropic", "gemini", "openai_responses")
+    assert kinds == ["tool_call", "text"] if ordered else sorted(kinds) == ["text", "tool_call"]
+    assert out.response.message.text == "I asked for Oslo."
+    assert out.response.message.tool_calls[0].arguments == {"city": "Oslo"}
+    assert out.response.stop_reason is StopReason.TOOL_CALLS
