@@ -66,7 +66,7 @@ def test_the_demo_runs_on_the_local_model_without_a_key(
 
 def test_no_file_keeps_merge_conflict_markers() -> None:
     suffixes = {".py", ".md", ".toml", ".yml", ".cfg", ".txt"}
-    offenders = []
+    offenders: list[str] = []
     for path in [ROOT / "Makefile", *ROOT.rglob("*")]:
         parts = path.relative_to(ROOT).parts
         if not path.is_file() or path.name != "Makefile" and path.suffix not in suffixes:
