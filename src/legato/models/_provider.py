@@ -8,6 +8,7 @@ neutral events) and `_map_error` (its SDK's exceptions to legato's tree). Retrie
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import os
 import re
 import time
@@ -71,6 +72,16 @@ class ProviderSettings:
     """Retry policy for failed calls; None never retries."""
     stream: bool = True
     """Stream on the wire; False sends one request and converts the whole answer to events."""
+
+    def overridden(self, *, api_key: str | None, base_url: str | None) -> ProviderSettings:
+        """These settings with an explicit key and base URL, where given, taking precedence."""
+        if api_key is None and base_url is None:
+            return self
+        return dataclasses.replace(
+            self,
+            api_key=api_key if api_key is not None else self.api_key,
+            base_url=base_url if base_url is not None else self.base_url,
+        )
 
 
 def require(module: str, package: str, extra: str) -> Any:

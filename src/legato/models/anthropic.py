@@ -204,13 +204,7 @@ class AnthropicModel(ProviderModel):
             cache_tools: Mark the tool definitions for prompt caching.
             default_max_tokens: `max_tokens` when the settings give none (the API requires it).
         """
-        settings = settings or ProviderSettings()
-        if api_key is not None or base_url is not None:
-            settings = dataclasses.replace(
-                settings,
-                api_key=api_key if api_key is not None else settings.api_key,
-                base_url=base_url if base_url is not None else settings.base_url,
-            )
+        settings = (settings or ProviderSettings()).overridden(api_key=api_key, base_url=base_url)
         super().__init__(model, settings=settings, profile=profile or PROFILE)
         self.cache_instructions = cache_instructions
         self.cache_tools = cache_tools

@@ -186,13 +186,7 @@ class GeminiModel(ProviderModel):
         base_url: str | None = None,
     ) -> None:
         """Create a model; the key comes from `GEMINI_API_KEY` or `GOOGLE_API_KEY`."""
-        settings = settings or ProviderSettings()
-        if api_key is not None or base_url is not None:
-            settings = dataclasses.replace(
-                settings,
-                api_key=api_key if api_key is not None else settings.api_key,
-                base_url=base_url if base_url is not None else settings.base_url,
-            )
+        settings = (settings or ProviderSettings()).overridden(api_key=api_key, base_url=base_url)
         super().__init__(model, settings=settings, profile=profile or PROFILE)
         explicit = settings.api_key or os.environ.get("GOOGLE_API_KEY") or None
         key = read_api_key(

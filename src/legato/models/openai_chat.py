@@ -12,7 +12,6 @@ Per-server differences (base URL, key variable, quirks) live in a `ServerProfile
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -240,13 +239,7 @@ class OpenAIChatModel(ProviderModel):
             api_key: Shortcut for `settings.api_key`.
             base_url: Shortcut for `settings.base_url`.
         """
-        settings = settings or ProviderSettings()
-        if api_key is not None or base_url is not None:
-            settings = dataclasses.replace(
-                settings,
-                api_key=api_key if api_key is not None else settings.api_key,
-                base_url=base_url if base_url is not None else settings.base_url,
-            )
+        settings = (settings or ProviderSettings()).overridden(api_key=api_key, base_url=base_url)
         super().__init__(model, settings=settings, profile=profile or server.model)
         self.server = server
         self.provider = server.name

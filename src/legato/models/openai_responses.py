@@ -9,7 +9,6 @@ model = OpenAIResponsesModel("gpt-4.1-mini")  # key from OPENAI_API_KEY
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import Any, cast
@@ -187,13 +186,7 @@ class OpenAIResponsesModel(ProviderModel):
         base_url: str | None = None,
     ) -> None:
         """Create a model (see `OpenAIChatModel` for the arguments)."""
-        settings = settings or ProviderSettings()
-        if api_key is not None or base_url is not None:
-            settings = dataclasses.replace(
-                settings,
-                api_key=api_key if api_key is not None else settings.api_key,
-                base_url=base_url if base_url is not None else settings.base_url,
-            )
+        settings = (settings or ProviderSettings()).overridden(api_key=api_key, base_url=base_url)
         super().__init__(model, settings=settings, profile=profile or PROFILE)
         self._clients = make_clients(
             settings, provider="openai", env_var="OPENAI_API_KEY", default_base_url=None
