@@ -39,13 +39,16 @@ import threading
 import time
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
-from typing import TYPE_CHECKING, Any, Literal, Protocol, TypeAlias, runtime_checkable
+from typing import TYPE_CHECKING, Any, Literal, Protocol, TypeAlias, cast, runtime_checkable
 
 from legato.exceptions import DecisionAlreadyUsed, DecisionTokenInvalid, PolicyError
 from legato.messages import JsonValue
 
 if TYPE_CHECKING:
+    from pathlib import Path
+
     from legato.events import Journal
+    from legato.store import SQLiteStore
     from legato.tools import Tool
 
 __all__ = [
@@ -63,6 +66,7 @@ __all__ = [
     "ParkedRun",
     "Reject",
     "Rule",
+    "SQLiteApprovalStore",
     "TerminalApprover",
     "arguments_hash",
     "canonical_json",
@@ -525,3 +529,87 @@ class ParkedRun:
 def pending_ids(requests: Iterable[ApprovalRequest]) -> tuple[str, ...]:
     """The ids of requests, in order."""
     return tuple(r.id for r in requests)
+
+
+class SQLiteApprovalStore:
+    """An `ApprovalStore` in a legato SQLite database (`legato.store.SQLiteStore`).
+
+    Requests wait in the store's `approvals` table, so a run can park in one process and be
+    decided and resumed from another. `decide` accepts a token once and `claim` hands the
+    decision to exactly one resumer, each as one conditional `UPDATE` whose row count says
+    who won, so the guarantees hold across processes.
+    """
+
+    def __init__(self, store: SQLiteStore | str | Path = ".legato/legato.db") -> None:
+        """Use an open `SQLiteStore`, or open one at a path."""
+        from legato.store import SQLiteStore
+
+        self._store = store if isinstance(store, SQLiteStore) else SQLiteStore(store)
+
+    async def put(self, request: ApprovalRequest) -> None:
+        """Record a new pending request (recording the same request again changes nothing)."""
+        with self._store.db.write() as conn:
+            conn.execute(
+                "INSERT OR IGNORE INTO approvals(request_id, run_id, payload, created_at) "
+                "VALUES (?, ?, ?, ?)",
+                (request.id, request.run_id, request.to_json(), time.time()),
+            )
+
+    async def get(self, request_id: str) -> ApprovalRequest | None:
+        """The request with this id, decided or not."""
+        with self._store.db.read() as conn:
+            row = conn.execute(
+                "SELECT payload FROM approvals WHERE request_id = ?", (request_id,)
+            ).fetchone()
+        return ApprovalRequest.from_json(row[0]) if row is not None else None
+
+    async def pending(self, run_id: str | None = None) -> list[ApprovalRequest]:
+        """Undecided requests (of one run, or all), oldest first."""
+        query = "SELECT payload FROM approvals WHERE state = 'parked'"
+        args: tuple[str, ...] = ()
+        if run_id is not None:
+            query += " AND run_id = ?"
+            args = (run_id,)
+        with self._store.db.read() as conn:
+            rows = conn.execute(query + " ORDER BY created_at, rowid", args).fetchall()
+        return [ApprovalRequest.from_json(r[0]) for r in rows]
+
+    async def decide(self, request_id: str, token: str, decision: Decision) -> None:
+        """Accept a decision presented with the request's token, once (across processes)."""
+        request = await self.get(request_id)
+        if request is None or not hmac.compare_digest(request.token, token):
+            msg = f"the decision token does not belong to request {request_id!r}"
+            raise DecisionTokenInvalid(msg)
+        if request.expires_at is not None and time.time() > request.expires_at:
+            msg = f"request {request_id!r} expired; the run asks again when resumed"
+            raise DecisionTokenInvalid(msg)
+        if not self._store.decide_approval(request_id, cast(JsonValue, asdict(decision))):
+            msg = f"request {request_id!r} was already decided; a token is used once"
+            raise DecisionAlreadyUsed(msg)
+
+    async def decision(self, request_id: str) -> Decision | None:
+        """The decision recorded for a request, without claiming it."""
+        with self._store.db.read() as conn:
+            row = conn.execute(
+                "SELECT decision FROM approvals WHERE request_id = ?", (request_id,)
+            ).fetchone()
+        if row is None or row[0] is None:
+            return None
+        return decision_from_json(json.loads(row[0]))
+
+    async def claim(self, request_id: str) -> Decision | None:
+        """Take the decision exactly once: one conditional update decides who gets it."""
+        with self._store.db.write() as conn:
+            claimed = conn.execute(
+                "UPDATE approvals SET state = 'claimed' WHERE request_id = ? AND state = 'decided'",
+                (request_id,),
+            ).rowcount
+            row = conn.execute(
+                "SELECT state, decision FROM approvals WHERE request_id = ?", (request_id,)
+            ).fetchone()
+        if row is None or row[1] is None:
+            return None
+        if claimed != 1:
+            msg = f"the decision on request {request_id!r} was already applied"
+            raise DecisionAlreadyUsed(msg)
+        return decision_from_json(json.loads(row[1]))

@@ -19,10 +19,20 @@ from legato.approvals import (
     Edit,
     MemoryApprovalStore,
     Reject,
+    SQLiteApprovalStore,
 )
 from legato.exceptions import DecisionAlreadyUsed, DecisionTokenInvalid
+from legato.store import SQLiteStore
 
-STORES: dict[str, Callable[[], ApprovalStore]] = {"memory": MemoryApprovalStore}
+
+def sqlite_store() -> ApprovalStore:
+    return SQLiteApprovalStore(SQLiteStore(":memory:"))
+
+
+STORES: dict[str, Callable[[], ApprovalStore]] = {
+    "memory": MemoryApprovalStore,
+    "sqlite": sqlite_store,
+}
 
 
 @pytest.fixture(params=sorted(STORES))
