@@ -20,6 +20,7 @@ from legato.exceptions import (
 )
 from legato.mcp import MCPClient, StdioServer
 from legato.messages import TextPart
+from legato.run._sync import run_sync
 from legato.testing import ScriptedModel, call, reply
 
 Server = Callable[..., StdioServer]
@@ -210,8 +211,8 @@ def _ctx() -> object:
 
 
 def test_run_sync_twice_with_a_stdio_server(python_server: Server) -> None:
-    """Each run_sync has its own event loop: the session of the first ends with its loop
-    (the server process exits), the second run opens a new one."""
+    """Sync runs share the facade's background loop: the session (and its server process)
+    is reused by the second run, and ends when the client is closed."""
     client = MCPClient(python_server("scripted", "ok"), name="sync")
     model = ScriptedModel(
         [reply(call("echo", {"text": "1"})), "one", reply(call("echo", {"text": "2"})), "two"]
@@ -219,4 +220,5 @@ def test_run_sync_twice_with_a_stdio_server(python_server: Server) -> None:
     agent = Agent(model, tools=[client])
     assert agent.run_sync("a").output == "one"
     assert agent.run_sync("b").output == "two"
-    assert client.connections == 2
+    assert client.connections == 1
+    run_sync(client.close())

@@ -231,16 +231,15 @@ async def test_tool_choice_reaches_each_wire(sim: WireSimulator, choice: str) ->
     assert all("get_weather" in json.dumps(r.body) for r in sim.requests)
 
 
-def test_run_sync_twice_reuses_nothing_from_a_closed_loop(sim: WireSimulator) -> None:
-    import gc
-
+def test_sync_runs_share_one_client_and_its_connection(sim: WireSimulator) -> None:
     sim.enqueue(SimTurn(text="one"), SimTurn(text="two"))
     model = OpenAIChatModel("gpt-4o", base_url=f"{sim.url}/v1", api_key="k", settings=NO_RETRY)
     agent = Agent(model)
     assert agent.run_sync("a").output == "one"
     assert agent.run_sync("b").output == "two"
-    gc.collect()
-    assert len(model._clients._clients) == 0  # no client (nor its loop) outlives its loop
+    # both runs went through the sync facade's one background loop: one client, one connection
+    assert len(model._clients._clients) == 1
+    assert sim.connections == 1
 
 
 # -- retries, fallback, redaction -------------------------------------------------------------------

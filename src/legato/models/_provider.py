@@ -8,6 +8,7 @@ neutral events) and `_map_error` (its SDK's exceptions to legato's tree). Retrie
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
 import os
 import re
@@ -119,8 +120,9 @@ class LoopClients(Generic[T]):
     """One async client per running event loop, closed when that loop shuts down.
 
     Async HTTP clients hold connections bound to the loop that opened them; `run_sync` may
-    run each call on a fresh loop. A small async generator registered on each loop closes
-    the client during the loop's `shutdown_asyncgens` (which `asyncio.run` calls).
+    run on its background loop while other code runs on its own. A small async generator
+    registered on each loop closes the client during the loop's `shutdown_asyncgens` (which
+    `asyncio.run` calls); a model dropped while its loop lives on has its client closed there.
     """
 
     def __init__(self, factory: Callable[[], T], close: Callable[[T], Awaitable[None]]) -> None:
@@ -142,6 +144,9 @@ class LoopClients(Generic[T]):
         keeper = self._keeper(client, loop)
         await anext(keeper)
         self._clients[loop] = (client, keeper)
+        # A long-lived loop (the sync facade's) outlives models: when this model is dropped,
+        # its client is closed on its loop instead of leaving open connections to the GC.
+        weakref.finalize(self, _close_on_loop, loop, self._close, client)
         return client
 
     async def _keeper(self, client: T, loop: asyncio.AbstractEventLoop) -> AsyncIterator[None]:
@@ -157,6 +162,26 @@ class LoopClients(Generic[T]):
         entry = self._clients.pop(asyncio.get_running_loop(), None)
         if entry is not None:
             await cast(Any, entry[1]).aclose()
+
+
+def _close_on_loop(
+    loop: asyncio.AbstractEventLoop, close: Callable[[Any], Awaitable[None]], client: object
+) -> None:
+    """Close a client on its own loop, from whatever thread collected its owner."""
+    if loop.is_closed() or not loop.is_running():
+        return
+
+    def schedule() -> None:
+        task = loop.create_task(cast(Any, close(client)))
+        _CLOSING.add(task)
+        task.add_done_callback(_CLOSING.discard)
+
+    with contextlib.suppress(RuntimeError):  # the loop closed meanwhile
+        loop.call_soon_threadsafe(schedule)
+
+
+_CLOSING: set[asyncio.Task[Any]] = set()
+"""Client closings in flight (kept referenced until they finish)."""
 
 
 # -- calling SDK methods -----------------------------------------------------------------------
