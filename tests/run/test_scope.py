@@ -5,7 +5,14 @@ from __future__ import annotations
 import asyncio
 
 from legato import Agent, RunContext, tool
-from legato.events import ChildEvent, Lineage, StepFinished, ToolCallFinished
+from legato.events import (
+    ChildEvent,
+    Lineage,
+    RunEvent,
+    StepFinished,
+    ToolCallFinished,
+    is_journal_event,
+)
 from legato.models import TextDelta
 from legato.testing import ScriptedModel, call, reply
 
@@ -72,3 +79,33 @@ async def test_tasks_owned_by_the_run_are_cancelled_when_it_ends() -> None:
 
     await Agent(ScriptedModel([reply(call("launch")), "ok"]), tools=[launch]).run("go")
     assert cancelled.is_set()
+
+
+async def test_the_stream_keeps_journal_order_for_bursts_of_scope_events() -> None:
+    release = asyncio.Event()
+
+    @tool
+    async def bursty(ctx: RunContext[None]) -> str:
+        """Emit several journal events at once, then finish."""
+        assert ctx.scope is not None
+        for n in range(90, 95):
+            ctx.scope.emit(StepFinished(step=n))
+        await release.wait()
+        return "done"
+
+    @tool
+    async def opener() -> str:
+        """Let the other call finish a moment later."""
+        await asyncio.sleep(0)
+        release.set()
+        return "opened"
+
+    agent = Agent(
+        ScriptedModel([reply(call("bursty"), call("opener")), "ok"]), tools=[bursty, opener]
+    )
+    streamed: list[RunEvent] = []
+    handle = agent.start("go")
+    async for event in handle.events():
+        streamed.append(event)
+    await handle.result()
+    assert [e for e in streamed if is_journal_event(e)] == list(handle.journal)

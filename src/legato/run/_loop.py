@@ -148,8 +148,10 @@ class RunDriver(Generic[OutputT]):
         try:
             while not (self.state.finished or self.state.failed):
                 async for event in self._step():
-                    for earlier in self._scope.pending():  # recorded before `event`
-                        yield earlier
+                    if event is not self._scope.last_yielded:
+                        # `event` was recorded just now: what is queued was recorded before it
+                        for earlier in self._scope.pending():
+                            yield earlier
                     yield event
                 for event in self._scope.pending():
                     yield event

@@ -23,13 +23,15 @@ class Scope:
     someone else (the effect gate) recorded.
     """
 
-    __slots__ = ("_events", "_record", "_tasks", "_wake")
+    __slots__ = ("_events", "_record", "_tasks", "_wake", "last_yielded")
 
     def __init__(self, record: Callable[[JournalEvent], object] | None = None) -> None:
         self._events: collections.deque[RunEvent] = collections.deque()
         self._wake = asyncio.Event()
         self._tasks: set[asyncio.Task[Any]] = set()
         self._record = record
+        self.last_yielded: RunEvent | None = None
+        """The event `wait` yielded last: events still queued were recorded after it."""
 
     def emit(self, event: RunEvent) -> None:
         """Record a journal event in the run's journal now, and queue it for the stream."""
@@ -67,7 +69,8 @@ class Scope:
             task.add_done_callback(lambda _: wake.set())
         while True:
             while self._events:
-                yield self._events.popleft()
+                event = self.last_yielded = self._events.popleft()
+                yield event
             if all(t.done() for t in waiting):
                 return
             wake.clear()
