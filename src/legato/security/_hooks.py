@@ -20,7 +20,7 @@ recorded in the journal as a `HookApplied` event.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Generic, Literal, TypeAlias, TypeVar
 
@@ -197,29 +197,34 @@ class HookRunner:
             )
         )
 
+    async def _through(
+        self,
+        point: str,
+        value: T,
+        apply: Callable[[Hook, T], Awaitable[Allow | Modify[T] | Block]],
+    ) -> T:
+        """`value` passed through every hook at `point`: a Modify replaces it, a Block raises."""
+        for hook in self.hooks:
+            outcome = await apply(hook, value)
+            if isinstance(outcome, Block):
+                self._note(hook, point, "block", outcome.reason)
+                raise HookBlocked(hook.name, point, outcome.reason)
+            if isinstance(outcome, Modify):
+                self._note(hook, point, "modify", outcome.reason)
+                value = outcome.value
+        return value
+
     async def before_model_request(self, request: ModelRequest) -> ModelRequest:
         """The request after every hook; `HookBlocked` if one blocks."""
-        for hook in self.hooks:
-            outcome = await hook.before_model_request(request, self.ctx)
-            if isinstance(outcome, Block):
-                self._note(hook, "before_model_request", "block", outcome.reason)
-                raise HookBlocked(hook.name, "before_model_request", outcome.reason)
-            if isinstance(outcome, Modify):
-                self._note(hook, "before_model_request", "modify", outcome.reason)
-                request = outcome.value
-        return request
+        return await self._through(
+            "before_model_request", request, lambda hook, r: hook.before_model_request(r, self.ctx)
+        )
 
     async def after_model_response(self, response: ModelResponse) -> ModelResponse:
         """The response after every hook; `HookBlocked` if one blocks."""
-        for hook in self.hooks:
-            outcome = await hook.after_model_response(response, self.ctx)
-            if isinstance(outcome, Block):
-                self._note(hook, "after_model_response", "block", outcome.reason)
-                raise HookBlocked(hook.name, "after_model_response", outcome.reason)
-            if isinstance(outcome, Modify):
-                self._note(hook, "after_model_response", "modify", outcome.reason)
-                response = outcome.value
-        return response
+        return await self._through(
+            "after_model_response", response, lambda hook, r: hook.after_model_response(r, self.ctx)
+        )
 
     async def before_tool_admission(self, admission: ToolAdmission) -> AdmissionOutcome:
         """Block or Ask from the first hook that says so; else the (possibly modified) args."""
@@ -265,15 +270,9 @@ class HookRunner:
 
     async def before_spawn(self, spawn: SpawnRequest) -> SpawnRequest:
         """The spawn request after every hook; `HookBlocked` if one blocks."""
-        for hook in self.hooks:
-            outcome = await hook.before_spawn(spawn, self.ctx)
-            if isinstance(outcome, Block):
-                self._note(hook, "before_spawn", "block", outcome.reason)
-                raise HookBlocked(hook.name, "before_spawn", outcome.reason)
-            if isinstance(outcome, Modify):
-                self._note(hook, "before_spawn", "modify", outcome.reason)
-                spawn = outcome.value
-        return spawn
+        return await self._through(
+            "before_spawn", spawn, lambda hook, r: hook.before_spawn(r, self.ctx)
+        )
 
     async def on_run_end(self, end: RunEnd) -> None:
         """Tell every hook the run ended."""
