@@ -400,37 +400,6 @@ def test_a_run_needs_a_prompt_or_history() -> None:
     assert model.requests[0].messages[-1].text == "earlier question"
 
 
-def test_an_async_tool_may_call_run_sync_without_deadlocking() -> None:
-    # the tool runs on the sync facade's background loop; calling back into the sync API
-    # from there must not wait on that same loop
-    inner = Agent(ScriptedModel(["inner answer"]))
-
-    @tool
-    async def ask_inner() -> str:
-        """Ask another agent, synchronously."""
-        return inner.run_sync("question").output
-
-    model = ScriptedModel([reply(call("ask_inner")), "done"])
-    result = Agent(model, tools=[ask_inner]).run_sync("go")
-    assert result.output == "done"
-    assert results_of(result.messages[2])[0].text == "inner answer"
-
-
-def test_sync_runs_share_one_background_loop() -> None:
-    loops: list[int] = []
-
-    @tool
-    async def which_loop() -> str:
-        """Report the running loop."""
-        loops.append(id(asyncio.get_running_loop()))
-        return "ok"
-
-    for _ in range(2):
-        Agent(ScriptedModel([reply(call("which_loop")), "x"]), tools=[which_loop]).run_sync("go")
-    assert len(loops) == 2
-    assert loops[0] == loops[1]
-
-
 def test_unknown_model_string_is_a_typed_error() -> None:
     with pytest.raises(UnknownModel, match="nosuch:model"):
         Agent("nosuch:model").run_sync("hi")

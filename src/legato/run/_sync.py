@@ -1,30 +1,71 @@
 """Run coroutines and async iterators from synchronous code, even inside a running loop.
 
-Synchronous calls run on one long-lived event loop in a background thread, started on the
-first call (never at import) and shared by every later call of the process: clients bound to
-a loop (a provider's HTTP connection pool, an MCP session) are then reused from call to
-call instead of being rebuilt each time. Because that loop is never the caller's, this
-works the same in a plain script, inside Jupyter or inside a web handler whose loop is
-running. No `nest_asyncio`, no second code path.
+Where a sync call runs:
 
-Code already running on that background loop that calls back into the sync API (an async
-tool calling `run_sync`) would wait on itself; it gets a private loop in a worker thread
-instead. A forked child process starts its own background loop.
+- **On the main thread, outside any running loop** (a script, a CLI, a test): on one
+  long-lived event loop that the main thread itself drives, one `asyncio.Runner` made on the
+  first call and closed at interpreter exit. No thread hop per call, and the caller's
+  context variables are seen by the run.
+- **Anywhere else** (a worker thread; code whose own loop is running, as in Jupyter or an
+  async web handler): on one long-lived event loop in a background thread, started on the
+  first such call (never at import) and shared by every later one.
+
+Either way the loop outlives the call, so clients bound to it (a provider's HTTP connection
+pool, an MCP session) are reused from call to call instead of being rebuilt each time; no
+`nest_asyncio`, no second code path. Code running on the background loop that calls back into
+the sync API (an async tool calling `run_sync`) would wait on itself; it gets a private loop
+in a worker thread instead. A forked child process makes its own loops.
 """
 
 from __future__ import annotations
 
 import asyncio
+import atexit
 import concurrent.futures
 import contextlib
+import contextvars
 import os
 import threading
-from collections.abc import AsyncIterator, Coroutine, Iterator
+from collections.abc import AsyncIterator, Callable, Coroutine, Iterator
 from typing import Any, TypeVar, cast
 
 __all__ = ["iterate_sync", "run_sync"]
 
 T = TypeVar("T")
+
+_Run = Callable[[Coroutine[Any, Any, Any]], Any]
+"""Runs one coroutine to completion and returns its result (or raises its error)."""
+
+
+class _MainLoop:
+    """The main thread's own loop: one `asyncio.Runner` reused by every sync call made there."""
+
+    def __init__(self) -> None:
+        self._runner: asyncio.Runner | None = None
+        self._pid = 0
+        self._closed = False
+
+    def runner(self) -> asyncio.Runner | None:
+        """The runner, if the caller is the main thread with no loop running; else None."""
+        if self._closed or threading.current_thread() is not threading.main_thread():
+            return None
+        if _running_loop() is not None:
+            return None
+        if self._runner is None or self._pid != os.getpid():
+            if self._runner is None:
+                atexit.register(self.close)
+            # A runner inherited through fork shares its epoll and sockets with the parent;
+            # it is dropped unclosed. `loop_factory` keeps the loop out of `set_event_loop`.
+            self._runner = asyncio.Runner(loop_factory=asyncio.new_event_loop)
+            self._pid = os.getpid()
+        return self._runner
+
+    def close(self) -> None:
+        """Close the loop at exit: cancel what is left, close clients, join the executor."""
+        self._closed = True
+        runner, self._runner = self._runner, None
+        if runner is not None and self._pid == os.getpid():
+            runner.close()
 
 
 class _BackgroundLoop:
@@ -52,10 +93,56 @@ class _BackgroundLoop:
     def owns_current_thread(self) -> bool:
         """Whether the caller is running on the background loop's own thread."""
         thread = self._thread
-        return thread is not None and thread.ident == threading.get_ident()
+        # After a fork, a new thread of the child may get the ident of the parent's loop thread.
+        return (
+            thread is not None
+            and self._pid == os.getpid()
+            and thread.ident == threading.get_ident()
+        )
 
 
+_MAIN = _MainLoop()
 _BACKGROUND = _BackgroundLoop()
+
+
+def _running_loop() -> asyncio.AbstractEventLoop | None:
+    try:
+        return asyncio.get_running_loop()
+    except RuntimeError:
+        return None
+
+
+def _submit(
+    coro: Coroutine[Any, Any, T], loop: asyncio.AbstractEventLoop
+) -> concurrent.futures.Future[T]:
+    """`run_coroutine_threadsafe`, with the task running in a copy of the caller's context."""
+    context = contextvars.copy_context()
+    future: concurrent.futures.Future[T] = concurrent.futures.Future()
+
+    def start() -> None:
+        if not future.set_running_or_notify_cancel():
+            coro.close()
+            return
+        task = loop.create_task(coro, context=context)
+
+        def settle(done: asyncio.Task[T]) -> None:
+            if done.cancelled():
+                future.cancel()
+            elif (error := done.exception()) is not None:
+                future.set_exception(error)
+            else:
+                future.set_result(done.result())
+
+        def cancel_task(f: concurrent.futures.Future[T]) -> None:
+            if f.cancelled():
+                with contextlib.suppress(RuntimeError):  # the loop closed meanwhile
+                    loop.call_soon_threadsafe(task.cancel)
+
+        task.add_done_callback(settle)
+        future.add_done_callback(cancel_task)
+
+    loop.call_soon_threadsafe(start)
+    return future
 
 
 def _wait(future: concurrent.futures.Future[T]) -> T:
@@ -71,35 +158,65 @@ def _wait(future: concurrent.futures.Future[T]) -> T:
 
 
 def _run_privately(coro: Coroutine[Any, Any, T]) -> T:
+    context = contextvars.copy_context()
     with concurrent.futures.ThreadPoolExecutor(
         max_workers=1, thread_name_prefix="legato-sync"
     ) as pool:
-        return pool.submit(asyncio.run, coro).result()
+        return pool.submit(context.run, asyncio.run, coro).result()
+
+
+def _on_background(coro: Coroutine[Any, Any, T]) -> T:
+    return _wait(_submit(coro, _BACKGROUND.get()))
+
+
+def _runner() -> _Run | None:
+    """Where a sync call from here runs its coroutines (None: on a private loop)."""
+    if _BACKGROUND.owns_current_thread():
+        return None
+    main = _MAIN.runner()
+    if main is None:
+        return _on_background
+
+    def on_main(coro: Coroutine[Any, Any, Any]) -> Any:
+        # Each call gets a copy of the caller's context now; a runner's default is the one
+        # copied when it was made, shared by every later call.
+        return main.run(coro, context=contextvars.copy_context())
+
+    return on_main
 
 
 def run_sync(coro: Coroutine[Any, Any, T]) -> T:
     """Run a coroutine to completion from synchronous code."""
-    if _BACKGROUND.owns_current_thread():
-        return _run_privately(coro)
-    return _wait(asyncio.run_coroutine_threadsafe(coro, _BACKGROUND.get()))
+    run = _runner()
+    return _run_privately(coro) if run is None else cast(T, run(coro))
 
 
 def iterate_sync(iterator: AsyncIterator[T]) -> Iterator[T]:
-    """Iterate an async iterator from synchronous code, on the background loop."""
-    if _BACKGROUND.owns_current_thread():
+    """Iterate an async iterator from synchronous code, on the loop `run_sync` would use."""
+    run = _runner()
+    if run is None:
         yield from _iterate_privately(iterator)
         return
-    loop = _BACKGROUND.get()
     try:
         while True:
-            done, item = _wait(asyncio.run_coroutine_threadsafe(_next(iterator), loop))
+            done, item = run(_next(iterator))
             if done:
                 return
             yield cast(T, item)
     finally:
-        aclose = getattr(iterator, "aclose", None)
-        if aclose is not None:
-            _wait(asyncio.run_coroutine_threadsafe(aclose(), loop))
+        _close_iterator(iterator, run)
+
+
+def _close_iterator(iterator: AsyncIterator[Any], run: _Run) -> None:
+    aclose = getattr(iterator, "aclose", None)
+    if aclose is None:
+        return
+    if run is not _on_background and _running_loop() is not None:
+        # Dropped (not exhausted) and collected while a loop runs on the main thread: the
+        # main loop cannot be re-entered. Its async-generator hook closes the iterator there
+        # once the iterator is collected too (or at exit).
+        return
+    run(aclose())
 
 
 def _iterate_privately(iterator: AsyncIterator[T]) -> Iterator[T]:
@@ -109,19 +226,18 @@ def _iterate_privately(iterator: AsyncIterator[T]) -> Iterator[T]:
     thread.start()
     try:
         while True:
-            future = asyncio.run_coroutine_threadsafe(_next(iterator), loop)
-            done, item = future.result()
+            done, item = _submit(_next(iterator), loop).result()
             if done:
                 return
             yield cast(T, item)
     finally:
         aclose = getattr(iterator, "aclose", None)
         if aclose is not None:
-            asyncio.run_coroutine_threadsafe(aclose(), loop).result()
+            _submit(aclose(), loop).result()
         # Finish async generators and the default executor as `asyncio.run` does, so that
         # resources tied to this loop (e.g. a provider's HTTP client) are closed with it.
-        asyncio.run_coroutine_threadsafe(loop.shutdown_asyncgens(), loop).result()
-        asyncio.run_coroutine_threadsafe(loop.shutdown_default_executor(), loop).result()
+        _submit(loop.shutdown_asyncgens(), loop).result()
+        _submit(loop.shutdown_default_executor(), loop).result()
         loop.call_soon_threadsafe(loop.stop)
         thread.join()
         loop.close()
