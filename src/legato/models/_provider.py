@@ -167,8 +167,12 @@ class LoopClients(Generic[T]):
 def _close_on_loop(
     loop: asyncio.AbstractEventLoop, close: Callable[[Any], Awaitable[None]], client: object
 ) -> None:
-    """Close a client on its own loop, from whatever thread collected its owner."""
-    if loop.is_closed() or not loop.is_running():
+    """Close a client on its own loop, from whatever thread collected its owner.
+
+    A loop that is open but not running now (the main thread's sync loop between calls)
+    runs the closing when it next runs, or when it shuts down.
+    """
+    if loop.is_closed():
         return
 
     def schedule() -> None:

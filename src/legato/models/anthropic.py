@@ -50,6 +50,7 @@ from legato.models._provider import (
     shared_ssl_context,
     transport_error,
 )
+from legato.models._transport import async_transport
 from legato.models.assembly import ResponseAssembler
 from legato.models.dialects import apply_dialect
 
@@ -211,10 +212,16 @@ class AnthropicModel(ProviderModel):
         self.default_max_tokens = default_max_tokens
         key = read_api_key(settings.api_key, env_var="ANTHROPIC_API_KEY", provider="anthropic")
         sdk = require("anthropic", "anthropic", "anthropic")
+        http2 = require("httpx2", "anthropic", "anthropic")
 
         def factory() -> Any:
             timeout = settings.timeout if settings.timeout is not None else 600.0
-            http = sdk.DefaultAsyncHttpxClient(verify=shared_ssl_context(), timeout=timeout)
+            transport = async_transport(
+                http2, verify=shared_ssl_context(), limits=sdk.DEFAULT_CONNECTION_LIMITS
+            )
+            http = sdk.DefaultAsyncHttpxClient(
+                verify=shared_ssl_context(), timeout=timeout, transport=transport
+            )
             return sdk.AsyncAnthropic(
                 http_client=http,
                 api_key=key,

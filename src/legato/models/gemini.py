@@ -53,6 +53,7 @@ from legato.models._provider import (
     require,
     shared_ssl_context,
 )
+from legato.models._transport import async_transport
 from legato.models.assembly import ResponseAssembler
 from legato.models.dialects import apply_dialect
 
@@ -205,7 +206,9 @@ class GeminiModel(ProviderModel):
             options: Obj = {
                 "headers": dict(settings.headers),
                 "httpx_client": http.Client(verify=ssl_context),
-                "httpx_async_client": http.AsyncClient(verify=ssl_context),
+                "httpx_async_client": http.AsyncClient(
+                    verify=ssl_context, transport=async_transport(http, verify=ssl_context)
+                ),
                 "async_client_args": {"ssl": ssl_context},
             }
             if settings.base_url:

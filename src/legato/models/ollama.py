@@ -45,6 +45,7 @@ from legato.models._provider import (
     parse_error,
     shared_ssl_context,
 )
+from legato.models._transport import async_transport
 from legato.models.assembly import ResponseAssembler
 from legato.models.dialects import apply_dialect
 
@@ -155,11 +156,13 @@ class OllamaModel(ProviderModel):
         timeout = settings.timeout if settings.timeout is not None else 600.0
 
         def factory() -> httpx.AsyncClient:
+            ssl_context = shared_ssl_context("httpx")
             return httpx.AsyncClient(
                 base_url=self.base_url,
                 headers=headers,
                 timeout=timeout,
-                verify=shared_ssl_context("httpx"),
+                verify=ssl_context,
+                transport=async_transport(httpx, verify=ssl_context),
             )
 
         async def close(client: httpx.AsyncClient) -> None:

@@ -12,6 +12,7 @@ Per-server differences (base URL, key variable, quirks) live in a `ServerProfile
 
 from __future__ import annotations
 
+import functools
 from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -37,17 +38,16 @@ from legato.models._openai_common import (
     make_clients,
     map_openai_error,
     merge_body,
+    openai_post,
     openai_usage,
 )
-from legato.models._provider import ProviderModel, ProviderSettings, sdk_call_arguments
+from legato.models._provider import ProviderModel, ProviderSettings
 from legato.models.assembly import ResponseAssembler
 from legato.models.dialects import apply_dialect
 
 __all__ = ["OPENAI", "OpenAIChatModel", "ServerProfile", "chat_messages", "from_name"]
 
 Obj = dict[str, Any]
-_TYPED = ("model", "messages", "stream")
-"""Body fields also passed as the SDK method's own arguments."""
 
 _FINISH: dict[str, StopReason] = {
     "stop": StopReason.END_TURN,
@@ -265,21 +265,34 @@ class OpenAIChatModel(ProviderModel):
             chat_body(request, model=self.model, server=self.server, stream=stream),
             self.settings.extra_body,
         )
-        headers = dict(request.settings.extra_headers or {})
+        headers = request.settings.extra_headers
         if request.settings.extra_body:
             body.update(request.settings.extra_body)
-        options: Obj = {"extra_headers": headers} if headers else {}
-        if request.settings.timeout is not None:
-            options["timeout"] = request.settings.timeout
-        create = client.chat.completions.create
+        completion_type, chunk_stream = _sdk_types()
         assembler = ResponseAssembler(provider=self.provider)
         state = _State()
         if not stream:
-            completion = await create(**sdk_call_arguments(body, typed=_TYPED, **options))
+            completion = await openai_post(
+                client,
+                "/chat/completions",
+                body,
+                cast_to=completion_type,
+                stream_cls=None,
+                headers=headers,
+                request_timeout=request.settings.timeout,
+            )
             for event in self._translate(self._whole, completion, assembler, state):
                 yield event
         else:
-            chunks = await create(**sdk_call_arguments(body, typed=_TYPED, **options))
+            chunks = await openai_post(
+                client,
+                "/chat/completions",
+                body,
+                cast_to=completion_type,
+                stream_cls=chunk_stream,
+                headers=headers,
+                request_timeout=request.settings.timeout,
+            )
             try:
                 async for chunk in chunks:
                     for event in self._translate(self._chunk, chunk, assembler, state):
@@ -376,6 +389,15 @@ def _feed(assembler: ResponseAssembler, delta: Any, *, streamed: bool) -> list[M
             )
         )
     return [e for e in events if e is not None]
+
+
+@functools.cache
+def _sdk_types() -> tuple[type[Any], type[Any]]:
+    """The SDK's completion type and its stream of chunks (imported on first use)."""
+    from openai import AsyncStream
+    from openai.types.chat import ChatCompletion, ChatCompletionChunk
+
+    return ChatCompletion, AsyncStream[ChatCompletionChunk]
 
 
 def from_name(model: str) -> OpenAIChatModel:

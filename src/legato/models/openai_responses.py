@@ -9,6 +9,7 @@ model = OpenAIResponsesModel("gpt-4.1-mini")  # key from OPENAI_API_KEY
 
 from __future__ import annotations
 
+import functools
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import Any, cast
@@ -35,9 +36,10 @@ from legato.models._openai_common import (
     make_clients,
     map_openai_error,
     merge_body,
+    openai_post,
     openai_usage,
 )
-from legato.models._provider import ProviderModel, ProviderSettings, sdk_call_arguments
+from legato.models._provider import ProviderModel, ProviderSettings
 from legato.models.assembly import ResponseAssembler
 from legato.models.dialects import apply_dialect
 
@@ -45,8 +47,6 @@ __all__ = ["OpenAIResponsesModel", "from_name", "responses_input"]
 
 Obj = dict[str, Any]
 _REASONING_IDS = "openai_reasoning_ids"
-_TYPED = ("model", "stream")
-"""Body fields also passed as the SDK method's own arguments."""
 
 PROFILE = ModelProfile(
     native_structured_output=True, supports_documents=True, supports_thinking=True
@@ -204,23 +204,31 @@ class OpenAIResponsesModel(ProviderModel):
         )
         if request.settings.extra_body:
             body.update(request.settings.extra_body)
-        options: Obj = {}
-        if request.settings.extra_headers:
-            options["extra_headers"] = dict(request.settings.extra_headers)
-        if request.settings.timeout is not None:
-            options["timeout"] = request.settings.timeout
+        response_type, event_stream = _sdk_types()
         assembler = ResponseAssembler(provider="openai")
         state = _State()
         if not stream:
-            response = await client.responses.create(
-                **sdk_call_arguments(body, typed=_TYPED, **options)
+            response = await openai_post(
+                client,
+                "/responses",
+                body,
+                cast_to=response_type,
+                stream_cls=None,
+                headers=request.settings.extra_headers,
+                request_timeout=request.settings.timeout,
             )
             state.response = response
             for event in self._translate(self._items, response.output, assembler):
                 yield event
         else:
-            events = await client.responses.create(
-                **sdk_call_arguments(body, typed=_TYPED, **options)
+            events = await openai_post(
+                client,
+                "/responses",
+                body,
+                cast_to=response_type,
+                stream_cls=event_stream,
+                headers=request.settings.extra_headers,
+                request_timeout=request.settings.timeout,
             )
             try:
                 async for event in events:
@@ -343,3 +351,12 @@ class OpenAIResponsesModel(ProviderModel):
 def from_name(model: str) -> OpenAIResponsesModel:
     """The `openai:` provider: OpenAI's Responses API."""
     return OpenAIResponsesModel(model)
+
+
+@functools.cache
+def _sdk_types() -> tuple[type[Any], type[Any]]:
+    """The SDK's response type and its stream of events (imported on first use)."""
+    from openai import AsyncStream
+    from openai.types.responses import Response, ResponseStreamEvent
+
+    return Response, AsyncStream[ResponseStreamEvent]
