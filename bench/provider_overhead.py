@@ -2,7 +2,8 @@
 
 Run: `python bench/provider_overhead.py [rounds]`. One "run" is what an agent does for
 "weather in Paris?": a model call that asks for a tool, the tool call, and a second model
-call that answers. legato runs it as `Agent.run_sync` / `await Agent.run`; the baseline
+call that answers. legato runs it as `Agent.run_sync` (from the main thread, and from a
+worker thread) / `await Agent.run`; the baseline
 makes the same two calls by hand with the official `openai` SDK (sync `OpenAI` or
 `AsyncOpenAI`), runs the tool, and parses the answer. Both are timed in the same process,
 alternating, against the same simulator, streaming and not. Also: the time legato adds per
@@ -12,6 +13,7 @@ streamed chunk. Prints figures; asserts nothing.
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import gc
 import json
 import os
@@ -19,6 +21,7 @@ import platform
 import statistics
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Awaitable, Callable
 from typing import Any
@@ -207,51 +210,36 @@ def _report(label: str, ours: list[Sample], raw: list[Sample], target: float) ->
     )
 
 
-class _PrivateLoop:
-    """A loop in a background thread: how `run_sync` could run (it uses `asyncio.run` today)."""
+def bench_sync(url: str, rounds: int, *, stream: bool, in_worker: bool = False) -> None:
+    """`run_sync` against the sync SDK; `in_worker`: both called from a worker thread.
 
-    def __init__(self) -> None:
-        import threading
-
-        self.loop = asyncio.new_event_loop()
-        self.thread = threading.Thread(target=self.loop.run_forever, daemon=True)
-        self.thread.start()
-
-    def run(self, coro: Any) -> Any:
-        return asyncio.run_coroutine_threadsafe(coro, self.loop).result()
-
-    def close(self) -> None:
-        self.loop.call_soon_threadsafe(self.loop.stop)
-        self.thread.join()
-
-
-def bench_sync(url: str, rounds: int, *, stream: bool, private_loop: bool = False) -> None:
+    On the main thread `run_sync` drives its own long-lived loop; from any other thread it
+    hands the run to the background loop thread and waits.
+    """
+    if in_worker:
+        with concurrent.futures.ThreadPoolExecutor(max_workers=1) as pool:
+            pool.submit(bench_sync, url, rounds, stream=stream).result()
+        return
     settings = ProviderSettings(stream=stream, retry=RetryPolicy(max_attempts=1))
     agent = Agent(
         OpenAIChatModel("gpt-4o", base_url=f"{url}/v1", api_key="sk-bench", settings=settings),
         tools=[get_weather],
     )
-    private = _PrivateLoop() if private_loop else None
-
-    def run_sync() -> object:
-        return private.run(agent.run(PROMPT)) if private else agent.run_sync(PROMPT)
-
     with openai.OpenAI(base_url=f"{url}/v1", api_key="sk-bench", max_retries=0) as client:
         for _ in range(20):  # warm both paths
             raw_sync(client, stream=stream)
-            run_sync()
+            agent.run_sync(PROMPT)
         ours: list[Sample] = []
         raw: list[Sample] = []
         for i in range(rounds):
             pair = [
-                lambda: ours.append(_time_sync(run_sync)),
+                lambda: ours.append(_time_sync(lambda: agent.run_sync(PROMPT))),
                 lambda: raw.append(_time_sync(lambda: raw_sync(client, stream=stream))),
             ]
             for step in pair if i % 2 else reversed(pair):
                 step()
-    if private is not None:
-        private.close()
-    how = " (private loop)" if private_loop else ""
+    where = "worker thread" if threading.current_thread() is not threading.main_thread() else ""
+    how = f" ({where})" if where else ""
     _report(f"sync{how}, {'streaming' if stream else 'non-streaming'}", ours, raw, 1.10)
 
 
@@ -360,7 +348,7 @@ def main() -> None:
         for stream in (False, True):
             bench_sync(url, rounds, stream=stream)
         for stream in (False, True):
-            bench_sync(url, rounds, stream=stream, private_loop=True)
+            bench_sync(url, rounds, stream=stream, in_worker=True)
         for stream in (False, True):
             asyncio.run(bench_async(url, rounds, stream=stream))
         asyncio.run(bench_chunks(url, max(5, rounds // 20)))

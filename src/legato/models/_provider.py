@@ -120,9 +120,10 @@ class LoopClients(Generic[T]):
     """One async client per running event loop, closed when that loop shuts down.
 
     Async HTTP clients hold connections bound to the loop that opened them; `run_sync` may
-    run on its background loop while other code runs on its own. A small async generator
-    registered on each loop closes the client during the loop's `shutdown_asyncgens` (which
-    `asyncio.run` calls); a model dropped while its loop lives on has its client closed there.
+    run on the main thread's loop or the background one while other code runs on its own.
+    A small async generator registered on each loop closes the client during the loop's
+    `shutdown_asyncgens` (which `asyncio.run` and the sync facade's exit call); a model
+    dropped while its loop lives on has its client closed there.
     """
 
     def __init__(self, factory: Callable[[], T], close: Callable[[T], Awaitable[None]]) -> None:
