@@ -3,11 +3,11 @@
 Run: `python bench/provider_overhead.py [rounds]`. One "run" is what an agent does for
 "weather in Paris?": a model call that asks for a tool, the tool call, and a second model
 call that answers. legato runs it as `Agent.run_sync` (from the main thread, and from a
-worker thread) / `await Agent.run`; the baseline
-makes the same two calls by hand with the official `openai` SDK (sync `OpenAI` or
-`AsyncOpenAI`), runs the tool, and parses the answer. Both are timed in the same process,
-alternating, against the same simulator, streaming and not. Also: the time legato adds per
-streamed chunk. Prints figures; asserts nothing.
+worker thread) and as `await Agent.run`; the baseline makes the same two calls by hand with
+the official `openai` SDK (sync `OpenAI` or `AsyncOpenAI`), runs the tool, and parses the
+answer. Both are timed in the same process, alternating, against the same simulator,
+streaming and not. Also: the time legato adds per streamed chunk. Prints figures; asserts
+nothing.
 """
 
 from __future__ import annotations
