@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import socket
 import ssl
 from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
@@ -142,6 +143,14 @@ async def test_requests_share_one_kept_alive_connection(server: Server) -> None:
     assert server.connections == 1
 
 
+async def test_socket_options_reach_the_socket(server: Server) -> None:
+    keepalive = (socket.SOL_SOCKET, socket.SO_KEEPALIVE, 1)
+    async with _client(socket_options=[keepalive]) as client:
+        response = await client.get(f"{server.url}/ok")
+        sock = response.extensions["network_stream"].get_extra_info("socket")
+        assert sock.getsockopt(socket.SOL_SOCKET, socket.SO_KEEPALIVE) == 1
+
+
 async def test_a_large_body_arrives_whole_with_reading_paused_and_resumed(server: Server) -> None:
     async with _client() as client, client.stream("GET", f"{server.url}/big") as response:
         received = 0
@@ -171,7 +180,7 @@ async def test_a_body_cut_short_is_an_error_not_a_short_answer(server: Server) -
 
 
 async def test_a_refused_connection_is_a_connect_error() -> None:
-    with contextlib.closing(__import__("socket").socket()) as sock:
+    with contextlib.closing(socket.socket()) as sock:
         sock.bind(("127.0.0.1", 0))
         port = sock.getsockname()[1]  # bound, never listening: refused
         async with _client() as client:

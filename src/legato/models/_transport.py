@@ -21,7 +21,7 @@ import asyncio
 import importlib
 import socket
 import ssl
-from collections.abc import Iterable
+from collections.abc import Awaitable, Callable, Iterable
 from types import ModuleType
 from typing import Any, cast
 
@@ -256,23 +256,18 @@ class AsyncioBackend:
         socket_options: Iterable[Any] | None = None,
     ) -> AsyncioStream:
         loop = asyncio.get_running_loop()
-        conn = _Connection(self._core)
-        try:
-            async with asyncio.timeout(timeout):
-                await loop.create_connection(
-                    lambda: conn,
-                    host,
-                    port,
-                    local_addr=(local_address, 0) if local_address else None,
-                    happy_eyeballs_delay=0.25,
-                )
-        except TimeoutError as exc:
-            msg = f"no connection to {host}:{port} in time"
-            raise self._core.ConnectTimeout(msg) from exc
-        except OSError as exc:
-            raise self._core.ConnectError(str(exc)) from exc
-        _apply(conn, socket_options)
-        return AsyncioStream(conn)
+        return await self._connect(
+            lambda conn: loop.create_connection(
+                lambda: conn,
+                host,
+                port,
+                local_addr=(local_address, 0) if local_address else None,
+                happy_eyeballs_delay=0.25,
+            ),
+            f"{host}:{port}",
+            timeout,
+            socket_options,
+        )
 
     async def connect_unix_socket(
         self,
@@ -281,29 +276,38 @@ class AsyncioBackend:
         socket_options: Iterable[Any] | None = None,
     ) -> AsyncioStream:
         loop = asyncio.get_running_loop()
+        return await self._connect(
+            lambda conn: loop.create_unix_connection(lambda: conn, path),
+            path,
+            timeout,
+            socket_options,
+        )
+
+    async def _connect(
+        self,
+        connect: Callable[[_Connection], Awaitable[object]],
+        where: str,
+        timeout: float | None,
+        socket_options: Iterable[Any] | None,
+    ) -> AsyncioStream:
         conn = _Connection(self._core)
         try:
             async with asyncio.timeout(timeout):
-                await loop.create_unix_connection(lambda: conn, path)
+                await connect(conn)
         except TimeoutError as exc:
-            msg = f"no connection to {path} in time"
+            msg = f"no connection to {where} in time"
             raise self._core.ConnectTimeout(msg) from exc
         except OSError as exc:
             raise self._core.ConnectError(str(exc)) from exc
-        _apply(conn, socket_options)
+        if socket_options and conn.transport is not None:
+            sock: socket.socket | None = conn.transport.get_extra_info("socket")
+            if sock is not None:
+                for option in socket_options:
+                    sock.setsockopt(*option)
         return AsyncioStream(conn)
 
     async def sleep(self, seconds: float) -> None:
         await asyncio.sleep(seconds)
-
-
-def _apply(conn: _Connection, options: Iterable[Any] | None) -> None:
-    if not options or conn.transport is None:
-        return
-    sock: socket.socket | None = conn.transport.get_extra_info("socket")
-    if sock is not None:
-        for option in options:
-            sock.setsockopt(*option)
 
 
 def async_transport(http: ModuleType, **kwargs: Any) -> Any:

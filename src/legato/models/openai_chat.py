@@ -271,28 +271,20 @@ class OpenAIChatModel(ProviderModel):
         completion_type, chunk_stream = _sdk_types()
         assembler = ResponseAssembler(provider=self.provider)
         state = _State()
+        answer = await openai_post(
+            client,
+            "/chat/completions",
+            body,
+            cast_to=completion_type,
+            stream_cls=chunk_stream if stream else None,
+            headers=headers,
+            request_timeout=request.settings.timeout,
+        )
         if not stream:
-            completion = await openai_post(
-                client,
-                "/chat/completions",
-                body,
-                cast_to=completion_type,
-                stream_cls=None,
-                headers=headers,
-                request_timeout=request.settings.timeout,
-            )
-            for event in self._translate(self._whole, completion, assembler, state):
+            for event in self._translate(self._whole, answer, assembler, state):
                 yield event
         else:
-            chunks = await openai_post(
-                client,
-                "/chat/completions",
-                body,
-                cast_to=completion_type,
-                stream_cls=chunk_stream,
-                headers=headers,
-                request_timeout=request.settings.timeout,
-            )
+            chunks = answer
             try:
                 async for chunk in chunks:
                     for event in self._translate(self._chunk, chunk, assembler, state):

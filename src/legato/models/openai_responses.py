@@ -207,29 +207,21 @@ class OpenAIResponsesModel(ProviderModel):
         response_type, event_stream = _sdk_types()
         assembler = ResponseAssembler(provider="openai")
         state = _State()
+        answer = await openai_post(
+            client,
+            "/responses",
+            body,
+            cast_to=response_type,
+            stream_cls=event_stream if stream else None,
+            headers=request.settings.extra_headers,
+            request_timeout=request.settings.timeout,
+        )
         if not stream:
-            response = await openai_post(
-                client,
-                "/responses",
-                body,
-                cast_to=response_type,
-                stream_cls=None,
-                headers=request.settings.extra_headers,
-                request_timeout=request.settings.timeout,
-            )
-            state.response = response
-            for event in self._translate(self._items, response.output, assembler):
+            state.response = answer
+            for event in self._translate(self._items, answer.output, assembler):
                 yield event
         else:
-            events = await openai_post(
-                client,
-                "/responses",
-                body,
-                cast_to=response_type,
-                stream_cls=event_stream,
-                headers=request.settings.extra_headers,
-                request_timeout=request.settings.timeout,
-            )
+            events = answer
             try:
                 async for event in events:
                     state.seen = True
