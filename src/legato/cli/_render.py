@@ -184,7 +184,8 @@ def render_event(console: Console, event: RunEvent) -> None:
             inner = event.event
             if not isinstance(inner, TextDelta | ThinkingDelta | ToolCallDelta):
                 console.print(
-                    f"[blue]{'  ' * event.lineage.depth}[{escape(event.lineage.agent)}][/]", end=" "
+                    f"[blue]{'  ' * event.lineage.depth}\\[{escape(event.lineage.agent)}][/]",
+                    end=" ",
                 )
                 render_event(console, inner)
         case _:
