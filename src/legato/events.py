@@ -6,9 +6,11 @@ JSON lines (`Journal.to_jsonl`) and loads back exactly (`Journal.from_jsonl`), s
 can be inspected, replayed without calling any model or tool (`legato.run.replay`), or
 continued.
 
-`agent.stream()` yields the journal events as they are appended, interleaved with the
-model's `TextDelta` / `ThinkingDelta` / `ToolCallDelta` events, which are not journaled
-(the complete response is, in `ModelResponded`).
+`agent.stream()` yields the journal events as they are appended, interleaved with
+events that are not journaled: the model's `TextDelta` / `ThinkingDelta` /
+`ToolCallDelta` (the complete response is, in `ModelResponded`), the `ToolProgress` of
+tool calls in flight (their results are, in `ToolCallFinished`), and a child run's
+events wrapped in `ChildEvent` (the child's own journal has them).
 """
 
 from __future__ import annotations
@@ -68,6 +70,7 @@ __all__ = [
     "ToolCallFinished",
     "ToolCallStarted",
     "ToolOutcome",
+    "ToolProgress",
     "UserPrompt",
     "is_journal_event",
 ]
@@ -160,6 +163,42 @@ class ToolCallFinished:
     outcome: ToolOutcome = "ok"
     duration: float = 0.0
     kind: Literal["tool_call_finished"] = "tool_call_finished"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ToolProgress:
+    """A tool call in flight reported how far it got (stream-only: never journaled).
+
+    A tool reports with `RunContext.report_progress`; an MCP tool's progress
+    notifications arrive the same way. For one call, every `ToolProgress` comes after its
+    `ToolCallStarted` and before its `ToolCallFinished`. Updates are coalesced to at
+    most one event per call every 0.1 seconds (the newest update wins; the last one
+    before the call ends is always streamed). Replaying or resuming a run never needs
+    them: the call's result is in `ToolCallFinished`.
+    """
+
+    run_id: str
+    """The run whose tool call reports (a child run's id inside a `ChildEvent`)."""
+    step: int
+    """The model step that issued the call."""
+    call_id: str
+    """The tool call's id, as in its `ToolCallStarted`."""
+    tool: str
+    """The tool's name."""
+    progress: float
+    """How far the call got, in units of its choosing (MCP: increases with each update)."""
+    total: float | None = None
+    """The value `progress` reaches when done, when the tool knows it."""
+    message: str | None = None
+    """What the tool is doing now, for people."""
+    kind: Literal["tool_progress"] = "tool_progress"
+
+    @property
+    def fraction(self) -> float | None:
+        """`progress / total` (e.g. 0.4 for 40%), when the total is known and positive."""
+        if self.total is None or self.total <= 0:
+            return None
+        return self.progress / self.total
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -552,12 +591,15 @@ AnyJournalEvent: TypeAlias = (
 JournalEvent: TypeAlias = Annotated[AnyJournalEvent, Field(discriminator="kind")]
 """Any event that is recorded in a journal, tagged by `kind` for JSON."""
 
-RunEvent: TypeAlias = AnyJournalEvent | TextDelta | ThinkingDelta | ToolCallDelta | ChildEvent
+RunEvent: TypeAlias = (
+    AnyJournalEvent | TextDelta | ThinkingDelta | ToolCallDelta | ToolProgress | ChildEvent
+)
 """Anything `agent.stream()` yields."""
 
 
 JOURNAL_EVENT_TYPES: tuple[type, ...] = get_args(AnyJournalEvent)
-"""The classes of the events that are journaled (the others are stream-only deltas)."""
+"""The classes of the events that are journaled (the others are stream-only: deltas,
+tool progress, child events)."""
 
 
 def is_journal_event(event: RunEvent) -> TypeIs[AnyJournalEvent]:

@@ -57,3 +57,26 @@ def test_bad_inputs_give_clear_errors(tmp_path: Path) -> None:
         load_object("surely_not_a_module_xyz:thing")
     with pytest.raises(ConfigurationError, match="no attribute"):
         load_object("json:nothing_here")
+
+
+def test_streamed_progress_renders_as_one_line_per_event() -> None:
+    import io
+
+    from rich.console import Console
+
+    from legato.cli._render import render_event
+    from legato.events import ChildEvent, Lineage, ToolProgress
+
+    out = io.StringIO()
+    console = Console(file=out, width=200, no_color=True)
+    progress = ToolProgress(
+        run_id="r", step=1, call_id="c", tool="crawl", progress=2, total=5, message="page b"
+    )
+    render_event(console, progress)
+    render_event(console, ToolProgress(run_id="r", step=1, call_id="c", tool="crawl", progress=7))
+    lineage = Lineage(run_id="k", parent_run_id="r", parent_step=1, parent_call_id="c", agent="kid")
+    render_event(console, ChildEvent(lineage=lineage, event=progress))
+    lines = out.getvalue().splitlines()
+    assert lines[0].strip() == "… crawl 40% (2/5): page b"
+    assert lines[1].strip() == "… crawl 7"
+    assert lines[2].startswith("  [kid]") and lines[2].endswith("crawl 40% (2/5): page b")

@@ -37,6 +37,7 @@ from legato.events import (
     ToolCallFinished,
     ToolCallRefused,
     ToolCallStarted,
+    ToolProgress,
     UserPrompt,
 )
 
@@ -112,6 +113,16 @@ def _spawn_line(event: SpawnStarted | SpawnFinished | ContextSliced | SpawnDecid
             )
 
 
+def progress_text(event: ToolProgress) -> str:
+    """`crawl 40% (2/5): fetched b`: a tool call's progress on one line."""
+    fraction = event.fraction
+    amount = f"{event.progress:g}" if event.total is None else f"{event.progress:g}/{event.total:g}"
+    if fraction is not None:
+        amount = f"{fraction:.0%} ({amount})"
+    text = f"{event.tool} {amount}"
+    return f"{text}: {_short(event.message)}" if event.message else text
+
+
 def gate_line(event: RunEvent) -> str:
     """One line for an event of the effect gate (admission, approval, cancel, hook)."""
     match event:
@@ -155,6 +166,8 @@ def render_event(console: Console, event: RunEvent) -> None:
                 f"[{style}]← {escape(event.call.name)} {escape('[' + event.outcome + ']')}[/] {text}",
                 highlight=False,
             )
+        case ToolProgress():
+            console.print(f"[dim]  … {escape(progress_text(event))}[/]", highlight=False)
         case RunFinished():
             cost = f", ${event.cost:.6f}" if event.cost is not None else ""
             u = event.usage
@@ -171,7 +184,8 @@ def render_event(console: Console, event: RunEvent) -> None:
             inner = event.event
             if not isinstance(inner, TextDelta | ThinkingDelta | ToolCallDelta):
                 console.print(
-                    f"[blue]{'  ' * event.lineage.depth}[{escape(event.lineage.agent)}][/]", end=" "
+                    f"[blue]{'  ' * event.lineage.depth}\\[{escape(event.lineage.agent)}][/]",
+                    end=" ",
                 )
                 render_event(console, inner)
         case _:

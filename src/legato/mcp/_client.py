@@ -146,7 +146,8 @@ class MCPClient:
         elicitation: Answers the server's elicitation requests (default: refused).
         roots: Directories exposed to the server as roots: paths, or objects with a
             `root` path attribute (e.g. the agent's workspace).
-        on_progress: Receives progress updates of tool calls.
+        on_progress: Receives progress updates of tool calls (in a run they also reach
+            the run's stream as `ToolProgress` events, with or without this callback).
 
     A tool listing that is not valid MCP (e.g. an `inputSchema` that is not an object
     schema) raises `MCPProtocolError`; a valid tool legato cannot use is left out and
@@ -462,7 +463,7 @@ class MCPClient:
             )
             raise ToolError(msg)
         try:
-            result = await self.call_tool(mcp_name, arguments, tool_call_id=ctx.tool_call_id)
+            result = await self._call(mcp_name, arguments, None, ctx.tool_call_id, ctx)
         except MCPError as exc:
             raise ToolError(str(exc)) from exc
         if result.is_error:
@@ -484,7 +485,17 @@ class MCPClient:
         `MCPConnectionError` (the server died; the next request reconnects) or
         `MCPRequestFailed` (e.g. an unknown tool).
         """
-        progress = self._progress_callback(name, tool_call_id)
+        return await self._call(name, arguments, request_timeout, tool_call_id, None)
+
+    async def _call(
+        self,
+        name: str,
+        arguments: Mapping[str, Any] | None,
+        request_timeout: float | None,
+        tool_call_id: str | None,
+        ctx: RunContext[Any] | None,
+    ) -> ToolCallResult:
+        progress = self._progress_callback(name, tool_call_id, ctx)
         wait = request_timeout if request_timeout is not None else self.timeout
         result = await self._request(
             f"tools/call {name!r}",
@@ -499,13 +510,28 @@ class MCPClient:
             is_error=bool(result.is_error),
         )
 
-    def _progress_callback(self, name: str, tool_call_id: str | None) -> Any:
+    def _progress_callback(
+        self, name: str, tool_call_id: str | None, ctx: RunContext[Any] | None
+    ) -> Any:
+        """The SDK's progress callback: the run's stream (via `ctx`) and `on_progress`.
+
+        None when neither wants progress: the request then carries no progress token, so
+        the server sends none.
+        """
         handler = self._on_progress
-        if handler is None:
+        run = ctx if ctx is not None and ctx.scope is not None else None
+        if handler is None and run is None:
             return None
         server = self._name
 
         async def on_progress(progress: float, total: float | None, message: str | None) -> None:
+            if run is not None:  # first, synchronously: notifications keep their order
+                try:
+                    run.report_progress(progress, total, message)
+                except ToolError as exc:
+                    logger.warning("MCP server %r sent unusable progress: %s", server, exc)
+            if handler is None:
+                return
             update = ProgressUpdate(
                 server=server,
                 tool=name,

@@ -1,4 +1,15 @@
-"""`Scope`: the run's side channel for events raised inside tools, and the tasks it owns."""
+"""`Scope`: the run's side channel for events raised inside tools, and the tasks it owns.
+
+Tool progress goes through it too (`RunContext.report_progress`, MCP progress
+notifications). Progress is stream-only and bounded to the call's flight: the executor
+opens a call's window before the call runs and closes it before the call's result is
+returned, so every `ToolProgress` of a call is queued after its `ToolCallStarted` and
+before its `ToolCallFinished`; an update outside the window is dropped. Within the window,
+updates are coalesced: at most one event per call every `progress_interval` seconds,
+the first at once, later ones held (the newest replaces the held one) until the interval
+has passed; a held update is streamed when the call returns, and dropped when the call is
+cancelled.
+"""
 
 from __future__ import annotations
 
@@ -8,11 +19,25 @@ import contextlib
 from collections.abc import AsyncIterator, Callable, Coroutine, Iterable
 from typing import Any, TypeVar
 
-from legato.events import JournalEvent, RunEvent, is_journal_event
+from legato.events import JournalEvent, RunEvent, ToolProgress, is_journal_event
 
 __all__ = ["Scope"]
 
 T = TypeVar("T")
+
+
+class _Flight:
+    """The progress window of one tool call in flight."""
+
+    __slots__ = ("held", "loop", "sent_at", "timer")
+
+    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+        self.loop = loop
+        self.sent_at: float | None = None
+        """Loop time of the last update streamed."""
+        self.held: ToolProgress | None = None
+        """The newest update not streamed yet (it came too soon after the last one)."""
+        self.timer: asyncio.TimerHandle | None = None
 
 
 class Scope:
@@ -23,15 +48,36 @@ class Scope:
     someone else (the effect gate) recorded.
     """
 
-    __slots__ = ("_events", "_record", "_tasks", "_wake", "last_yielded")
+    __slots__ = (
+        "_events",
+        "_flights",
+        "_record",
+        "_tasks",
+        "_wake",
+        "last_yielded",
+        "progress_interval",
+    )
 
-    def __init__(self, record: Callable[[JournalEvent], object] | None = None) -> None:
+    PROGRESS_INTERVAL = 0.1
+    """Default seconds between two progress events of one call (0: every update)."""
+
+    def __init__(
+        self,
+        record: Callable[[JournalEvent], object] | None = None,
+        *,
+        progress_interval: float | None = None,
+    ) -> None:
         self._events: collections.deque[RunEvent] = collections.deque()
         self._wake = asyncio.Event()
         self._tasks: set[asyncio.Task[Any]] = set()
         self._record = record
+        self._flights: dict[str, _Flight] = {}
         self.last_yielded: RunEvent | None = None
         """The event `wait` yielded last: events still queued were recorded after it."""
+        self.progress_interval = (
+            self.PROGRESS_INTERVAL if progress_interval is None else progress_interval
+        )
+        """Seconds between two progress events of one call (0: every update)."""
 
     def emit(self, event: RunEvent) -> None:
         """Record a journal event in the run's journal now, and queue it for the stream."""
@@ -43,6 +89,64 @@ class Scope:
         """Queue an event that is already journaled (or never is) for the stream."""
         self._events.append(event)
         self._wake.set()
+
+    # -- tool progress (stream-only) --------------------------------------------------------
+
+    def open_call(self, call_id: str) -> None:
+        """A call starts running: its progress is streamed from now on."""
+        self._flights[call_id] = _Flight(asyncio.get_running_loop())
+
+    def close_call(self, call_id: str, *, flush: bool) -> None:
+        """A call stopped running: stream its held update (`flush`) or drop it."""
+        flight = self._flights.pop(call_id, None)
+        if flight is None:
+            return
+        if flight.timer is not None:
+            flight.timer.cancel()
+        if flush and flight.held is not None:
+            self.publish(flight.held)
+
+    def progress(self, event: ToolProgress) -> None:
+        """Stream a call's progress, coalesced; dropped unless the call is in flight.
+
+        Safe from any thread: off the run's loop (a sync tool in its worker thread) the
+        update is handed to the loop, in order.
+        """
+        flight = self._flights.get(event.call_id)
+        if flight is None:
+            return
+        try:
+            here = asyncio.get_running_loop() is flight.loop
+        except RuntimeError:
+            here = False
+        if here:
+            self._progress(event)
+        else:
+            flight.loop.call_soon_threadsafe(self._progress, event)
+
+    def _progress(self, event: ToolProgress) -> None:
+        flight = self._flights.get(event.call_id)
+        if flight is None:  # the call ended while the update was on its way
+            return
+        now = flight.loop.time()
+        due = now if flight.sent_at is None else flight.sent_at + self.progress_interval
+        if flight.held is None and due <= now:
+            flight.sent_at = now
+            self.publish(event)
+            return
+        flight.held = event
+        if flight.timer is None:
+            flight.timer = flight.loop.call_at(due, self._release, event.call_id)
+
+    def _release(self, call_id: str) -> None:
+        flight = self._flights.get(call_id)
+        if flight is None:
+            return
+        flight.timer = None
+        if flight.held is not None:
+            flight.sent_at = flight.loop.time()
+            self.publish(flight.held)
+            flight.held = None
 
     def start_task(self, coro: Coroutine[Any, Any, Any], *, name: str) -> asyncio.Task[Any]:
         """Start a task the run owns until it ends."""

@@ -270,7 +270,7 @@ class ToolExecutor:
         `special` holds results decided without running anything (the output tool,
         skipped calls); they are reported in their place in the order. Events the gate
         records and the tools emit through the run's scope (a sub-agent's stream, an
-        approval request) are yielded while waiting.
+        approval request, a call's progress) are yielded while waiting.
         """
         from legato.effects import reap
 
@@ -294,7 +294,7 @@ class ToolExecutor:
                     reported = upto
                 for call in group:
                     yield record(ToolCallStarted(step=step, call=call))
-                    tasks[call.id] = asyncio.create_task(self.run_call(call, context(call)))
+                    tasks[call.id] = asyncio.create_task(self._flight(call, context(call), scope))
                 if sequential:
                     async for event in scope.wait([tasks[group[0].id]]):
                         yield event
@@ -302,6 +302,21 @@ class ToolExecutor:
                 yield event
         finally:
             await reap(tasks.values())
+
+    async def _flight(self, call: ToolCallPart, ctx: RunContext[Any], scope: Scope) -> CallResult:
+        """Run a call within its progress window (see `Scope.open_call`).
+
+        The window closes before the result is returned, so the call's progress is queued
+        before its finish; a cancelled call's held update is dropped.
+        """
+        scope.open_call(call.id)
+        returned = False
+        try:
+            done = await self.run_call(call, ctx)
+            returned = True
+            return done
+        finally:
+            scope.close_call(call.id, flush=returned)
 
     async def _finish(
         self,

@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import asyncio
+import math
 from collections.abc import Coroutine, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Generic, Protocol
+from typing import Any, Generic, Protocol, cast
 
 from typing_extensions import TypeVar
 
+from legato.events import ToolProgress
+from legato.exceptions import ToolError
 from legato.messages import Message, Usage
 from legato.tools._contract import StateAccess
 
@@ -30,6 +33,13 @@ class RunScope(Protocol):
 
     def start_task(self, coro: Coroutine[Any, Any, Any], *, name: str) -> asyncio.Task[Any]:
         """Start a task owned by the run: it is cancelled and awaited when the run ends."""
+        ...
+
+    def progress(self, event: ToolProgress) -> None:
+        """Stream a call's progress (not journaled); callable from any thread.
+
+        Dropped unless the call is in flight; coalesced when updates come too fast.
+        """
         ...
 
 
@@ -61,3 +71,57 @@ class RunContext(Generic[DepsT]):
     state: StateAccess | None = None
     """The run's verified state: a draft the tool may write when it has a contract, a
     read-only snapshot otherwise; None when the agent has no state."""
+
+    def report_progress(
+        self, progress: float, total: float | None = None, message: str | None = None
+    ) -> None:
+        """Tell whoever streams the run how far this call got (a `ToolProgress` event).
+
+        ```python
+        @tool
+        async def crawl(ctx: RunContext, urls: list[str]) -> int:
+            for done, url in enumerate(urls, start=1):
+                await fetch(url)
+                ctx.report_progress(done, len(urls), f"fetched {url}")
+            return len(urls)
+        ```
+
+        A plain call, not a coroutine: it only queues the event, so async tools and sync
+        tools (which run in a worker thread) use it alike. Nothing is journaled, and the
+        call's result does not depend on it. Outside a run (no scope) it does nothing.
+        Updates are coalesced to one event per call every 0.1 s, the newest winning;
+        the last update before the call returns is always streamed.
+
+        Raises:
+            ToolError: `progress` or `total` is not a finite number, or `message` is not
+                a string.
+        """
+        _check_number("progress", progress)
+        if total is not None:
+            _check_number("total", total)
+        if not isinstance(cast(object, message), str | None):
+            msg = f"report_progress: message must be a string, got {type(message).__name__}"
+            raise ToolError(msg)
+        scope = self.scope
+        if scope is None or self.tool_call_id is None:
+            return
+        scope.progress(
+            ToolProgress(
+                run_id=self.run_id,
+                step=self.step,
+                call_id=self.tool_call_id,
+                tool=self.tool_name or "",
+                progress=float(progress),
+                total=None if total is None else float(total),
+                message=message,
+            )
+        )
+
+
+def _check_number(name: str, value: object) -> None:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        msg = f"report_progress: {name} must be a number, got {value!r}"
+        raise ToolError(msg)
+    if not math.isfinite(value):
+        msg = f"report_progress: {name} must be a finite number, got {value!r}"
+        raise ToolError(msg)
