@@ -70,7 +70,7 @@ def test_forget_follows_provenance_to_every_derived_item(memory: SQLiteMemory) -
     digest = memory.remember("Weekly digest mentions CANARY-7781.", derived_from=[summary.id])
     unrelated = memory.remember("The office closes at 6pm.")
     removed = memory.forget(tool_call_id="call_9")
-    assert set(removed) == {canary.id, summary.id, digest.id}
+    assert set(removed.items) == {canary.id, summary.id, digest.id}
     assert memory.recall("CANARY-7781") == []
     assert all("CANARY" not in i.text for i in memory.items())
     assert [i.id for i in memory.items()] == [unrelated.id]
@@ -93,7 +93,7 @@ def test_forget_by_run(memory: SQLiteMemory) -> None:
     memory.remember("a", provenance=Provenance(run_id="r1"))
     memory.remember("b", provenance=Provenance(run_id="r1"))
     memory.remember("c", provenance=Provenance(run_id="r2"))
-    assert len(memory.forget(run_id="r1")) == 2
+    assert len(memory.forget(run_id="r1").items) == 2
     assert [i.text for i in memory.items()] == ["c"]
 
 

@@ -2,11 +2,13 @@
 
 Every item records where it came from (run, tool call, user message) and what it was
 derived from; `forget` follows those links so nothing derived from a forgotten item
-survives.
+survives, and redacts the sessions and journals that quoted it. Items may expire
+(`remember(..., ttl=seconds)`).
 """
 
 from legato.memory._base import (
     Embedder,
+    Forgotten,
     MemoryItem,
     MemoryKind,
     MemoryStore,
@@ -19,6 +21,7 @@ from legato.memory._tools import Memory, memory_tools, recall_block
 
 __all__ = [
     "Embedder",
+    "Forgotten",
     "Memory",
     "MemoryItem",
     "MemoryKind",

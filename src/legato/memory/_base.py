@@ -8,6 +8,7 @@ from typing import Literal, Protocol, TypeAlias, runtime_checkable
 
 __all__ = [
     "Embedder",
+    "Forgotten",
     "MemoryItem",
     "MemoryKind",
     "MemoryStore",
@@ -53,6 +54,34 @@ class MemoryItem:
     scope: str = ""
     """A namespace (a user, a project); empty for the global scope."""
     created_at: float = 0.0
+    expires_at: float | None = None
+    """Unix time from which the item is never recalled or listed (None: it does not expire).
+    An item derived from others expires no later than they do."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Forgotten:
+    """What `forget` (or `purge_expired`) removed: the items, and their traces in the store.
+
+    Besides the items, the store that shares the memory's database is redacted where
+    legato put memory text: `recall` results and `remember` calls in stored session
+    messages and run journals, recall blocks in journaled instructions, and summaries made
+    from them (see `docs/memory.md`, "What forgetting removes").
+    """
+
+    items: tuple[str, ...] = ()
+    """Ids of the deleted items: those selected and everything derived from them."""
+    messages: int = 0
+    """Stored session messages in which memory text was redacted."""
+    sessions: tuple[str, ...] = ()
+    """The sessions those messages belong to."""
+    contexts: tuple[str, ...] = ()
+    """Sessions whose carried-over compacted view was dropped (their next run compacts
+    again from the redacted messages)."""
+    events: int = 0
+    """Run journal events in which memory text or a summary was redacted."""
+    runs: tuple[str, ...] = ()
+    """The runs those events belong to."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -84,8 +113,13 @@ class MemoryStore(Protocol):
         provenance: Provenance | None = None,
         derived_from: Sequence[str] = (),
         scope: str = "",
+        ttl: float | None = None,
+        expires_at: float | None = None,
     ) -> MemoryItem:
-        """Store an item; `derived_from` names the items it was made from."""
+        """Store an item; `derived_from` names the items it was made from.
+
+        `ttl` (seconds from now) or `expires_at` (Unix time) makes it expire.
+        """
         ...
 
     def recall(
@@ -96,11 +130,11 @@ class MemoryStore(Protocol):
         kinds: Sequence[MemoryKind] | None = None,
         scope: str | None = None,
     ) -> list[Recalled]:
-        """The items that best match `query`, best first."""
+        """The items that best match `query`, best first (never an expired one)."""
         ...
 
     def get(self, item_id: str) -> MemoryItem:
-        """One item; `MemoryItemNotFound` if there is none with that id."""
+        """One item; `MemoryItemNotFound` if there is none with that id (or it expired)."""
         ...
 
     def forget(
@@ -109,13 +143,17 @@ class MemoryStore(Protocol):
         *,
         run_id: str | None = None,
         tool_call_id: str | None = None,
-    ) -> list[str]:
-        """Delete items and every item derived from them, transitively; return their ids.
+    ) -> Forgotten:
+        """Delete items and every item derived from them, transitively, and their traces.
 
         Select by id, or everything produced by a run or by a tool call.
         """
         ...
 
+    def purge_expired(self) -> Forgotten:
+        """Forget every expired item (as `forget` does: derived items and traces too)."""
+        ...
+
     def items(self, *, scope: str | None = None, limit: int = 1000) -> list[MemoryItem]:
-        """Stored items, newest first."""
+        """Stored items that have not expired, newest first."""
         ...

@@ -8,21 +8,33 @@ import sqlite3
 import struct
 import time
 import uuid
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import cast
 
 from legato.exceptions import ConfigurationError, MemoryItemNotFound
-from legato.memory._base import Embedder, MemoryItem, MemoryKind, Provenance, Recalled, Source
+from legato.memory._base import (
+    Embedder,
+    Forgotten,
+    MemoryItem,
+    MemoryKind,
+    Provenance,
+    Recalled,
+    Source,
+)
 from legato.store import DEFAULT_PATH, Database
+from legato.store._redact import redact_forgotten
 
 __all__ = ["SQLiteMemory"]
 
 _WORD = re.compile(r"\w+", re.UNICODE)
 _COLUMNS = (
-    "id, kind, text, scope, run_id, event_seq, tool_call_id, message_index, source, created_at"
+    "id, kind, text, scope, run_id, event_seq, tool_call_id, message_index, source, created_at, "
+    "expires_at"
 )
 _RRF_K = 60
+_LIVE = " AND (m.expires_at IS NULL OR m.expires_at > ?)"
+_CHUNK = 500  # ids per `IN (...)`, well under SQLite's limit on bound parameters
 
 
 class SQLiteMemory:
@@ -41,6 +53,7 @@ class SQLiteMemory:
         *,
         embedder: Embedder | None = None,
         db: Database | None = None,
+        clock: Callable[[], float] = time.time,
     ) -> None:
         """Open memory at `path` (or in an open `Database`, e.g. a `SQLiteStore`'s `db`).
 
@@ -48,10 +61,13 @@ class SQLiteMemory:
             path: The database file, or `":memory:"`.
             embedder: When given, items are embedded and search fuses BM25 with cosine
                 similarity (reciprocal rank fusion).
-            db: Share an already open database.
+            db: Share an already open database. Share the store's (`SQLiteStore.db`) so
+                that `forget` also redacts the sessions and journals that quoted an item.
+            clock: Unix time now; items are stamped and expire by it (injectable for tests).
         """
         self.db = db or Database(path)
         self.embedder = embedder
+        self.clock = clock
 
     def remember(
         self,
@@ -61,31 +77,49 @@ class SQLiteMemory:
         provenance: Provenance | None = None,
         derived_from: Sequence[str] = (),
         scope: str = "",
+        ttl: float | None = None,
+        expires_at: float | None = None,
     ) -> MemoryItem:
-        """Store an item and return it."""
+        """Store an item and return it.
+
+        Args:
+            text: The item, as one self-contained sentence.
+            kind: `fact`, `episode` or `preference`.
+            provenance: Where it came from.
+            derived_from: Ids of the items it was made from; forgetting one forgets it.
+            scope: Its namespace.
+            ttl: Seconds from now after which it is never recalled or listed.
+            expires_at: The same as a Unix time (give `ttl` or `expires_at`, not both).
+                An item derived from others expires no later than the earliest of them.
+        """
         if not text.strip():
             msg = "a memory item needs some text"
             raise ConfigurationError(msg)
+        now = self.clock()
+        expires = _expiry(now, ttl, expires_at)
         prov = provenance or Provenance()
-        item = MemoryItem(
-            id=uuid.uuid4().hex[:16],
-            kind=kind,
-            text=text,
-            provenance=prov,
-            derived_from=tuple(derived_from),
-            scope=scope,
-            created_at=time.time(),
-        )
         blob = _pack(self.embedder.embed([text])[0]) if self.embedder is not None else None
         with self.db.write() as conn:
-            for source in item.derived_from:
-                if (
-                    conn.execute("SELECT 1 FROM memory_items WHERE id = ?", (source,)).fetchone()
-                    is None
-                ):
+            for source in dict.fromkeys(derived_from):
+                row = conn.execute(
+                    "SELECT expires_at FROM memory_items WHERE id = ?", (source,)
+                ).fetchone()
+                if row is None or (row[0] is not None and row[0] <= now):
                     raise MemoryItemNotFound(source)
+                if row[0] is not None:
+                    expires = row[0] if expires is None else min(expires, row[0])
+            item = MemoryItem(
+                id=uuid.uuid4().hex[:16],
+                kind=kind,
+                text=text,
+                provenance=prov,
+                derived_from=tuple(dict.fromkeys(derived_from)),
+                scope=scope,
+                created_at=now,
+                expires_at=expires,
+            )
             conn.execute(
-                f"INSERT INTO memory_items({_COLUMNS}, embedding) VALUES (?,?,?,?,?,?,?,?,?,?,?)",
+                f"INSERT INTO memory_items({_COLUMNS}, embedding) VALUES (?,?,?,?,?,?,?,?,?,?,?,?)",
                 (
                     item.id,
                     kind,
@@ -97,6 +131,7 @@ class SQLiteMemory:
                     prov.message_index,
                     prov.source,
                     item.created_at,
+                    item.expires_at,
                     blob,
                 ),
             )
@@ -114,9 +149,12 @@ class SQLiteMemory:
         kinds: Sequence[MemoryKind] | None = None,
         scope: str | None = None,
     ) -> list[Recalled]:
-        """The best matches for `query`: BM25 over the text, fused with embeddings if set."""
+        """The best matches for `query`: BM25 over the text, fused with embeddings if set.
+
+        Expired items are never returned.
+        """
         words = _WORD.findall(query.lower())
-        filters, args = _filters(kinds, scope)
+        filters, args = _filters(kinds, scope, self.clock())
         lexical: list[tuple[str, float]] = []
         if words:
             match = " OR ".join(f'"{w}"' for w in dict.fromkeys(words))
@@ -157,11 +195,11 @@ class SQLiteMemory:
         return sorted(scores.items(), key=lambda p: -p[1])
 
     def get(self, item_id: str) -> MemoryItem:
-        """One item by id."""
-        found = self._load([item_id])
-        if item_id not in found:
+        """One item by id; `MemoryItemNotFound` if there is none, or it expired."""
+        item = self._load([item_id]).get(item_id)
+        if item is None or _expired(item.expires_at, self.clock()):
             raise MemoryItemNotFound(item_id)
-        return found[item_id]
+        return item
 
     def forget(
         self,
@@ -169,8 +207,14 @@ class SQLiteMemory:
         *,
         run_id: str | None = None,
         tool_call_id: str | None = None,
-    ) -> list[str]:
-        """Delete the selected items and everything derived from them; return their ids."""
+    ) -> Forgotten:
+        """Delete the selected items, everything derived from them, and their traces.
+
+        In one transaction: the items and their provenance closure are deleted, and the
+        sessions and run journals in the same database are redacted where they quote them
+        (`recall` results, `remember` calls, recall blocks, and the summaries made from
+        those). Expired items can be forgotten too.
+        """
         if item_id is None and run_id is None and tool_call_id is None:
             msg = "forget needs an item id, a run_id or a tool_call_id"
             raise ConfigurationError(msg)
@@ -189,13 +233,25 @@ class SQLiteMemory:
                 seeds.update(
                     _ids(conn, "SELECT id FROM memory_items WHERE tool_call_id = ?", tool_call_id)
                 )
-            doomed = _closure(conn, seeds)
-            conn.executemany("DELETE FROM memory_items WHERE id = ?", [(i,) for i in doomed])
-        return sorted(doomed)
+            return _forget(conn, seeds)
+
+    def purge_expired(self) -> Forgotten:
+        """Forget every expired item, as `forget` does (derived items and traces included).
+
+        Expired items are never recalled or listed even before they are purged; purging
+        deletes them from the file and redacts what quoted them.
+        """
+        now = self.clock()
+        query = "SELECT id FROM memory_items WHERE expires_at IS NOT NULL AND expires_at <= ?"
+        with self.db.read() as conn:
+            if conn.execute(query + " LIMIT 1", (now,)).fetchone() is None:
+                return Forgotten()
+        with self.db.write() as conn:
+            return _forget(conn, {r[0] for r in conn.execute(query, (now,)).fetchall()})
 
     def items(self, *, scope: str | None = None, limit: int = 1000) -> list[MemoryItem]:
-        """Stored items, newest first."""
-        filters, args = _filters(None, scope)
+        """Stored items that have not expired, newest first."""
+        filters, args = _filters(None, scope, self.clock())
         with self.db.read() as conn:
             rows = conn.execute(
                 f"SELECT m.id FROM memory_items m WHERE 1=1{filters} "
@@ -227,9 +283,58 @@ class SQLiteMemory:
         return f"SQLiteMemory({self.db.path!r})"
 
 
-def _filters(kinds: Sequence[MemoryKind] | None, scope: str | None) -> tuple[str, list[object]]:
-    sql = ""
-    args: list[object] = []
+def _expiry(now: float, ttl: float | None, expires_at: float | None) -> float | None:
+    if ttl is not None and expires_at is not None:
+        msg = "give ttl (seconds from now) or expires_at (Unix time), not both"
+        raise ConfigurationError(msg)
+    if ttl is not None:
+        if not ttl > 0:
+            msg = f"ttl must be a positive number of seconds, got {ttl}"
+            raise ConfigurationError(msg)
+        return now + ttl
+    if expires_at is not None and not expires_at > now:
+        msg = f"expires_at {expires_at} is not in the future (now is {now})"
+        raise ConfigurationError(msg)
+    return expires_at
+
+
+def _expired(expires_at: float | None, now: float) -> bool:
+    return expires_at is not None and expires_at <= now
+
+
+def _forget(conn: sqlite3.Connection, seeds: set[str]) -> Forgotten:
+    """Delete the seeds and their closure, and redact the store (inside `conn`'s transaction)."""
+    doomed = sorted(_closure(conn, seeds))
+    if not doomed:
+        return Forgotten()
+    texts: list[str] = []
+    calls: dict[str, set[str]] = {}
+    for start in range(0, len(doomed), _CHUNK):
+        chunk = doomed[start : start + _CHUNK]
+        marks = ",".join("?" for _ in chunk)
+        for text, run_id, call_id in conn.execute(
+            f"SELECT text, run_id, tool_call_id FROM memory_items WHERE id IN ({marks})", chunk
+        ).fetchall():
+            texts.append(text)
+            if run_id is not None and call_id is not None:
+                calls.setdefault(run_id, set()).add(call_id)
+        conn.execute(f"DELETE FROM memory_items WHERE id IN ({marks})", chunk)
+    redacted = redact_forgotten(conn, ids=doomed, texts=texts, calls=calls)
+    return Forgotten(
+        items=tuple(doomed),
+        messages=redacted.messages,
+        sessions=tuple(sorted(redacted.sessions)),
+        contexts=tuple(sorted(redacted.contexts)),
+        events=redacted.events,
+        runs=tuple(sorted(redacted.runs)),
+    )
+
+
+def _filters(
+    kinds: Sequence[MemoryKind] | None, scope: str | None, now: float
+) -> tuple[str, list[object]]:
+    sql = _LIVE
+    args: list[object] = [now]
     if kinds:
         sql += f" AND m.kind IN ({','.join('?' for _ in kinds)})"
         args.extend(kinds)
@@ -248,11 +353,17 @@ def _closure(conn: sqlite3.Connection, seeds: set[str]) -> set[str]:
     found = set(seeds)
     frontier = list(seeds)
     while frontier:
-        marks = ",".join("?" for _ in frontier)
-        rows = conn.execute(
-            f"SELECT item_id FROM memory_derivations WHERE source_id IN ({marks})", frontier
-        ).fetchall()
-        frontier = [r[0] for r in rows if r[0] not in found]
+        rows: list[str] = []
+        for start in range(0, len(frontier), _CHUNK):
+            chunk = frontier[start : start + _CHUNK]
+            marks = ",".join("?" for _ in chunk)
+            rows += [
+                r[0]
+                for r in conn.execute(
+                    f"SELECT item_id FROM memory_derivations WHERE source_id IN ({marks})", chunk
+                ).fetchall()
+            ]
+        frontier = [i for i in dict.fromkeys(rows) if i not in found]
         found.update(frontier)
     return found
 
@@ -271,6 +382,7 @@ def _item(row: tuple[object, ...], derived_from: tuple[str, ...]) -> MemoryItem:
             source=cast(Source, row[8]),
         ),
         created_at=cast(float, row[9]),
+        expires_at=cast("float | None", row[10]),
         derived_from=derived_from,
     )
 

@@ -70,10 +70,10 @@ def memory_tools(store: MemoryStore, *, scope: str = "") -> Toolset:
             item_id: The id shown by `recall`.
         """
         try:
-            removed = store.forget(item_id)
+            forgotten = store.forget(item_id)
         except MemoryItemNotFound as exc:
             raise ToolError(str(exc)) from exc
-        return f"Forgot {len(removed)} item(s): {', '.join(removed)}."
+        return f"Forgot {len(forgotten.items)} item(s): {', '.join(forgotten.items)}."
 
     return Toolset(
         [

@@ -151,3 +151,29 @@ def _memory(db: sqlite3.Connection) -> None:
 def _session_context(db: sqlite3.Connection) -> None:
     # the latest `Compacted` event of a session's runs, so the next run continues the view
     db.execute("ALTER TABLE sessions ADD COLUMN context TEXT")
+
+
+@migration
+def _memory_expiry(db: sqlite3.Connection) -> None:
+    # Unix time after which an item is never recalled or listed (NULL: never expires); an
+    # item derived from others stores the earliest of its own and its sources' expiry
+    db.execute("ALTER TABLE memory_items ADD COLUMN expires_at REAL")
+    db.execute(
+        "CREATE INDEX memory_by_expiry ON memory_items(expires_at) WHERE expires_at IS NOT NULL"
+    )
+
+
+@migration
+def _forgotten_refs(db: sqlite3.Connection) -> None:
+    # Runs that were in flight when memory they had seen was forgotten: what they write
+    # afterwards is redacted on the way in. `ref` is `item:<id>` or `call:<remember call id>`;
+    # only identifiers are kept, never the forgotten text.
+    db.execute(
+        """
+        CREATE TABLE forgotten_refs (
+            run_id  TEXT NOT NULL,
+            ref     TEXT NOT NULL,
+            PRIMARY KEY (run_id, ref)
+        ) WITHOUT ROWID
+        """
+    )

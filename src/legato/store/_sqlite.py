@@ -15,6 +15,7 @@ from legato.exceptions import JournalError, SessionExists, SessionNotFound, Stor
 from legato.messages import JsonValue, Message
 from legato.store._base import ApprovalRecord, RunInfo, SessionInfo
 from legato.store._db import DEFAULT_PATH, Database
+from legato.store._redact import redact_rows, run_redactor
 
 if TYPE_CHECKING:
     from pydantic import TypeAdapter
@@ -59,7 +60,9 @@ class SQLiteStore:
     agent.run_sync("Hello", session="chat")
     ```
 
-    Safe for several threads and several processes writing the same file.
+    Safe for several threads and several processes writing the same file. When memory in
+    the same file forgets an item a running run had seen, that run's later writes (journal
+    events, its session turn) are redacted on the way in (see `SQLiteMemory.forget`).
     """
 
     def __init__(
@@ -102,6 +105,10 @@ class SQLiteStore:
         ]
         status = next((_STATUS[e.kind] for e in reversed(events) if e.kind in _STATUS), None)
         with self.db.write() as conn:
+            redactor = run_redactor(conn, run_id)
+            if redactor is not None:  # memory this run had seen was forgotten meanwhile
+                data = redact_rows(redactor, [r[3] for r in rows])
+                rows = [(r[0], r[1], r[2], d) for r, d in zip(rows, data, strict=True)]
             first = events[0]
             if start == 0:
                 if not isinstance(first, RunStarted):
@@ -198,7 +205,14 @@ class SQLiteStore:
         """Add one turn's messages to the session (created if missing); return the turn number."""
         now = time.time()
         saved = _event_adapter().dump_json(context).decode() if context is not None else None
+        dumped = [_dump_message(m) for m in messages]
         with self.db.write() as conn:
+            redactor = run_redactor(conn, run_id)
+            if redactor is not None:
+                # memory the run had seen was forgotten while it ran: its new messages are
+                # redacted, and its view (perhaps summarized from the forgotten text) dropped
+                dumped = redact_rows(redactor, dumped)
+                saved = None
             conn.execute(
                 "INSERT INTO sessions(name, created_at, updated_at, context) VALUES (?, ?, ?, ?) "
                 "ON CONFLICT(name) DO UPDATE SET updated_at = excluded.updated_at, "
@@ -213,10 +227,7 @@ class SQLiteStore:
             conn.executemany(
                 "INSERT INTO session_messages(session, position, turn, run_id, message) "
                 "VALUES (?, ?, ?, ?, ?)",
-                [
-                    (name, position + i, turn, run_id, _dump_message(m))
-                    for i, m in enumerate(messages)
-                ],
+                [(name, position + i, turn, run_id, m) for i, m in enumerate(dumped)],
             )
         return int(turn)
 
