@@ -23,7 +23,7 @@ class Scope:
     someone else (the effect gate) recorded.
     """
 
-    __slots__ = ("_events", "_record", "_tasks", "_wake", "last_yielded")
+    __slots__ = ("_events", "_record", "_tasks", "_wake", "last_yielded", "stopping")
 
     def __init__(self, record: Callable[[JournalEvent], object] | None = None) -> None:
         self._events: collections.deque[RunEvent] = collections.deque()
@@ -32,6 +32,9 @@ class Scope:
         self._record = record
         self.last_yielded: RunEvent | None = None
         """The event `wait` yielded last: events still queued were recorded after it."""
+        self.stopping: str | None = None
+        """Why the run is stopping (`finished`, `failed`, `parked`, `was cancelled`), once
+        `close` has begun: a task it cancels can tell why."""
 
     def emit(self, event: RunEvent) -> None:
         """Record a journal event in the run's journal now, and queue it for the stream."""
@@ -109,8 +112,10 @@ class Scope:
                 return
             yield item
 
-    async def close(self) -> None:
-        """Cancel and await every task the run still owns."""
+    async def close(self, why: str = "stopped") -> None:
+        """Cancel and await every task the run still owns; `why` the run is stopping."""
+        if self.stopping is None:
+            self.stopping = why
         tasks = [t for t in self._tasks if not t.done()]
         for task in tasks:
             task.cancel()

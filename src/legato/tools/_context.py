@@ -5,12 +5,15 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Coroutine, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Generic, Protocol
+from typing import TYPE_CHECKING, Any, Generic, Protocol
 
 from typing_extensions import TypeVar
 
 from legato.messages import Message, Usage
 from legato.tools._contract import StateAccess
+
+if TYPE_CHECKING:
+    from legato.events import Journal
 
 __all__ = ["RunContext", "RunScope"]
 
@@ -61,3 +64,6 @@ class RunContext(Generic[DepsT]):
     state: StateAccess | None = None
     """The run's verified state: a draft the tool may write when it has a contract, a
     read-only snapshot otherwise; None when the agent has no state."""
+    journal: Journal | None = None
+    """The run's journal so far, to read (never append to it); None outside a run. A
+    resumed run's journal starts with what was recorded before the interruption."""
