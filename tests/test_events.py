@@ -185,3 +185,16 @@ def test_events_round_trip_with_binary_and_thinking_parts() -> None:
         ]
     )
     assert Journal.from_jsonl(journal.to_jsonl()) == journal
+
+
+def test_text_with_unicode_line_breaks_round_trips() -> None:
+    """JSON leaves U+2028, U+0085, \x1c ... unescaped: a journal line must not split there."""
+    from legato.events import UserPrompt
+    from legato.messages import Message
+
+    text = "a\u2028b\u2029c\x85d\x1ce\x0bf\x0cg\rh"
+    journal = Journal(
+        [RunStarted(run_id="r", agent="a", model="m"), UserPrompt(message=Message.user(text))]
+    )
+    assert Journal.from_jsonl(journal.to_jsonl()) == journal
+    assert Journal.from_jsonl(journal.to_jsonl().replace("\n", "\r\n")) == journal

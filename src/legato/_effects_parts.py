@@ -38,7 +38,10 @@ __all__ = [
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Switches:
-    """The gate's protections; all on. Tests turn one off to show the failure it prevents."""
+    """The runtime's protections (the gate's and the sub-agents'); all on.
+
+    Tests turn one off to show the failure it prevents.
+    """
 
     hold_run_wide: bool = True
     """Hold side-effecting calls while any approval of the run is pending."""
@@ -50,6 +53,12 @@ class Switches:
     """Admit nothing after cancel; discard late results."""
     reap_tasks: bool = True
     """Cancel and await a run's tool tasks when the run stops."""
+    share_guard: bool = True
+    """Check a child's budget share before each of its model calls (`legato.spawn`)."""
+    rebuild_shares: bool = True
+    """Rebuild a resumed run's budget account from the spawn events of its journal."""
+    finish_children: bool = True
+    """Record a `SpawnFinished` for a child cancelled because its parent stopped."""
 
 
 _SAFE = Switches()

@@ -475,7 +475,10 @@ class SpawnStarted:
 
 
 SpawnOutcome: TypeAlias = Literal["ok", "error", "timeout", "budget", "cancelled"]
-"""How a child run ended: `budget` means it used up its token share."""
+"""How a child run ended: `budget` means its budget share could not pay for its next model
+call; `cancelled` means this run stopped (finished, failed, parked or was cancelled) while
+the child was still running. A cancelled child's own journal is left where it stopped, so
+resuming this run resumes the child."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -491,6 +494,10 @@ class SpawnFinished:
     usage: Usage = field(default_factory=Usage)
     """The child's usage including its own children's (the whole subtree)."""
     steps: int = 0
+    """The child's own model steps."""
+    tree_steps: int | None = None
+    """Model steps of the child and all its descendants: what its step share was charged
+    (None in journals written before this field; read `steps` then)."""
     from_journal: bool = False
     """The result was read from the child's finished journal; nothing was re-run."""
     kind: Literal["spawn_finished"] = "spawn_finished"
@@ -660,7 +667,8 @@ class Journal:
 
         adapter = _event_adapter()
         events: list[JournalEvent] = []
-        for number, line in enumerate(text.splitlines(), start=1):
+        # lines end at "\n" only: JSON leaves other line breaks (U+2028, U+0085, ...) unescaped
+        for number, line in enumerate(text.split("\n"), start=1):
             if not line.strip():
                 continue
             try:

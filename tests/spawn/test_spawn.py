@@ -246,7 +246,10 @@ async def test_token_share_is_enforced() -> None:
     result = await Agent(parent, tools=[spawn_tools([read_file], model=child)]).run("go")
     ended = next(e for e in result.journal if isinstance(e, SpawnFinished))
     assert ended.outcome == "budget"
-    assert "over its share of 3" in (ended.error or "")
+    assert "budget for tokens exceeded: limit 3, used 0" in (ended.error or "")
+    assert (
+        child.requests == []
+    )  # refused before the call, not after it (tests/spawn/test_shares.py)
 
 
 async def test_children_run_concurrently() -> None:

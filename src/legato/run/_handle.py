@@ -92,6 +92,7 @@ class RunHandle(Generic[OutputT]):
             return False
         self._stop = error
         self._driver.gate.fence(str(error))  # first: from here on nothing is admitted
+        self._driver.stopping(f"was cancelled ({error})")
         if self._running:  # a task cancelled before it starts would skip its own cleanup
             self._task.cancel()
         return True

@@ -7,6 +7,7 @@ journal replayed through `RunState` gives the same conversation and result.
 
 from __future__ import annotations
 
+import asyncio
 import time
 import uuid
 from collections.abc import AsyncGenerator, AsyncIterator, Sequence
@@ -156,15 +157,39 @@ class RunDriver(Generic[OutputT]):
                 for event in self._scope.pending():
                     yield event
         except Parked:
+            for event in await self._stop_owned("parked"):
+                yield event
             parked = self._gate.parked
             ids = tuple(r.id for r in parked.requests) if parked is not None else ()
             yield self._record(RunParked(request_ids=ids))
             raise
+        except asyncio.CancelledError:
+            await self._scope.close("was cancelled")  # the canceller records the run's end
+            raise
         except Exception as exc:
+            for event in await self._stop_owned("failed"):
+                yield event
             yield self._record(RunFailed(error_type=type(exc).__name__, message=str(exc)))
             raise
         finally:
             await self._scope.close()
+
+    async def _stop_owned(self, why: str) -> list[RunEvent]:
+        """Cancel what the run still owns (background children), before its end is recorded.
+
+        What they record as they stop (a child's `SpawnFinished`) goes into the journal
+        now, ahead of the run's own end; the events are returned for the stream.
+        """
+        await self._scope.close(why)
+        return self._scope.pending()
+
+    def stopping(self, why: str) -> None:
+        """Note why the run is about to stop (e.g. `was cancelled (...)`), before it does.
+
+        Tasks it owns (sub-agents) that are cancelled as it stops can tell why.
+        """
+        if self._scope.stopping is None:
+            self._scope.stopping = why
 
     def pending_events(self) -> list[RunEvent]:
         """Events recorded (by the gate, the tools) but not yet streamed."""
@@ -311,6 +336,8 @@ class RunDriver(Generic[OutputT]):
             yield self._record(UserPrompt(message=Message.user(exc.message), retry=True))
             return
         yield self._record(StepFinished(step=self.state.step))
+        for event in await self._stop_owned("finished"):
+            yield event
         yield self._record(
             RunFinished(
                 output=cfg.output.to_json(self._output),
@@ -343,6 +370,7 @@ class RunDriver(Generic[OutputT]):
                 usage=state.usage,
                 retry=state.failures.get(call.name, 0),
                 scope=self._scope,
+                journal=self.journal,
             )
 
         async for event in executor.run_calls(
@@ -365,6 +393,8 @@ class RunDriver(Generic[OutputT]):
             self._session.check_rejections(state.contract_rejections, state.last_rejection)
         yield self._record(StepFinished(step=step))
         if self._output is not None:
+            for event in await self._stop_owned("finished"):
+                yield event
             yield self._record(
                 RunFinished(
                     output=cfg.output.to_json(self._output), usage=state.usage, cost=state.cost

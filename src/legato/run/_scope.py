@@ -56,6 +56,7 @@ class Scope:
         "_wake",
         "last_yielded",
         "progress_interval",
+        "stopping",
     )
 
     PROGRESS_INTERVAL = 0.1
@@ -78,6 +79,9 @@ class Scope:
             self.PROGRESS_INTERVAL if progress_interval is None else progress_interval
         )
         """Seconds between two progress events of one call (0: every update)."""
+        self.stopping: str | None = None
+        """Why the run is stopping (`finished`, `failed`, `parked`, `was cancelled`), once
+        `close` has begun: a task it cancels can tell why."""
 
     def emit(self, event: RunEvent) -> None:
         """Record a journal event in the run's journal now, and queue it for the stream."""
@@ -213,8 +217,10 @@ class Scope:
                 return
             yield item
 
-    async def close(self) -> None:
-        """Cancel and await every task the run still owns."""
+    async def close(self, why: str = "stopped") -> None:
+        """Cancel and await every task the run still owns; `why` the run is stopping."""
+        if self.stopping is None:
+            self.stopping = why
         tasks = [t for t in self._tasks if not t.done()]
         for task in tasks:
             task.cancel()

@@ -14,11 +14,19 @@ tagged with their lineage. See docs/subagents.md.
 """
 
 from legato.spawn._as_tool import agent_tool, resume, resume_stream
-from legato.spawn._child import ChildOutcome, current_lineage, outcome_from_journal, tree_usage
+from legato.spawn._child import (
+    ChildOutcome,
+    current_lineage,
+    outcome_from_journal,
+    tree_steps,
+    tree_usage,
+)
 from legato.spawn._limits import (
     BudgetAccount,
     BudgetShare,
     ChildLimits,
+    ShareGuard,
+    ShareLedger,
     SpawnLimits,
     StepTokenBudget,
     narrow_limits,
@@ -67,6 +75,8 @@ __all__ = [
     "SpawnDecision",
     "SpawnLimits",
     "SpawnPolicy",
+    "ShareGuard",
+    "ShareLedger",
     "SpawnToolset",
     "StateSource",
     "StepTokenBudget",
@@ -87,5 +97,6 @@ __all__ = [
     "resume_stream",
     "select_slice",
     "spawn_tools",
+    "tree_steps",
     "tree_usage",
 ]

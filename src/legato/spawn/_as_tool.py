@@ -88,7 +88,12 @@ def agent_tool(
         emit = ctx.scope.emit if ctx.scope is not None else _drop
         prepared = await prepare_child(record, store=journals, emit=emit, make_start=start)
         outcome = await execute_child(
-            prepared, config=config, store=journals, emit=emit, time_limit=timeout
+            prepared,
+            config=config,
+            store=journals,
+            emit=emit,
+            time_limit=timeout,
+            stopping=lambda: getattr(ctx.scope, "stopping", None),
         )
         if not outcome.ok:
             raise ChildFailed(lineage.run_id, outcome.error or outcome.outcome)

@@ -3,9 +3,9 @@
 A child is a full legato run (`RunDriver`) with its own journal, stored event by event in a
 `JournalStore`. Its events reach the parent's stream as `ChildEvent`s tagged with its
 `Lineage` (a grandchild's events pass through unchanged, already tagged deeper). The
-parent's journal records `SpawnStarted` and `SpawnFinished`. A child found in the store
-is resumed from its journal, or, when it had finished, its result is read back without
-running anything.
+parent's journal records `SpawnStarted` and, however the child ends (cancelled with its
+parent included), one `SpawnFinished`. A child found in the store is resumed from its
+journal, or, when it had finished, its result is read back without running anything.
 """
 
 from __future__ import annotations
@@ -18,6 +18,7 @@ from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Any
 
+from legato._effects_parts import current_switches
 from legato.events import (
     ChildEvent,
     ContextSliced,
@@ -35,6 +36,7 @@ from legato.events import (
 )
 from legato.messages import JsonValue, Usage
 from legato.run import RunConfig, RunDriver, RunState
+from legato.spawn._limits import BudgetAccount
 from legato.spawn._store import ChildRecord, JournalStore
 
 __all__ = [
@@ -44,6 +46,7 @@ __all__ = [
     "execute_child",
     "outcome_from_journal",
     "prepare_child",
+    "tree_steps",
     "tree_usage",
 ]
 
@@ -73,6 +76,8 @@ class ChildOutcome:
     error: str | None = None
     usage: Usage = Usage()
     steps: int = 0
+    tree_steps: int = 0
+    """The child's steps and its descendants' (what its step share was charged)."""
     from_journal: bool = False
 
     @property
@@ -96,6 +101,7 @@ class ChildOutcome:
             error=self.error,
             usage=self.usage,
             steps=self.steps,
+            tree_steps=self.tree_steps,
             from_journal=self.from_journal,
         )
 
@@ -107,13 +113,33 @@ _FAILED_OUTCOMES: dict[str, SpawnOutcome] = {
 }
 
 
-def tree_usage(journal: Journal) -> Usage:
-    """A run's usage plus that of all its descendants (their `SpawnFinished` records)."""
-    usage = RunState.from_events(list(journal.events)).usage
+def _last_finishes(journal: Journal) -> list[SpawnFinished]:
+    """Each child's last `SpawnFinished` (a resumed child is recorded again when it ends)."""
+    last: dict[str, SpawnFinished] = {}
     for event in journal:
         if isinstance(event, SpawnFinished):
-            usage = usage + event.usage
+            last[event.lineage.run_id] = event
+    return list(last.values())
+
+
+def tree_usage(journal: Journal) -> Usage:
+    """A run's usage plus that of all its descendants (their `SpawnFinished` records).
+
+    A child recorded more than once (it was resumed, or read back after a resume) counts
+    once, with its last record.
+    """
+    usage = RunState.from_events(list(journal.events)).usage
+    for event in _last_finishes(journal):
+        usage = usage + event.usage
     return usage
+
+
+def tree_steps(journal: Journal) -> int:
+    """A run's model steps plus those of all its descendants."""
+    steps = RunState.from_events(list(journal.events)).step
+    for event in _last_finishes(journal):
+        steps += event.tree_steps if event.tree_steps is not None else event.steps
+    return steps
 
 
 def outcome_from_journal(lineage: Lineage, journal: Journal) -> ChildOutcome | None:
@@ -126,6 +152,7 @@ def outcome_from_journal(lineage: Lineage, journal: Journal) -> ChildOutcome | N
             output=state.output,
             usage=tree_usage(journal),
             steps=state.step,
+            tree_steps=tree_steps(journal),
             from_journal=True,
         )
     if state.failed is not None:
@@ -135,6 +162,7 @@ def outcome_from_journal(lineage: Lineage, journal: Journal) -> ChildOutcome | N
             error=f"{state.failed.error_type}: {state.failed.message}",
             usage=tree_usage(journal),
             steps=state.step,
+            tree_steps=tree_steps(journal),
             from_journal=True,
         )
     return None
@@ -204,8 +232,63 @@ async def prepare_child(
     return PreparedChild(record=record, journal=journal)
 
 
-class _BudgetSpent(Exception):
-    pass
+class _Relay:
+    """Takes a child run's events: stores, charges and forwards them.
+
+    New events go to the store, each new model call's usage is charged to the child's
+    share, and events the parent has not seen go into its stream.
+    """
+
+    __slots__ = (
+        "_account",
+        "_charged",
+        "_emit",
+        "_run_id",
+        "_skip",
+        "_store",
+        "_stored",
+        "driver",
+        "seen",
+    )
+
+    def __init__(
+        self,
+        prepared: PreparedChild,
+        driver: RunDriver[Any],
+        *,
+        store: JournalStore,
+        emit: Emit,
+        account: BudgetAccount | None,
+    ) -> None:
+        self.driver = driver
+        self._run_id = prepared.lineage.run_id
+        self._store = store
+        self._emit = emit
+        self._account = account
+        self._stored = len(prepared.journal)  # in the store already
+        self._skip = self._stored if prepared.resumed else 0  # in the parent's stream already
+        self._charged = driver.state.step  # a resumed child's earlier calls are charged already
+        self.seen = 0
+
+    async def take(self, event: RunEvent) -> None:
+        """Store, charge and forward one event of the child."""
+        if is_journal_event(event):
+            self.seen += 1
+            if self.seen > self._stored:
+                await self._store.append(self._run_id, event)
+                if self._account is not None and isinstance(event, ModelResponded):
+                    step = max(self._charged, event.step)
+                    usage = event.response.usage
+                    self._account.charge(steps=step - self._charged, tokens=usage.total_tokens)
+                    self._charged = step
+            if self.seen <= self._skip:
+                return
+        self._emit(event)
+
+    async def rest(self) -> None:
+        """What the child's run recorded as it stopped but never yielded (its children's ends)."""
+        for event in self.driver.journal.events[self.seen :]:
+            await self.take(event)
 
 
 async def execute_child(
@@ -214,81 +297,74 @@ async def execute_child(
     config: RunConfig[Any],
     store: JournalStore,
     emit: Emit,
-    max_tokens: int | None = None,
+    account: BudgetAccount | None = None,
     time_limit: float | None = None,
+    stopping: Callable[[], str | None] | None = None,
 ) -> ChildOutcome:
     """Run (or resume) the child to its end; every failure becomes an outcome, not a raise.
 
-    Cancellation (the parent ending) still propagates, after the child's own tasks are
-    cancelled.
+    Each model call the child makes is charged to `account` (its budget share) as it
+    ends; a `ShareGuard` among the child's hooks refuses a call the share cannot pay for
+    (outcome `budget`). Cancellation (the parent stopping) still propagates, after the
+    child's own children were stopped and a `SpawnFinished` with outcome `cancelled` was
+    emitted; `stopping` tells why the parent stopped. The child's journal is left open.
     """
     if prepared.finished is not None:
         return prepared.finished
     lineage = prepared.lineage
     token = _LINEAGE.set(lineage)
     driver = RunDriver(config, journal=prepared.journal)
-    stored = skip = len(prepared.journal)
-    if not prepared.resumed:
-        skip = 0
-    seen = 0
+
+    def forward(event: RunEvent) -> None:
+        emit(event if isinstance(event, ChildEvent) else ChildEvent(lineage=lineage, event=event))
+
+    relay = _Relay(prepared, driver, store=store, emit=forward, account=account)
     failure: tuple[SpawnOutcome, str, str] | None = None
     try:
         async with asyncio.timeout(time_limit):
             async with contextlib.aclosing(driver.events()) as events:
                 async for event in events:
-                    if is_journal_event(event):
-                        seen += 1
-                        if seen > stored:
-                            await store.append(lineage.run_id, event)
-                        if seen <= skip:
-                            continue
-                    emit(
-                        event
-                        if isinstance(event, ChildEvent)
-                        else ChildEvent(lineage=lineage, event=event)
-                    )
-                    if (
-                        max_tokens is not None
-                        and isinstance(event, ModelResponded)
-                        and driver.state.usage.total_tokens > max_tokens
-                    ):
-                        raise _BudgetSpent
+                    await relay.take(event)
     except TimeoutError:
         failure = ("timeout", "ChildTimeout", f"did not finish within {time_limit or 0:g} seconds")
-    except _BudgetSpent:
-        used = driver.state.usage.total_tokens
-        failure = (
-            "budget",
-            "BudgetExceeded",
-            f"used {used} tokens, over its share of {max_tokens}",
-        )
+    except asyncio.CancelledError:
+        if current_switches().finish_children:
+            await relay.rest()
+            why = (stopping() if stopping is not None else None) or "stopped"
+            message = f"the parent run {why} while the child was still running"
+            ended = _outcome(prepared, driver, "cancelled", error=f"RunCancelled: {message}")
+            emit(ended.finished_event())
+        raise
     except Exception as exc:
-        failure = ("error", type(exc).__name__, str(exc))
+        error_type = type(exc).__name__
+        failure = (_FAILED_OUTCOMES.get(error_type, "error"), error_type, str(exc))
     finally:
         _LINEAGE.reset(token)
-    state = driver.state
     if failure is None:
-        outcome = ChildOutcome(
-            lineage=lineage,
-            outcome="ok",
-            output=state.output,
-            usage=tree_usage(prepared.journal),
-            steps=state.step,
-        )
+        outcome = _outcome(prepared, driver, "ok")
     else:
+        await relay.rest()
         kind, error_type, message = failure
-        if state.failed is None:
+        if driver.state.failed is None:
             event = RunFailed(error_type=error_type, message=message)
             prepared.journal.append(event)
-            state.apply(event)
-            await store.append(lineage.run_id, event)
-            emit(ChildEvent(lineage=lineage, event=event))
-        outcome = ChildOutcome(
-            lineage=lineage,
-            outcome=kind,
-            error=f"{error_type}: {message}",
-            usage=tree_usage(prepared.journal),
-            steps=state.step,
-        )
+            driver.state.apply(event)
+            await relay.take(event)
+        outcome = _outcome(prepared, driver, kind, error=f"{error_type}: {message}")
     emit(outcome.finished_event())
     return outcome
+
+
+def _outcome(
+    prepared: PreparedChild, driver: RunDriver[Any], kind: SpawnOutcome, *, error: str | None = None
+) -> ChildOutcome:
+    state = driver.state
+    return ChildOutcome(
+        lineage=prepared.lineage,
+        outcome=kind,
+        output=state.output if kind == "ok" else None,
+        error=error,
+        usage=tree_usage(prepared.journal),
+        steps=state.step,
+        tree_steps=tree_steps(prepared.journal),
+    )

@@ -2,22 +2,33 @@
 
 A parent hands each child a *share* of what it has left. `BudgetAccount` is the hook the
 effect gate's budget plugs into (it can split itself and move a share to a child);
-`StepTokenBudget` is the in-memory account used until then, enforced through the child's
-`max_steps` and the token usage its model calls report.
+`StepTokenBudget` is the in-memory account used until then. A child's share holds before
+anything is spent: `ShareGuard` checks each of the child's model calls against what the
+share has left (the same worst case the run-level `Budget` reserves), and the child's
+runner charges what each call really used. `ShareLedger` keeps which shares a run moved to
+which child, and rebuilds that from the run's journal when the run resumes.
 """
 
 from __future__ import annotations
 
+import math
+from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
 from typing import Protocol, runtime_checkable
 
-from legato.exceptions import ConfigurationError, SpawnRefused
-from legato.models import ModelSettings
+from legato._effects_parts import current_switches
+from legato.budgets import BudgetLimits, estimate_tokens
+from legato.events import JournalEvent, ModelResponded, SpawnFinished, SpawnStarted
+from legato.exceptions import BudgetExceeded, ConfigurationError, SpawnRefused
+from legato.models import ModelRequest, ModelSettings
+from legato.security._hooks import ALLOW, Hook, HookContext, Modify, RequestOutcome
 
 __all__ = [
     "BudgetAccount",
     "BudgetShare",
     "ChildLimits",
+    "ShareGuard",
+    "ShareLedger",
     "SpawnLimits",
     "StepTokenBudget",
     "narrow_limits",
@@ -91,7 +102,11 @@ class BudgetAccount(Protocol):
         ...
 
     def close(self) -> None:
-        """Give what is unspent back to the account this one was split from."""
+        """Settle with the account this one was split from.
+
+        It gets back what is unspent (and is charged what was spent beyond the share, if
+        anything was).
+        """
         ...
 
 
@@ -130,12 +145,17 @@ class StepTokenBudget:
         self._spent_tokens += tokens
 
     def close(self) -> None:
-        """Return the unspent part of the share to the parent account (once)."""
+        """Return the unspent part of the share to the parent account (once).
+
+        What was spent beyond the share (a call whose input was larger than its estimate)
+        is charged to the parent: the parent ends up charged exactly what the child spent.
+        """
         if self._closed or self._parent is None:
             return
         self._closed = True
-        left = self.remaining()
-        self._parent._refund(left.steps or 0, left.tokens or 0)
+        steps = 0 if self._share.steps is None else self._share.steps - self._spent_steps
+        tokens = 0 if self._share.tokens is None else self._share.tokens - self._spent_tokens
+        self._parent._refund(steps, tokens)
 
     def _refund(self, steps: int, tokens: int) -> None:
         """Take back what a child left unspent; a closed account passes it further up."""
@@ -201,6 +221,10 @@ class SpawnLimits:
     """What all children of one run may use together (each spawn takes a share)."""
     slice_tokens: int = 2000
     """Token budget of the context slice each child receives."""
+    min_output_tokens: int = 128
+    """A child with a token share makes a model call only if the share leaves at least this
+    many tokens of output after the call's estimated input (fewer if the call asks for
+    fewer); each call's `max_tokens` is capped to what the share leaves."""
 
     def __post_init__(self) -> None:
         if self.max_depth < 1:
@@ -209,3 +233,172 @@ class SpawnLimits:
         if self.max_children < 0:
             msg = "max_children cannot be negative"
             raise ConfigurationError(msg)
+        if self.min_output_tokens < 1:
+            msg = "min_output_tokens must be at least 1"
+            raise ConfigurationError(msg)
+
+
+class ShareGuard(Hook):
+    """Holds a child run to its budget share *before* each of its model calls.
+
+    Added as the last hook of every spawned child. Before a call: a step must be left,
+    and the call's estimated input (`legato.budgets.estimate_tokens` times the run-level
+    budget's `input_margin`, as a `Budget` reserves it) plus at least `min_output` tokens
+    of output must fit in what the share has left; otherwise `BudgetExceeded` stops the
+    child before anything is spent. When the call may produce more output than the share
+    leaves after its input, its `max_tokens` is capped to that (a `HookApplied` event
+    records the cap). The child's runner charges each call's actual usage afterwards.
+    What the share has left already excludes the shares the child moved to its own
+    children, so a subtree cannot spend more than its share either.
+    """
+
+    __slots__ = ("_account", "_input_margin", "_max_output", "_min_output", "_share")
+
+    def __init__(
+        self,
+        account: BudgetAccount,
+        *,
+        share: BudgetShare,
+        max_output: int | None = None,
+        min_output: int = 128,
+        input_margin: float | None = None,
+    ) -> None:
+        self._account = account
+        self._share = share
+        self._max_output = max_output
+        self._min_output = min_output
+        self._input_margin = (
+            input_margin if input_margin is not None else BudgetLimits().input_margin
+        )
+
+    @property
+    def name(self) -> str:
+        """The hook's name in the journal."""
+        return "budget-share"
+
+    async def before_model_request(self, request: ModelRequest, ctx: HookContext) -> RequestOutcome:
+        """Refuse the call, or cap its output, so the share is not crossed."""
+        if not current_switches().share_guard:
+            return ALLOW
+        share, left = self._share, self._account.remaining()
+        if left.steps is not None and left.steps < 1:
+            limit, resource = (share.steps if share.steps is not None else 0), "steps"
+            raise BudgetExceeded(
+                resource, limit=limit, used=limit - left.steps, reserved=0, requested=1
+            )
+        if left.tokens is None:
+            return ALLOW
+        estimate = math.ceil(estimate_tokens(request) * self._input_margin)
+        wanted = request.settings.max_tokens or self._max_output
+        floor = self._min_output if wanted is None else min(self._min_output, wanted)
+        room = left.tokens - estimate
+        if room < floor:
+            limit = share.tokens if share.tokens is not None else left.tokens
+            resource = "tokens"
+            raise BudgetExceeded(
+                resource,
+                limit=limit,
+                used=limit - left.tokens,
+                reserved=0,
+                requested=estimate + floor,
+            )
+        if wanted is not None and wanted <= room:
+            return ALLOW
+        capped = replace(request, settings=replace(request.settings, max_tokens=room))
+        return Modify(
+            capped,
+            reason=f"max_tokens {wanted if wanted is not None else 'unset'} capped to {room}: "
+            f"what the token share has left ({left.tokens}) after about {estimate} input tokens",
+        )
+
+
+class ShareLedger:
+    """A run's budget account, and the shares it moved to its children (by child run id).
+
+    A share is *held* while its child runs, and *settled* when the child ends: the child's
+    account is closed, so the run gets back exactly what the child left unspent. `replay`
+    rebuilds the ledger from the run's journal when the run resumes: each `SpawnStarted`
+    of this run's children moves the share again, each `SpawnFinished` settles it with
+    what the child spent (its subtree's tokens and steps). A child that was `cancelled`
+    because the run stopped keeps its share held: resuming the run resumes the child.
+    """
+
+    __slots__ = ("_agent", "_held", "_settled", "account", "run_id")
+
+    def __init__(self, account: BudgetAccount, *, run_id: str, child_agent: str) -> None:
+        self.account = account
+        self.run_id = run_id
+        self._agent = child_agent
+        self._held: dict[str, BudgetAccount] = {}
+        self._settled: set[str] = set()
+
+    @property
+    def children(self) -> set[str]:
+        """The run ids of every child that took a share (running or ended)."""
+        return set(self._held) | self._settled
+
+    def settled(self, child_id: str) -> bool:
+        """Whether the child's share was settled (the child ended)."""
+        return child_id in self._settled
+
+    def take(self, child_id: str, share: BudgetShare) -> BudgetAccount:
+        """The child's account: the share held for it, or a new split (`SpawnRefused`)."""
+        held = self._held.get(child_id)
+        if held is not None:
+            return held
+        account = self.account.split(share)
+        self._held[child_id] = account
+        self._settled.discard(child_id)
+        return account
+
+    def settle(self, child_id: str, *, spent: BudgetShare | None = None) -> bool:
+        """The child ended: charge `spent` (when not charged as it ran), close its account.
+
+        False if no share was held for the child (nothing to settle).
+        """
+        account = self._held.pop(child_id, None)
+        if account is None:
+            return False
+        if spent is not None:
+            account.charge(steps=spent.steps or 0, tokens=spent.tokens or 0)
+        account.close()
+        self._settled.add(child_id)
+        return True
+
+    def replay(self, events: Iterable[JournalEvent], *, own: bool = False) -> None:
+        """Apply the run's journaled spending to a fresh account.
+
+        `own`: also charge the run's own model calls (for a child, whose account is its
+        share; a root run's account is only what its children may use together).
+        """
+        step = 0
+        for event in events:
+            if isinstance(event, ModelResponded):
+                if own:
+                    self.account.charge(
+                        steps=max(0, event.step - step), tokens=event.response.usage.total_tokens
+                    )
+                step = max(step, event.step)
+            elif isinstance(event, SpawnStarted) and self._mine(event):
+                child = event.lineage.run_id
+                if child in self._held or (child in self._settled and event.resumed):
+                    continue  # a share already held, or a finished child read back
+                share = BudgetShare(steps=event.max_steps, tokens=event.max_tokens)
+                try:
+                    self.take(child, share)
+                except Exception:  # the account is smaller than the one that granted the share
+                    continue  # the child, if resumed, runs on a share of its own
+            elif (
+                isinstance(event, SpawnFinished)
+                and self._mine(event)
+                and event.outcome != "cancelled"
+            ):
+                steps = event.tree_steps if event.tree_steps is not None else event.steps
+                self.settle(
+                    event.lineage.run_id,
+                    spent=BudgetShare(steps=steps, tokens=event.usage.total_tokens),
+                )
+
+    def _mine(self, event: SpawnStarted | SpawnFinished) -> bool:
+        lineage = event.lineage
+        return lineage.parent_run_id == self.run_id and lineage.agent == self._agent

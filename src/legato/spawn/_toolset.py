@@ -13,6 +13,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal, Protocol, runtime_checkable
 
+from legato._effects_parts import current_switches
 from legato.events import Lineage, RunStarted, SpawnDecided, UserPrompt
 from legato.exceptions import ChildFailed, SpawnRefused, ToolDefinitionError, ToolError
 from legato.messages import Message, TextPart
@@ -30,6 +31,8 @@ from legato.spawn._limits import (
     BudgetAccount,
     BudgetShare,
     ChildLimits,
+    ShareGuard,
+    ShareLedger,
     SpawnLimits,
     StepTokenBudget,
     narrow_limits,
@@ -58,12 +61,21 @@ class _Child:
 @dataclass(kw_only=True)
 class _Run:
     run_id: str
-    account: BudgetAccount
+    ledger: ShareLedger
     children: dict[str, _Child] = field(default_factory=lambda: {})
-    started: int = 0
+    known: set[str] = field(default_factory=lambda: set())
+    """Every child the run started (before a resume too): what `max_children` counts."""
     todos: TodoList = field(default_factory=TodoList)
     decided_step: int = -1
     last_spawn: bool = False
+
+    @property
+    def account(self) -> BudgetAccount:
+        return self.ledger.account
+
+    @property
+    def started(self) -> int:
+        return len(self.known)
 
 
 @runtime_checkable
@@ -126,6 +138,8 @@ class SpawnToolset:
         self._account = account
         self._budget_account = budget_account
         self._inherit = inherit
+        self._ledger: ShareLedger | None = None
+        """A child's toolset: the child's ledger, built (and replayed) when it was launched."""
         self._runs: dict[str, _Run] = {}
         self._own = (self._todo_tool(), self._spawn_tool(), self._wait_tool(), *self.skills.tools())
 
@@ -288,17 +302,28 @@ class SpawnToolset:
 
     # -- per run ---------------------------------------------------------------------------------
 
+    @property
+    def _child_agent(self) -> str:
+        """The agent name of the children this toolset starts (how its journal knows them)."""
+        return f"{self._name}-child"
+
     async def _run(self, ctx: RunContext[Any]) -> _Run:
         run = self._runs.get(ctx.run_id)
         if run is not None:
             return run
-        if self._account is not None:
-            account = self._account
-        elif self._budget_account is not None:
-            account = self._budget_account(ctx)
-        else:
-            account = StepTokenBudget(self.limits.budget)
-        run = self._runs[ctx.run_id] = _Run(run_id=ctx.run_id, account=account)
+        ledger = self._ledger
+        if ledger is None or ledger.run_id != ctx.run_id:
+            if self._account is not None:
+                account = self._account
+            elif self._budget_account is not None:
+                account = self._budget_account(ctx)
+            else:
+                account = StepTokenBudget(self.limits.budget)
+            ledger = ShareLedger(account, run_id=ctx.run_id, child_agent=self._child_agent)
+            if ctx.journal is not None and current_switches().rebuild_shares:
+                # a resumed run: the shares its children took before are not its to give again
+                ledger.replay(ctx.journal.events)
+        run = self._runs[ctx.run_id] = _Run(run_id=ctx.run_id, ledger=ledger, known=ledger.children)
         if ctx.scope is not None:
             ctx.scope.start_task(self._hold(ctx.run_id), name=f"spawn-owner-{ctx.run_id}")
         await self._resume_background(ctx, run)
@@ -319,7 +344,8 @@ class SpawnToolset:
 
     def _share(self, run: _Run, steps: int | None, tokens: int | None) -> BudgetShare:
         ceiling = self.limits.child.max_steps
-        left = run.account.remaining().steps
+        remaining = run.account.remaining()
+        left = remaining.steps
         if steps is None:
             candidates = [c for c in (ceiling, None if left is None else max(1, left // 2)) if c]
             steps = min(candidates) if candidates else None
@@ -327,6 +353,11 @@ class SpawnToolset:
             steps = min(steps, ceiling)
         if steps is not None and steps < 1:
             msg = "max_steps must be at least 1"
+            raise SpawnRefused(msg)
+        if tokens is None and remaining.tokens is not None:
+            tokens = max(1, remaining.tokens // 2)  # like steps: half of what is left
+        if tokens is not None and tokens < 1:
+            msg = "max_tokens must be at least 1"
             raise SpawnRefused(msg)
         return BudgetShare(steps=steps, tokens=tokens)
 
@@ -437,7 +468,7 @@ class SpawnToolset:
         if depth > self.limits.max_depth:
             msg = f"a child here would be at depth {depth}, beyond the limit of {self.limits.max_depth}; do this task yourself"
             raise SpawnRefused(msg)
-        if run.started >= self.limits.max_children:
+        if child_id not in run.known and run.started >= self.limits.max_children:
             msg = f"this run has started its limit of {self.limits.max_children} children"
             raise SpawnRefused(msg)
         pool = await self.pool()
@@ -516,35 +547,47 @@ class SpawnToolset:
         *,
         start: Callable[[], ChildStart] | None,
     ) -> _Child:
+        child_id = record.lineage.run_id
         share = BudgetShare(steps=record.max_steps, tokens=record.max_tokens)
-        resuming = await self.store.load(record.lineage.run_id) is not None
-        try:
-            account = run.account.split(share)
-        except Exception as exc:  # SpawnRefused, or the gate's budget's own error
-            if not resuming:
-                if isinstance(exc, SpawnRefused):
-                    raise
+        account: BudgetAccount | None = None
+        if await self.store.load(child_id) is None:
+            # a fresh child: its share must fit, or nothing is recorded
+            try:
+                account = run.ledger.take(child_id, share)
+            except SpawnRefused:
+                raise
+            except Exception as exc:  # the gate's budget's own error
                 msg = f"the budget refused the share: {exc}"
                 raise SpawnRefused(msg) from exc
-            # the share was granted before the interruption; the rebuilt account lacks it
-            account = StepTokenBudget(share)
         emit = ctx.scope.emit if ctx.scope is not None else _drop
         if start is None:
             start = _no_fresh_start(record)
         prepared = await prepare_child(record, store=self.store, emit=emit, make_start=start)
         child = _Child(prepared=prepared)
-        run.children[record.lineage.run_id] = child
-        run.started += 1
+        run.children[child_id] = child
+        run.known.add(child_id)
+        done = prepared.finished
+        if done is not None:  # read back from its journal: settle its share with what it spent
+            if not run.ledger.settled(child_id):
+                self._resumed_account(run, child_id, share)
+                spent = BudgetShare(steps=done.tree_steps, tokens=done.usage.total_tokens)
+                run.ledger.settle(child_id, spent=spent)
+            child.outcome = done
+            return child
+        if account is None:
+            account = self._resumed_account(run, child_id, share)
+        ledger = ShareLedger(account, run_id=child_id, child_agent=self._child_agent)
+        if prepared.resumed and current_switches().rebuild_shares:
+            ledger.replay(prepared.journal.events, own=True)  # what it spent before
         limits = narrow_limits(
             self.limits.child,
             ChildLimits(max_steps=record.max_steps, settings=self.limits.child.settings),
         )
-        toolset = self._child_toolset(record, account)
         config: RunConfig[str] = RunConfig(
             agent_name=record.lineage.agent,
             model=self.model,
             instructions=None,
-            tool_sources=[toolset],
+            tool_sources=[self._child_toolset(record, ledger)],
             output=OutputSchema.build(str),
             settings=limits.settings,
             max_steps=limits.max_steps or 1,
@@ -553,39 +596,56 @@ class SpawnToolset:
         )
         if self._inherit is not None:
             config = self._inherit.child_config(config, record=record, ctx=ctx)
+        guard = ShareGuard(
+            account,
+            share=share,
+            max_output=self.model.profile.max_output_tokens,
+            min_output=self.limits.min_output_tokens,
+        )
+        config = replace(config, hooks=(*config.hooks, guard))  # last: it sees the final request
+        scope = ctx.scope
 
         async def run_it() -> ChildOutcome:
-            outcome: ChildOutcome | None = None
             try:
                 outcome = await execute_child(
                     prepared,
                     config=config,
                     store=self.store,
                     emit=emit,
-                    max_tokens=record.max_tokens,
+                    account=account,
                     time_limit=limits.timeout,
+                    stopping=lambda: getattr(scope, "stopping", None),
                 )
             finally:
-                if outcome is not None:
-                    account.charge(steps=outcome.steps, tokens=outcome.usage.total_tokens)
-                account.close()
-            assert outcome is not None
+                # the parent gets back exactly what is unspent (a share of the child's own,
+                # when the ledger could not hold one, is just closed)
+                if not run.ledger.settle(child_id):
+                    account.close()
             child.outcome = outcome
             return outcome
 
-        if prepared.finished is not None:
-            account.close()
-            child.outcome = prepared.finished
-        elif ctx.scope is not None:
-            child.task = ctx.scope.start_task(run_it(), name=f"child-{record.lineage.run_id}")
+        if scope is not None:
+            child.task = scope.start_task(run_it(), name=f"child-{child_id}")
         else:
             child.task = asyncio.create_task(run_it())
         return child
 
-    def _child_toolset(self, record: ChildRecord, account: BudgetAccount) -> SpawnToolset:
+    def _resumed_account(self, run: _Run, child_id: str, share: BudgetShare) -> BudgetAccount:
+        """A resumed child's account: the share the ledger holds for it, else a new split.
+
+        The ledger holds it when it was rebuilt from the journal; if the account cannot
+        give it again (a journal that lacks the child's start), the child runs on a share
+        of its own.
+        """
+        try:
+            return run.ledger.take(child_id, share)
+        except Exception:  # SpawnRefused, or the gate's budget's own error
+            return StepTokenBudget(share)
+
+    def _child_toolset(self, record: ChildRecord, ledger: ShareLedger) -> SpawnToolset:
         granted = set(record.tools)
         pool = _Granted(self, granted - {"spawn", "wait_children", "todo"})
-        return SpawnToolset(
+        toolset = SpawnToolset(
             [pool],
             model=self.model,
             instructions=self._instructions,
@@ -597,8 +657,10 @@ class SpawnToolset:
             store=self.store,
             inherit=self._inherit,
             name=self._name,
-            account=account,
+            account=ledger.account,
         )
+        toolset._ledger = ledger
+        return toolset
 
     # -- waiting ---------------------------------------------------------------------------------
 

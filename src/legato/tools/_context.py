@@ -10,7 +10,7 @@ from typing import Any, Generic, Protocol, cast
 
 from typing_extensions import TypeVar
 
-from legato.events import ToolProgress
+from legato.events import Journal, ToolProgress
 from legato.exceptions import ToolError
 from legato.messages import Message, Usage
 from legato.tools._contract import StateAccess
@@ -71,6 +71,9 @@ class RunContext(Generic[DepsT]):
     state: StateAccess | None = None
     """The run's verified state: a draft the tool may write when it has a contract, a
     read-only snapshot otherwise; None when the agent has no state."""
+    journal: Journal | None = None
+    """The run's journal so far, to read (never append to it); None outside a run. A
+    resumed run's journal starts with what was recorded before the interruption."""
 
     def report_progress(
         self, progress: float, total: float | None = None, message: str | None = None
