@@ -17,6 +17,17 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from legato.mcp._auth import (
+    AuthorizationCode,
+    Authorizer,
+    FileTokenStore,
+    MCPOAuth,
+    MemoryTokenStore,
+    TokenStore,
+    ask_in_terminal,
+    follow_redirect,
+    parse_redirect,
+)
 from legato.mcp._client import (
     MCPClient,
     PromptArgumentInfo,
@@ -40,11 +51,16 @@ from legato.mcp._handlers import (
 )
 
 __all__ = [
+    "AuthorizationCode",
+    "Authorizer",
     "ElicitationHandler",
     "ElicitationRequest",
     "ElicitationResponse",
+    "FileTokenStore",
     "HTTPServer",
     "MCPClient",
+    "MCPOAuth",
+    "MemoryTokenStore",
     "NameMap",
     "ProgressHandler",
     "ProgressUpdate",
@@ -56,10 +72,14 @@ __all__ = [
     "SamplingRequest",
     "ServerSpec",
     "StdioServer",
+    "TokenStore",
     "ToolCallResult",
     "accept_defaults",
+    "ask_in_terminal",
     "clients_from_config",
+    "follow_redirect",
     "parse_mcp_servers",
+    "parse_redirect",
     "sample_with",
 ]
 

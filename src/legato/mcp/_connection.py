@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from typing import IO, TYPE_CHECKING, Any
 
 from legato.exceptions import MCPConnectionError, MCPError, MCPProtocolError, MCPTimeout
+from legato.mcp._auth import OAuthSession
 from legato.mcp._config import HTTPServer, ServerSpec, StdioServer
 
 if TYPE_CHECKING:
@@ -57,24 +58,26 @@ def _leaves(exc: BaseException) -> list[BaseException]:
 
 
 @contextlib.asynccontextmanager
-async def _http_transport(spec: HTTPServer) -> AsyncGenerator[Any]:
+async def _http_transport(spec: HTTPServer, oauth: OAuthSession | None) -> AsyncGenerator[Any]:
     import httpx2
     from mcp.client.streamable_http import streamable_http_client
 
     # The SDK's defaults: 30 s to connect or write, 300 s between bytes of a held stream.
     timeout = httpx2.Timeout(30.0, read=300.0)
+    auth = oauth.auth if oauth is not None else None
     async with (
-        httpx2.AsyncClient(headers=dict(spec.headers), timeout=timeout) as http,
+        httpx2.AsyncClient(headers=dict(spec.headers), timeout=timeout, auth=auth) as http,
         streamable_http_client(spec.url, http_client=http) as streams,
     ):
         yield streams
 
 
 @contextlib.asynccontextmanager
-async def _sse_transport(spec: HTTPServer) -> AsyncGenerator[Any]:
+async def _sse_transport(spec: HTTPServer, oauth: OAuthSession | None) -> AsyncGenerator[Any]:
     from mcp.client.sse import sse_client
 
-    async with sse_client(spec.url, headers=dict(spec.headers)) as streams:
+    auth = oauth.auth if oauth is not None else None
+    async with sse_client(spec.url, headers=dict(spec.headers), auth=auth) as streams:
         yield streams
 
 
@@ -104,6 +107,7 @@ class Connection:
         self._saved_stderr = ""
         self._protocol_errors: list[str] = []
         self._task: asyncio.Task[None] | None = None
+        self._oauth: OAuthSession | None = None
 
     # -- lifecycle --------------------------------------------------------------------------
 
@@ -215,12 +219,16 @@ class Connection:
             )
             return stdio_client(params, errlog=self._stderr)
         if isinstance(target, HTTPServer):
+            if target.auth is not None:
+                self._oauth = OAuthSession(target.auth, target.url, self.server_name)
             if target.transport == "sse":
-                return _sse_transport(target)
-            return _http_transport(target)
+                return _sse_transport(target, self._oauth)
+            return _http_transport(target, self._oauth)
         return target  # an in-process SDK server
 
     def _start_error(self, exc: BaseException) -> MCPError:
+        if self._oauth is not None and self._oauth.failure is not None:
+            return self._oauth.failure
         leaves = _leaves(exc)
         first = next((e for e in leaves if isinstance(e, MCPError)), None)
         if first is not None:
@@ -253,6 +261,18 @@ class Connection:
     def stderr_tail(self) -> str:
         """The end of a stdio server's stderr (empty for other transports)."""
         return self._detail()
+
+    def explain(self, error: MCPConnectionError) -> MCPError:
+        """What to raise for a connection that broke during a request.
+
+        A failed authorization flow ends the transport, so the request itself only sees a
+        closed connection: the authorization error is the real cause. Otherwise `error`,
+        with the end of a stdio server's stderr.
+        """
+        if self._oauth is not None and self._oauth.failure is not None:
+            return self._oauth.failure
+        tail = self.stderr_tail()
+        return MCPConnectionError(f"{error.detail}{tail}", server=error.server) if tail else error
 
 
 def sdk_error_mapper(server: str, what: str) -> Callable[[BaseException], MCPError | None]:
