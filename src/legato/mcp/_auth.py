@@ -339,7 +339,7 @@ _SECRET_FIELDS = (
     "access_token|refresh_token|id_token|client_secret|code|code_verifier|assertion|"
     "client_assertion|password"
 )
-_SECRET_PAIR = re.compile(rf"(\b(?:{_SECRET_FIELDS})\b\s*[=:]\s*\"?)([^\s\"&,;}}]+)", re.I)
+_SECRET_PAIR = re.compile(rf"(\b(?:{_SECRET_FIELDS})\b\"?\s*[=:]\s*\"?)([^\s\"&,;}}]+)", re.I)
 _SECRET_HEADER = re.compile(r"\b(Bearer|Basic)\s+[A-Za-z0-9._~+/=-]+", re.I)
 
 

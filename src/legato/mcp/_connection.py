@@ -18,7 +18,13 @@ from collections.abc import AsyncGenerator, Callable
 from dataclasses import dataclass
 from typing import IO, TYPE_CHECKING, Any
 
-from legato.exceptions import MCPConnectionError, MCPError, MCPProtocolError, MCPTimeout
+from legato.exceptions import (
+    MCPAuthorizationError,
+    MCPConnectionError,
+    MCPError,
+    MCPProtocolError,
+    MCPTimeout,
+)
 from legato.mcp._auth import OAuthSession
 from legato.mcp._config import HTTPServer, ServerSpec, StdioServer
 
@@ -58,15 +64,29 @@ def _leaves(exc: BaseException) -> list[BaseException]:
 
 
 @contextlib.asynccontextmanager
-async def _http_transport(spec: HTTPServer, oauth: OAuthSession | None) -> AsyncGenerator[Any]:
+async def _http_transport(
+    spec: HTTPServer, oauth: OAuthSession | None, on_refused: Callable[[int], None]
+) -> AsyncGenerator[Any]:
     import httpx2
     from mcp.client.streamable_http import streamable_http_client
+
+    endpoint = httpx2.URL(spec.url)
+
+    async def note_refusal(response: httpx2.Response) -> None:
+        # The transport turns a 401/403 into a generic JSON-RPC error; keep the status.
+        if response.status_code in (401, 403) and response.request.url == endpoint:
+            on_refused(response.status_code)
 
     # The SDK's defaults: 30 s to connect or write, 300 s between bytes of a held stream.
     timeout = httpx2.Timeout(30.0, read=300.0)
     auth = oauth.auth if oauth is not None else None
     async with (
-        httpx2.AsyncClient(headers=dict(spec.headers), timeout=timeout, auth=auth) as http,
+        httpx2.AsyncClient(
+            headers=dict(spec.headers),
+            timeout=timeout,
+            auth=auth,
+            event_hooks={"response": [note_refusal]},
+        ) as http,
         streamable_http_client(spec.url, http_client=http) as streams,
     ):
         yield streams
@@ -108,6 +128,7 @@ class Connection:
         self._protocol_errors: list[str] = []
         self._task: asyncio.Task[None] | None = None
         self._oauth: OAuthSession | None = None
+        self._refused: int | None = None
 
     # -- lifecycle --------------------------------------------------------------------------
 
@@ -223,12 +244,33 @@ class Connection:
                 self._oauth = OAuthSession(target.auth, target.url, self.server_name)
             if target.transport == "sse":
                 return _sse_transport(target, self._oauth)
-            return _http_transport(target, self._oauth)
+            return _http_transport(target, self._oauth, self._note_refused)
         return target  # an in-process SDK server
 
-    def _start_error(self, exc: BaseException) -> MCPError:
+    def _note_refused(self, status: int) -> None:
+        self._refused = status
+
+    def _auth_failure(self) -> MCPError | None:
+        """The authorization failure behind a broken connection, if there was one."""
         if self._oauth is not None and self._oauth.failure is not None:
             return self._oauth.failure
+        status = self._refused
+        if status is None:
+            return None
+        target = self._target
+        if isinstance(target, HTTPServer) and target.auth is None and not target.headers:
+            msg = (
+                f"the server requires authorization (HTTP {status}): "
+                "pass HTTPServer(auth=MCPOAuth(...))"
+            )
+        else:
+            msg = f"the server refused the credentials (HTTP {status})"
+        return MCPAuthorizationError(msg, server=self.server_name)
+
+    def _start_error(self, exc: BaseException) -> MCPError:
+        failure = self._auth_failure()
+        if failure is not None:
+            return failure
         leaves = _leaves(exc)
         first = next((e for e in leaves if isinstance(e, MCPError)), None)
         if first is not None:
@@ -269,8 +311,9 @@ class Connection:
         closed connection: the authorization error is the real cause. Otherwise `error`,
         with the end of a stdio server's stderr.
         """
-        if self._oauth is not None and self._oauth.failure is not None:
-            return self._oauth.failure
+        failure = self._auth_failure()
+        if failure is not None:
+            return failure
         tail = self.stderr_tail()
         return MCPConnectionError(f"{error.detail}{tail}", server=error.server) if tail else error
 
