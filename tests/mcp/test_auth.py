@@ -9,6 +9,7 @@ terminal authorizers, and how failures map to `MCPAuthorizationError` without se
 from __future__ import annotations
 
 import json
+import logging
 import os
 import stat
 from collections.abc import AsyncIterator
@@ -95,6 +96,15 @@ async def test_revoked_token_reauthorizes_with_the_stored_registration(
     assert (oauth_server.registrations, oauth_server.authorizations) == (1, 2)
 
 
+async def test_own_scopes_are_added_to_the_servers_choice(oauth_server: OAuthServer) -> None:
+    auth = MCPOAuth(authorize=follow_redirect(), scopes=("notes:write", "notes:read"))
+    async with _client(oauth_server, auth) as client:
+        await client.list_tools()
+    async with _client(oauth_server, MCPOAuth(authorize=follow_redirect())) as client:
+        await client.list_tools()
+    assert oauth_server.scopes == ["notes:read notes:write", "notes:read"]
+
+
 async def test_pre_registered_client_skips_registration(oauth_server: OAuthServer) -> None:
     auth = MCPOAuth(
         authorize=follow_redirect(),
@@ -154,6 +164,32 @@ async def test_token_error_is_redacted(oauth_server: OAuthServer) -> None:
     assert REGISTERED_SECRET not in message
     assert codes
     assert codes[0] not in message
+
+
+async def test_sdk_log_records_of_a_failed_flow_are_redacted(
+    oauth_server: OAuthServer, caplog: pytest.LogCaptureFixture
+) -> None:
+    oauth_server.token_error = True
+    with caplog.at_level(logging.DEBUG), pytest.raises(MCPAuthorizationError):
+        await _client(oauth_server, MCPOAuth(authorize=follow_redirect())).connect()
+    assert "OAuth flow error" in caplog.text  # the SDK logged the failure...
+    assert "invalid_grant" in caplog.text
+    assert REGISTERED_SECRET not in caplog.text  # ...without the secret it echoed
+
+
+async def test_sdk_log_records_without_the_filter_would_leak(
+    oauth_server: OAuthServer, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The protection switched off: the SDK's own record carries the secret."""
+    import legato.mcp._auth as auth_module
+
+    monkeypatch.setattr(auth_module, "_redact_sdk_logs", lambda: None)
+    for name in auth_module._SDK_AUTH_LOGGERS:
+        monkeypatch.setattr(logging.getLogger(name), "filters", [])
+    oauth_server.token_error = True
+    with caplog.at_level(logging.DEBUG), pytest.raises(MCPAuthorizationError):
+        await _client(oauth_server, MCPOAuth(authorize=follow_redirect())).connect()
+    assert REGISTERED_SECRET in caplog.text
 
 
 async def test_token_error_without_redaction_would_leak(
@@ -307,6 +343,7 @@ async def noop(url: str) -> AuthorizationCode:
         ({"client_metadata_url": "http://example.com/c.json"}, "https URL with a path"),
         ({"client_metadata_url": "https://example.com/"}, "https URL with a path"),
         ({"redirect_uri": "myapp:/cb"}, "redirect_uri"),
+        ({"scopes": ("a b",)}, "one non-empty word"),
     ],
 )
 def test_bad_configuration_is_refused(options: dict[str, str], complaint: str) -> None:

@@ -22,6 +22,7 @@ import os
 import re
 import stat
 import sys
+import weakref
 from collections.abc import AsyncGenerator, Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -292,8 +293,10 @@ class MCPOAuth:
     client_name: str = "legato"
     redirect_uri: str = "http://127.0.0.1:33418/callback"
     """Where the authorization server sends the browser back to with the code."""
-    scopes: tuple[str, ...] | None = None
-    """Scopes to ask for; None lets the server's challenge and metadata decide."""
+    scopes: tuple[str, ...] = ()
+    """Scopes to ask for on top of those the server names. As the MCP specification
+    prescribes, the server's challenge (or else its metadata) chooses the scopes; these
+    are added to that choice in every authorization request."""
     client_id: str | None = None
     """A pre-registered client id (skips registration)."""
     client_secret: str | None = field(default=None, repr=False)
@@ -327,6 +330,9 @@ class MCPOAuth:
                 f"got {self.client_metadata_url!r}"
             )
             raise ConfigurationError(msg)
+        if any(not scope or scope.split() != [scope] for scope in self.scopes):
+            msg = f"MCPOAuth: each scope must be one non-empty word, got {list(self.scopes)!r}"
+            raise ConfigurationError(msg)
         redirect = urlsplit(self.redirect_uri)
         if redirect.scheme not in ("http", "https") or not redirect.netloc:
             msg = f"MCPOAuth: redirect_uri must be an http(s) URL, got {self.redirect_uri!r}"
@@ -354,6 +360,38 @@ def redact(text: str, secrets: list[str]) -> str:
 # -- the bridge to the SDK ------------------------------------------------------------------------
 
 
+class _RedactSecrets(logging.Filter):
+    """Keeps secrets out of the SDK's auth log records.
+
+    The SDK logs a failed flow with its traceback, whose message may echo what a token
+    endpoint answered; the record keeps the message, redacted, without the traceback.
+    """
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        known = [secret for session in list(_SESSIONS) for secret in session.secrets]
+        text = record.getMessage()
+        if record.exc_info is not None and record.exc_info[1] is not None:
+            error = record.exc_info[1]
+            text = f"{text}: {type(error).__name__}: {error}"
+            record.exc_info = None
+            record.exc_text = None
+        record.msg = redact(text, known)
+        record.args = None
+        return True
+
+
+_LOG_FILTER = _RedactSecrets()
+_SDK_AUTH_LOGGERS = ("mcp.client.auth", "mcp.client.auth.oauth2", "mcp.client.auth.utils")
+_SESSIONS: weakref.WeakSet[OAuthSession] = weakref.WeakSet()
+
+
+def _redact_sdk_logs() -> None:
+    for name in _SDK_AUTH_LOGGERS:
+        sdk_logger = logging.getLogger(name)
+        if _LOG_FILTER not in sdk_logger.filters:
+            sdk_logger.addFilter(_LOG_FILTER)
+
+
 class _AuthorizerFailed(Exception):
     """The application's authorizer raised (wrapped to tell it from the SDK's errors)."""
 
@@ -366,8 +404,11 @@ class OAuthSession:
         from mcp.shared.auth import OAuthClientInformationFull, OAuthClientMetadata
         from pydantic import AnyUrl
 
-        self._secrets: list[str] = [auth.client_secret] if auth.client_secret else []
+        self.secrets: list[str] = [auth.client_secret] if auth.client_secret else []
+        """Secrets met in this session (client secret, codes, tokens), to redact."""
         self._server_name = server_name
+        _SESSIONS.add(self)
+        _redact_sdk_logs()
         self._authorize = auth.authorize
         self._answer: AuthorizationCode | None = None
         self.failure: MCPAuthorizationError | None = None
@@ -393,16 +434,26 @@ class OAuthSession:
         )
         guard = self._guard
 
+        extra = list(auth.scopes)
+
         class _Provider(OAuthClientProvider):
             def async_auth_flow(
                 self, request: httpx2.Request
             ) -> AsyncGenerator[httpx2.Request, httpx2.Response]:
                 return guard(super().async_auth_flow(request))
 
+            async def _perform_authorization_code_grant(self) -> tuple[str, str]:
+                # The flow has just chosen the scopes from the server's challenge or
+                # metadata; the application's own are added to them.
+                metadata = self.context.client_metadata
+                chosen = (metadata.scope or "").split()
+                metadata.scope = " ".join([*chosen, *(s for s in extra if s not in chosen)]) or None
+                return await super()._perform_authorization_code_grant()
+
         self.auth: httpx2.Auth = _Provider(
             server_url=server_url,
             client_metadata=metadata,
-            storage=_Storage(auth.store, server_url, preregistered, self._secrets),
+            storage=_Storage(auth.store, server_url, preregistered, self.secrets),
             redirect_handler=self._on_redirect,
             callback_handler=self._on_callback,
             client_metadata_url=auth.client_metadata_url,
@@ -418,7 +469,7 @@ class OAuthSession:
         if not isinstance(answer, AuthorizationCode):  # pyright: ignore[reportUnnecessaryIsInstance]
             msg = f"the authorizer returned {type(answer).__name__}, not an AuthorizationCode"
             raise _AuthorizerFailed(msg)
-        self._secrets.append(answer.code)
+        self.secrets.append(answer.code)
         self._answer = answer
 
     async def _on_callback(self) -> AuthorizationCodeResult:
@@ -455,7 +506,7 @@ class OAuthSession:
             else:
                 step, detail = "authorization failed", f"{type(exc).__name__}: {exc}"
             error = MCPAuthorizationError(
-                f"{step}: {redact(detail, self._secrets)}", server=self._server_name
+                f"{step}: {redact(detail, self.secrets)}", server=self._server_name
             )
             self.failure = error
             raise error from None

@@ -52,6 +52,8 @@ class OAuthServer:
     """The token endpoint refuses, echoing the code and the client secret it was sent."""
     registrations: int = 0
     authorizations: int = 0
+    scopes: list[str | None] = field(default_factory=lambda: list[str | None]())
+    """The `scope` of each authorization request."""
     token_requests: int = 0
     tokens: set[str] = field(default_factory=lambda: set[str]())
     _codes: dict[str, str] = field(default_factory=lambda: dict[str, str]())
@@ -64,7 +66,11 @@ class OAuthServer:
 
     def _metadata(self, path: str) -> dict[str, Any] | None:
         if path == "/.well-known/oauth-protected-resource/mcp":
-            return {"resource": f"{self.url}/mcp", "authorization_servers": [self.url]}
+            return {
+                "resource": f"{self.url}/mcp",
+                "authorization_servers": [self.url],
+                "scopes_supported": ["notes:read"],
+            }
         if path == "/.well-known/oauth-authorization-server":
             return {
                 "issuer": self.url,
@@ -92,6 +98,7 @@ class OAuthServer:
 
     def _authorize(self, query: dict[str, list[str]]) -> tuple[int, dict[str, str], bytes]:
         self.authorizations += 1
+        self.scopes.append(query.get("scope", [None])[0])
         if self.login_page:
             return 200, {"content-type": "text/html"}, b"<form>Sign in</form>"
         back = query["redirect_uri"][0]
