@@ -84,6 +84,33 @@ async def test_authorizes_and_later_runs_reuse_the_stored_tokens(
     assert (oauth_server.registrations, oauth_server.authorizations) == (1, 1)
 
 
+async def test_an_expired_stored_token_is_refreshed_in_a_later_process(
+    oauth_server: OAuthServer,
+) -> None:
+    store = MemoryTokenStore()
+    async with _client(oauth_server, MCPOAuth(authorize=follow_redirect(), store=store)) as c:
+        await c.list_tools()
+    url = f"{oauth_server.url}/mcp"
+    record = await store.load(url)
+    assert record is not None
+    assert isinstance(record["expires_at"], float)
+    record["expires_at"] = 1.0  # as if the hour had passed...
+    await store.save(url, record)
+    oauth_server.tokens.clear()  # ...and the server no longer takes the token
+
+    async def must_not_run(url: str) -> AuthorizationCode:
+        raise AssertionError(url)
+
+    # A fresh configuration (a later process): it knows the token expired and refreshes it
+    # at the token endpoint the first flow discovered, without asking the person again.
+    async with _client(oauth_server, MCPOAuth(authorize=must_not_run, store=store)) as c:
+        await c.list_tools()
+    assert (oauth_server.authorizations, oauth_server.refreshes) == (1, 1)
+    refreshed = await store.load(url)
+    assert refreshed is not None
+    assert refreshed["tokens"] != record["tokens"]
+
+
 async def test_revoked_token_reauthorizes_with_the_stored_registration(
     oauth_server: OAuthServer,
 ) -> None:

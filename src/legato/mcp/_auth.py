@@ -35,6 +35,7 @@ from legato.messages import JsonValue
 if TYPE_CHECKING:
     import httpx2
     from mcp.client.auth import AuthorizationCodeResult
+    from mcp.client.auth.oauth2 import OAuthContext
     from mcp.shared.auth import OAuthClientInformationFull, OAuthToken
 
 __all__ = [
@@ -442,6 +443,10 @@ class OAuthSession:
             ) -> AsyncGenerator[httpx2.Request, httpx2.Response]:
                 return guard(super().async_auth_flow(request))
 
+            async def _initialize(self) -> None:
+                await super()._initialize()
+                await storage.restore(self.context)
+
             async def _perform_authorization_code_grant(self) -> tuple[str, str]:
                 # The flow has just chosen the scopes from the server's challenge or
                 # metadata; the application's own are added to them.
@@ -450,14 +455,17 @@ class OAuthSession:
                 metadata.scope = " ".join([*chosen, *(s for s in extra if s not in chosen)]) or None
                 return await super()._perform_authorization_code_grant()
 
-        self.auth: httpx2.Auth = _Provider(
+        storage = _Storage(auth.store, server_url, preregistered, self.secrets)
+        provider = _Provider(
             server_url=server_url,
             client_metadata=metadata,
-            storage=_Storage(auth.store, server_url, preregistered, self.secrets),
+            storage=storage,
             redirect_handler=self._on_redirect,
             callback_handler=self._on_callback,
             client_metadata_url=auth.client_metadata_url,
         )
+        storage.context = provider.context
+        self.auth: httpx2.Auth = provider
 
     async def _on_redirect(self, url: str) -> None:
         self._answer = None
@@ -515,7 +523,15 @@ class OAuthSession:
 
 
 class _Storage:
-    """The SDK's `TokenStorage` over a legato `TokenStore` (records kept as plain JSON)."""
+    """The SDK's `TokenStorage` over a legato `TokenStore` (records kept as plain JSON).
+
+    Besides tokens and the registration, a record keeps when the access token expires and
+    the metadata the flow discovered, so a later process knows that a stored token has
+    expired and refreshes it at the right token endpoint instead of asking the person again.
+    """
+
+    context: OAuthContext | None = None
+    """The provider's state, read when tokens are saved."""
 
     def __init__(
         self,
@@ -549,11 +565,49 @@ class _Storage:
         return tokens
 
     async def set_tokens(self, tokens: OAuthToken) -> None:
-        """Keep new tokens."""
+        """Keep new tokens (with their expiry and the metadata they came from)."""
         self._note(tokens.access_token, tokens.refresh_token)
         record = await self._record()
         record["tokens"] = tokens.model_dump(mode="json", exclude_none=True)
+        record.pop("expires_at", None)
+        context = self.context
+        if context is not None:
+            if context.token_expiry_time is not None:
+                record["expires_at"] = context.token_expiry_time
+            if context.oauth_metadata is not None:
+                record["authorization_server"] = context.oauth_metadata.model_dump(
+                    mode="json", exclude_none=True
+                )
+            if context.protected_resource_metadata is not None:
+                record["protected_resource"] = context.protected_resource_metadata.model_dump(
+                    mode="json", exclude_none=True
+                )
         await self._store.save(self._url, record)
+
+    async def restore(self, context: OAuthContext) -> None:
+        """Put a stored expiry and discovered metadata back into a fresh provider."""
+        from mcp.shared.auth import OAuthMetadata, ProtectedResourceMetadata
+        from pydantic import ValidationError
+
+        record = await self._record()
+        expires_at = record.get("expires_at")
+        if context.current_tokens is not None and isinstance(expires_at, int | float):
+            context.token_expiry_time = float(expires_at)
+        try:
+            if context.oauth_metadata is None and isinstance(
+                record.get("authorization_server"), dict
+            ):
+                context.oauth_metadata = OAuthMetadata.model_validate(
+                    record["authorization_server"]
+                )
+            if context.protected_resource_metadata is None and isinstance(
+                record.get("protected_resource"), dict
+            ):
+                resource = ProtectedResourceMetadata.model_validate(record["protected_resource"])
+                context.protected_resource_metadata = resource
+                context.auth_server_url = str(resource.authorization_servers[0])
+        except (ValidationError, IndexError):
+            logger.warning("MCP OAuth: the stored metadata for %s is unusable; ignored", self._url)
 
     async def get_client_info(self) -> OAuthClientInformationFull | None:
         """The pre-registered client, else the stored registration."""

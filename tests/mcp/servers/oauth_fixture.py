@@ -51,12 +51,14 @@ class OAuthServer:
     token_error: bool = False
     """The token endpoint refuses, echoing the code and the client secret it was sent."""
     registrations: int = 0
+    refreshes: int = 0
     authorizations: int = 0
     scopes: list[str | None] = field(default_factory=lambda: list[str | None]())
     """The `scope` of each authorization request."""
     token_requests: int = 0
     tokens: set[str] = field(default_factory=lambda: set[str]())
     _codes: dict[str, str] = field(default_factory=lambda: dict[str, str]())
+    _refresh: set[str] = field(default_factory=lambda: set[str]())
 
     # -- the protected resource -------------------------------------------------------------
 
@@ -75,7 +77,7 @@ class OAuthServer:
             return {
                 "issuer": self.url,
                 "authorization_endpoint": f"{self.url}/authorize",
-                "token_endpoint": f"{self.url}/token",
+                "token_endpoint": f"{self.url}/oauth/token",
                 "registration_endpoint": f"{self.url}/register",
                 "response_types_supported": ["code"],
                 "grant_types_supported": ["authorization_code", "refresh_token"],
@@ -121,14 +123,28 @@ class OAuthServer:
                     f"code={form.get('code')} rejected for client_secret={form.get('client_secret')}"
                 ),
             }
+        if form.get("grant_type") == "refresh_token":
+            if form.get("refresh_token") not in self._refresh:
+                return 400, {"error": "invalid_grant", "error_description": "unknown refresh token"}
+            self.refreshes += 1
+            return 200, self._issue()
         challenge = self._codes.pop(form.get("code", ""), None)
         verifier = form.get("code_verifier", "")
         digest = base64.urlsafe_b64encode(hashlib.sha256(verifier.encode()).digest())
         if challenge is None or digest.decode().rstrip("=") != challenge:
             return 400, {"error": "invalid_grant", "error_description": "bad code or verifier"}
-        token = secrets.token_urlsafe(16)
+        return 200, self._issue()
+
+    def _issue(self) -> dict[str, Any]:
+        token, refresh = secrets.token_urlsafe(16), secrets.token_urlsafe(16)
         self.tokens.add(token)
-        return 200, {"access_token": token, "token_type": "Bearer", "expires_in": 3600}
+        self._refresh.add(refresh)
+        return {
+            "access_token": token,
+            "refresh_token": refresh,
+            "token_type": "Bearer",
+            "expires_in": 3600,
+        }
 
     # -- ASGI --------------------------------------------------------------------------------
 
@@ -158,7 +174,7 @@ class OAuthServer:
                 query = parse_qs(scope["query_string"].decode())
                 status, headers, content = self._authorize(query)
                 await _send(send, status, headers, content)
-            elif path == "/token":
+            elif path == "/oauth/token":
                 await _json(send, *self._token(body))
             else:
                 await _json(send, 404, {"error": "not_found"})
