@@ -8,6 +8,7 @@ terminal authorizers, and how failures map to `MCPAuthorizationError` without se
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 import os
@@ -18,7 +19,7 @@ from pathlib import Path
 import pytest
 from servers.oauth_fixture import REGISTERED_SECRET, OAuthServer, running
 
-from legato.exceptions import ConfigurationError, MCPAuthorizationError
+from legato.exceptions import ConfigurationError, MCPAuthorizationError, MCPTimeout
 from legato.mcp import (
     AuthorizationCode,
     FileTokenStore,
@@ -143,6 +144,36 @@ async def test_pre_registered_client_skips_registration(oauth_server: OAuthServe
         await client.list_tools()
     assert (oauth_server.registrations, oauth_server.token_requests) == (0, 1)
     assert "pre-secret-value" not in repr(auth)
+
+
+async def _slow_person(url: str) -> AuthorizationCode:
+    await asyncio.sleep(1.0)  # a person reading the consent page
+    return await follow_redirect()(url)
+
+
+async def test_time_a_person_takes_does_not_count_against_connect_timeout(
+    oauth_server: OAuthServer,
+) -> None:
+    auth = MCPOAuth(authorize=_slow_person)
+    client = MCPClient(HTTPServer(url=f"{oauth_server.url}/mcp", auth=auth), connect_timeout=0.5)
+    async with client:
+        assert [t.name for t in await client.list_tools()] == ["whoami"]
+
+
+async def test_without_the_pause_a_slow_person_would_time_out(
+    oauth_server: OAuthServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The protection switched off: the handshake times out while the person reads."""
+    from legato.mcp._connection import Connection
+
+    def keep_counting(self: Connection, waiting: bool) -> None:
+        return None
+
+    monkeypatch.setattr(Connection, "_person_waiting", keep_counting)
+    auth = MCPOAuth(authorize=_slow_person)
+    client = MCPClient(HTTPServer(url=f"{oauth_server.url}/mcp", auth=auth), connect_timeout=0.5)
+    with pytest.raises(MCPTimeout):
+        await client.connect()
 
 
 # -- failures: typed, and without secrets ---------------------------------------------------------

@@ -7,6 +7,8 @@ time = MCPClient(StdioServer(command="mcp-server-time"), name="time")
 agent = Agent(model, tools=[time])       # the server's tools, listed before each request
 ```
 
+Servers that require OAuth: `HTTPServer(url=..., auth=MCPOAuth(authorize=ask_in_terminal()))`.
+
 Needs the `mcp` extra (`pip install 'legato[mcp]'`); the SDK is imported on first use.
 Serving legato tools over MCP lives in `legato.mcp.server`.
 """

@@ -400,7 +400,14 @@ class _AuthorizerFailed(Exception):
 class OAuthSession:
     """OAuth for one connection: the SDK provider (`auth`, an `httpx2.Auth`) and its failure."""
 
-    def __init__(self, auth: MCPOAuth, server_url: str, server_name: str) -> None:
+    def __init__(
+        self,
+        auth: MCPOAuth,
+        server_url: str,
+        server_name: str,
+        *,
+        on_person: Callable[[bool], None] | None = None,
+    ) -> None:
         from mcp.client.auth import OAuthClientProvider
         from mcp.shared.auth import OAuthClientInformationFull, OAuthClientMetadata
         from pydantic import AnyUrl
@@ -411,6 +418,8 @@ class OAuthSession:
         _SESSIONS.add(self)
         _redact_sdk_logs()
         self._authorize = auth.authorize
+        self._on_person = on_person
+        """Told when the authorizer starts (True) and ends (False): time a person takes."""
         self._answer: AuthorizationCode | None = None
         self.failure: MCPAuthorizationError | None = None
         """The error that ended the last flow (the transport may only report a closed stream)."""
@@ -469,11 +478,16 @@ class OAuthSession:
 
     async def _on_redirect(self, url: str) -> None:
         self._answer = None
+        if self._on_person is not None:
+            self._on_person(True)
         try:
             answer = await self._authorize(url)
         except Exception as exc:
             msg = f"{type(exc).__name__}: {exc}"
             raise _AuthorizerFailed(msg) from exc
+        finally:
+            if self._on_person is not None:
+                self._on_person(False)
         if not isinstance(answer, AuthorizationCode):  # pyright: ignore[reportUnnecessaryIsInstance]
             msg = f"the authorizer returned {type(answer).__name__}, not an AuthorizationCode"
             raise _AuthorizerFailed(msg)

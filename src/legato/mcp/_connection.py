@@ -129,6 +129,7 @@ class Connection:
         self._task: asyncio.Task[None] | None = None
         self._oauth: OAuthSession | None = None
         self._refused: int | None = None
+        self._deadline: tuple[asyncio.Timeout, float] | None = None
 
     # -- lifecycle --------------------------------------------------------------------------
 
@@ -136,7 +137,8 @@ class Connection:
         """Start the owner task and wait for the handshake (or fail with a typed error)."""
         self._task = asyncio.create_task(self._own(), name=f"mcp:{self.server_name}")
         try:
-            async with asyncio.timeout(connect_timeout):
+            async with asyncio.timeout(connect_timeout) as deadline:
+                self._deadline = (deadline, connect_timeout)
                 return await asyncio.shield(self._ready)
         except TimeoutError:
             detail = self._detail()
@@ -152,6 +154,15 @@ class Connection:
         except BaseException:
             await self.close()
             raise
+        finally:
+            self._deadline = None
+
+    def _person_waiting(self, waiting: bool) -> None:
+        """Stop the connect timeout while a person approves access (then restart it)."""
+        if self._deadline is None:
+            return
+        deadline, seconds = self._deadline
+        deadline.reschedule(None if waiting else self.loop.time() + seconds)
 
     async def close(self) -> None:
         """Stop the owner task (terminating a stdio server) and wait for it."""
@@ -241,7 +252,9 @@ class Connection:
             return stdio_client(params, errlog=self._stderr)
         if isinstance(target, HTTPServer):
             if target.auth is not None:
-                self._oauth = OAuthSession(target.auth, target.url, self.server_name)
+                self._oauth = OAuthSession(
+                    target.auth, target.url, self.server_name, on_person=self._person_waiting
+                )
             if target.transport == "sse":
                 return _sse_transport(target, self._oauth)
             return _http_transport(target, self._oauth, self._note_refused)
