@@ -65,7 +65,7 @@ def _leaves(exc: BaseException) -> list[BaseException]:
 
 @contextlib.asynccontextmanager
 async def _http_transport(
-    spec: HTTPServer, oauth: OAuthSession | None, on_refused: Callable[[int], None]
+    spec: HTTPServer, oauth: OAuthSession | None, on_refused: Callable[[int | None], None]
 ) -> AsyncGenerator[Any]:
     import httpx2
     from mcp.client.streamable_http import streamable_http_client
@@ -73,9 +73,11 @@ async def _http_transport(
     endpoint = httpx2.URL(spec.url)
 
     async def note_refusal(response: httpx2.Response) -> None:
-        # The transport turns a 401/403 into a generic JSON-RPC error; keep the status.
-        if response.status_code in (401, 403) and response.request.url == endpoint:
-            on_refused(response.status_code)
+        # The transport turns a 401/403 into a generic JSON-RPC error; keep the status of
+        # the endpoint's latest answer (None once it answers otherwise).
+        if response.request.url == endpoint:
+            status = response.status_code
+            on_refused(status if status in (401, 403) else None)
 
     # The SDK's defaults: 30 s to connect or write, 300 s between bytes of a held stream.
     timeout = httpx2.Timeout(30.0, read=300.0)
@@ -260,18 +262,24 @@ class Connection:
             return _http_transport(target, self._oauth, self._note_refused)
         return target  # an in-process SDK server
 
-    def _note_refused(self, status: int) -> None:
+    def _note_refused(self, status: int | None) -> None:
         self._refused = status
 
-    def _auth_failure(self) -> MCPError | None:
-        """The authorization failure behind a broken connection, if there was one."""
+    def _auth_failure(self, *, handshake: bool) -> MCPError | None:
+        """The authorization failure behind a broken connection, if there was one.
+
+        A failed OAuth flow, or, during the handshake, the endpoint's refusal (401/403).
+        """
         if self._oauth is not None and self._oauth.failure is not None:
             return self._oauth.failure
         status = self._refused
-        if status is None:
+        if status is None or not handshake:
             return None
         target = self._target
-        if isinstance(target, HTTPServer) and target.auth is None and not target.headers:
+        credentials = isinstance(target, HTTPServer) and (
+            target.auth is not None or any(k.lower() == "authorization" for k in target.headers)
+        )
+        if not credentials:
             msg = (
                 f"the server requires authorization (HTTP {status}): "
                 "pass HTTPServer(auth=MCPOAuth(...))"
@@ -281,7 +289,7 @@ class Connection:
         return MCPAuthorizationError(msg, server=self.server_name)
 
     def _start_error(self, exc: BaseException) -> MCPError:
-        failure = self._auth_failure()
+        failure = self._auth_failure(handshake=True)
         if failure is not None:
             return failure
         leaves = _leaves(exc)
@@ -324,7 +332,7 @@ class Connection:
         closed connection: the authorization error is the real cause. Otherwise `error`,
         with the end of a stdio server's stderr.
         """
-        failure = self._auth_failure()
+        failure = self._auth_failure(handshake=False)
         if failure is not None:
             return failure
         tail = self.stderr_tail()
