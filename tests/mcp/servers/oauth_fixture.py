@@ -17,7 +17,7 @@ import hashlib
 import json
 import secrets
 import socket
-from collections.abc import AsyncGenerator, Awaitable, Callable, MutableMapping
+from collections.abc import AsyncGenerator, Awaitable, Callable, Generator, MutableMapping
 from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import parse_qs, urlencode
@@ -220,7 +220,16 @@ async def running(server: OAuthServer) -> AsyncGenerator[OAuthServer]:
     config = uvicorn.Config(
         server.app(mcp_app), host="127.0.0.1", port=port, log_level="warning", lifespan="on"
     )
-    web = uvicorn.Server(config)
+
+    class QuietServer(uvicorn.Server):
+        # Embedded in a test's event loop: leave the process's signal handlers alone (the
+        # fixture's setup and teardown run in different event-loop runs, so handlers saved
+        # and restored around `serve` would leak into later tests).
+        @contextlib.contextmanager
+        def capture_signals(self) -> Generator[None]:
+            yield
+
+    web = QuietServer(config)
     task = asyncio.create_task(web.serve())
     while not web.started:
         if task.done():
