@@ -52,7 +52,8 @@ LegatoError
 │   ├── MCPConnectionError        the server failed to start, closed the connection, or died
 │   ├── MCPTimeout                the server did not answer a request in time
 │   ├── MCPProtocolError          the server sent something that is not valid MCP
-│   └── MCPRequestFailed          the server answered a request with a JSON-RPC error
+│   ├── MCPRequestFailed          the server answered a request with a JSON-RPC error
+│   └── MCPAuthorizationError     the OAuth flow failed (discovery, registration, consent, token)
 ├── ApprovalError                 a decision that cannot be accepted
 │   ├── DecisionTokenInvalid      the token belongs to no request, or to another call
 │   └── DecisionAlreadyUsed       the token (or the decision) was already used once
@@ -103,6 +104,7 @@ __all__ = [
     "JournalError",
     "LeaseRefused",
     "LegatoError",
+    "MCPAuthorizationError",
     "MCPConnectionError",
     "MCPError",
     "MCPProtocolError",
@@ -516,6 +518,14 @@ class MCPRequestFailed(MCPError):
     def __init__(self, message: str, *, server: str, code: int) -> None:
         self.code = code
         super().__init__(f"{message} (error {code})", server=server)
+
+
+class MCPAuthorizationError(MCPError):
+    """The MCP authorization (OAuth) flow failed; the message never carries a secret.
+
+    Metadata discovery, client registration, the user's consent or the token exchange went
+    wrong; the message says which step and why, with tokens, codes and secrets redacted.
+    """
 
 
 class SpawnRefused(ToolError):

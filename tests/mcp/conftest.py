@@ -209,5 +209,5 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
     total = [sum(r[2] for r in RESULTS), sum(r[3] for r in RESULTS), sum(r[4] for r in RESULTS)]
     tr.write_line(
         f"{len(RESULTS)} scenarios: {total[0]} checks passed, {total[1]} failed, "
-        f"{total[2]} warnings (OAuth scenarios not run: tests/mcp/conformance-expected-failures.yml)"
+        f"{total[2]} warnings (not run: tests/mcp/conformance-expected-failures.yml)"
     )

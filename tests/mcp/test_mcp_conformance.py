@@ -97,8 +97,9 @@ def test_every_scenario_is_run_or_listed_as_expected_failure(node: Path) -> None
     client = set(_scenarios(node, "client"))
     expected = set(_expected("client"))
     assert expected <= client, f"stale expected failures: {expected - client}"
-    assert {s for s in client if not s.startswith("auth/")} == client - expected
-    assert len(client - expected) >= 5
+    run = client - expected
+    assert {s for s in client if s.startswith("auth/")} <= run, "every OAuth scenario runs"
+    assert len(run) >= 19
 
 
 @pytest.mark.timeout(600)

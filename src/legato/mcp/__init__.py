@@ -7,6 +7,8 @@ time = MCPClient(StdioServer(command="mcp-server-time"), name="time")
 agent = Agent(model, tools=[time])       # the server's tools, listed before each request
 ```
 
+Servers that require OAuth: `HTTPServer(url=..., auth=MCPOAuth(authorize=ask_in_terminal()))`.
+
 Needs the `mcp` extra (`pip install 'legato[mcp]'`); the SDK is imported on first use.
 Serving legato tools over MCP lives in `legato.mcp.server`.
 """
@@ -17,6 +19,17 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from legato.mcp._auth import (
+    AuthorizationCode,
+    Authorizer,
+    FileTokenStore,
+    MCPOAuth,
+    MemoryTokenStore,
+    TokenStore,
+    ask_in_terminal,
+    follow_redirect,
+    parse_redirect,
+)
 from legato.mcp._client import (
     MCPClient,
     PromptArgumentInfo,
@@ -40,11 +53,16 @@ from legato.mcp._handlers import (
 )
 
 __all__ = [
+    "AuthorizationCode",
+    "Authorizer",
     "ElicitationHandler",
     "ElicitationRequest",
     "ElicitationResponse",
+    "FileTokenStore",
     "HTTPServer",
     "MCPClient",
+    "MCPOAuth",
+    "MemoryTokenStore",
     "NameMap",
     "ProgressHandler",
     "ProgressUpdate",
@@ -56,10 +74,14 @@ __all__ = [
     "SamplingRequest",
     "ServerSpec",
     "StdioServer",
+    "TokenStore",
     "ToolCallResult",
     "accept_defaults",
+    "ask_in_terminal",
     "clients_from_config",
+    "follow_redirect",
     "parse_mcp_servers",
+    "parse_redirect",
     "sample_with",
 ]
 

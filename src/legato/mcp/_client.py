@@ -271,9 +271,7 @@ class MCPClient:
                 raise
             if isinstance(mapped, MCPConnectionError):
                 conn.broken = True
-                tail = conn.stderr_tail()
-                if tail:
-                    mapped = MCPConnectionError(f"{mapped.detail}{tail}", server=self._name)
+                mapped = conn.explain(mapped)
             raise mapped from exc
 
     # -- server-initiated requests and notifications ------------------------------------------

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any, Literal, TypeAlias, cast
 
 from legato.exceptions import ConfigurationError
+from legato.mcp._auth import MCPOAuth
 
 __all__ = ["HTTPServer", "ServerSpec", "StdioServer", "parse_mcp_servers"]
 
@@ -35,6 +36,8 @@ class HTTPServer:
     headers: Mapping[str, str] = field(default_factory=lambda: {})
     """Sent with every request (e.g. an `Authorization` header)."""
     transport: Literal["streamable_http", "sse"] = "streamable_http"
+    auth: MCPOAuth | None = None
+    """OAuth for servers that require authorization (see `MCPOAuth`)."""
 
 
 ServerSpec: TypeAlias = StdioServer | HTTPServer

@@ -18,7 +18,14 @@ from collections.abc import AsyncGenerator, Callable
 from dataclasses import dataclass
 from typing import IO, TYPE_CHECKING, Any
 
-from legato.exceptions import MCPConnectionError, MCPError, MCPProtocolError, MCPTimeout
+from legato.exceptions import (
+    MCPAuthorizationError,
+    MCPConnectionError,
+    MCPError,
+    MCPProtocolError,
+    MCPTimeout,
+)
+from legato.mcp._auth import OAuthSession
 from legato.mcp._config import HTTPServer, ServerSpec, StdioServer
 
 if TYPE_CHECKING:
@@ -57,24 +64,42 @@ def _leaves(exc: BaseException) -> list[BaseException]:
 
 
 @contextlib.asynccontextmanager
-async def _http_transport(spec: HTTPServer) -> AsyncGenerator[Any]:
+async def _http_transport(
+    spec: HTTPServer, oauth: OAuthSession | None, on_refused: Callable[[int | None], None]
+) -> AsyncGenerator[Any]:
     import httpx2
     from mcp.client.streamable_http import streamable_http_client
 
+    endpoint = httpx2.URL(spec.url)
+
+    async def note_refusal(response: httpx2.Response) -> None:
+        # The transport turns a 401/403 into a generic JSON-RPC error; keep the status of
+        # the endpoint's latest answer (None once it answers otherwise).
+        if response.request.url == endpoint:
+            status = response.status_code
+            on_refused(status if status in (401, 403) else None)
+
     # The SDK's defaults: 30 s to connect or write, 300 s between bytes of a held stream.
     timeout = httpx2.Timeout(30.0, read=300.0)
+    auth = oauth.auth if oauth is not None else None
     async with (
-        httpx2.AsyncClient(headers=dict(spec.headers), timeout=timeout) as http,
+        httpx2.AsyncClient(
+            headers=dict(spec.headers),
+            timeout=timeout,
+            auth=auth,
+            event_hooks={"response": [note_refusal]},
+        ) as http,
         streamable_http_client(spec.url, http_client=http) as streams,
     ):
         yield streams
 
 
 @contextlib.asynccontextmanager
-async def _sse_transport(spec: HTTPServer) -> AsyncGenerator[Any]:
+async def _sse_transport(spec: HTTPServer, oauth: OAuthSession | None) -> AsyncGenerator[Any]:
     from mcp.client.sse import sse_client
 
-    async with sse_client(spec.url, headers=dict(spec.headers)) as streams:
+    auth = oauth.auth if oauth is not None else None
+    async with sse_client(spec.url, headers=dict(spec.headers), auth=auth) as streams:
         yield streams
 
 
@@ -104,6 +129,9 @@ class Connection:
         self._saved_stderr = ""
         self._protocol_errors: list[str] = []
         self._task: asyncio.Task[None] | None = None
+        self._oauth: OAuthSession | None = None
+        self._refused: int | None = None
+        self._deadline: tuple[asyncio.Timeout, float] | None = None
 
     # -- lifecycle --------------------------------------------------------------------------
 
@@ -111,7 +139,8 @@ class Connection:
         """Start the owner task and wait for the handshake (or fail with a typed error)."""
         self._task = asyncio.create_task(self._own(), name=f"mcp:{self.server_name}")
         try:
-            async with asyncio.timeout(connect_timeout):
+            async with asyncio.timeout(connect_timeout) as deadline:
+                self._deadline = (deadline, connect_timeout)
                 return await asyncio.shield(self._ready)
         except TimeoutError:
             detail = self._detail()
@@ -127,6 +156,15 @@ class Connection:
         except BaseException:
             await self.close()
             raise
+        finally:
+            self._deadline = None
+
+    def _person_waiting(self, waiting: bool) -> None:
+        """Stop the connect timeout while a person approves access (then restart it)."""
+        if self._deadline is None:
+            return
+        deadline, seconds = self._deadline
+        deadline.reschedule(None if waiting else self.loop.time() + seconds)
 
     async def close(self) -> None:
         """Stop the owner task (terminating a stdio server) and wait for it."""
@@ -215,12 +253,45 @@ class Connection:
             )
             return stdio_client(params, errlog=self._stderr)
         if isinstance(target, HTTPServer):
+            if target.auth is not None:
+                self._oauth = OAuthSession(
+                    target.auth, target.url, self.server_name, on_person=self._person_waiting
+                )
             if target.transport == "sse":
-                return _sse_transport(target)
-            return _http_transport(target)
+                return _sse_transport(target, self._oauth)
+            return _http_transport(target, self._oauth, self._note_refused)
         return target  # an in-process SDK server
 
+    def _note_refused(self, status: int | None) -> None:
+        self._refused = status
+
+    def _auth_failure(self, *, handshake: bool) -> MCPError | None:
+        """The authorization failure behind a broken connection, if there was one.
+
+        A failed OAuth flow, or, during the handshake, the endpoint's refusal (401/403).
+        """
+        if self._oauth is not None and self._oauth.failure is not None:
+            return self._oauth.failure
+        status = self._refused
+        if status is None or not handshake:
+            return None
+        target = self._target
+        credentials = isinstance(target, HTTPServer) and (
+            target.auth is not None or any(k.lower() == "authorization" for k in target.headers)
+        )
+        if not credentials:
+            msg = (
+                f"the server requires authorization (HTTP {status}): "
+                "pass HTTPServer(auth=MCPOAuth(...))"
+            )
+        else:
+            msg = f"the server refused the credentials (HTTP {status})"
+        return MCPAuthorizationError(msg, server=self.server_name)
+
     def _start_error(self, exc: BaseException) -> MCPError:
+        failure = self._auth_failure(handshake=True)
+        if failure is not None:
+            return failure
         leaves = _leaves(exc)
         first = next((e for e in leaves if isinstance(e, MCPError)), None)
         if first is not None:
@@ -253,6 +324,19 @@ class Connection:
     def stderr_tail(self) -> str:
         """The end of a stdio server's stderr (empty for other transports)."""
         return self._detail()
+
+    def explain(self, error: MCPConnectionError) -> MCPError:
+        """What to raise for a connection that broke during a request.
+
+        A failed authorization flow ends the transport, so the request itself only sees a
+        closed connection: the authorization error is the real cause. Otherwise `error`,
+        with the end of a stdio server's stderr.
+        """
+        failure = self._auth_failure(handshake=False)
+        if failure is not None:
+            return failure
+        tail = self.stderr_tail()
+        return MCPConnectionError(f"{error.detail}{tail}", server=error.server) if tail else error
 
 
 def sdk_error_mapper(server: str, what: str) -> Callable[[BaseException], MCPError | None]:
