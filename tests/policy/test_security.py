@@ -270,6 +270,21 @@ def test_audit_chain_verifies_and_detects_edits_and_deletions(tmp_path: Path) ->
     assert verify_audit(path.read_text(encoding="utf-8")).events > report.events
 
 
+def test_an_event_with_unicode_line_separators_verifies(tmp_path: Path) -> None:
+    # The chain keeps non-ASCII text as is; U+2028, U+2029 and U+0085 are line breaks to
+    # `str.splitlines` but not to the chain.
+    path = tmp_path / "audit.jsonl"
+    log = AuditLog(path)
+    prompt = "first\u2028second\u2029third\x85fourth"
+    Agent(ScriptedModel(["ok"]), hooks=[log]).run_sync(prompt)
+    text = path.read_text(encoding="utf-8")
+    assert "\u2028" in text
+    report = verify_audit(text, head=log.head)
+    assert report.events == text.count("\n")
+    with pytest.raises(AuditChainBroken):  # what reading by `splitlines` would do
+        verify_audit("\n".join(text.splitlines()))
+
+
 def test_audit_verify_command(tmp_path: Path) -> None:
     path = tmp_path / "audit.jsonl"
     audited_run(path)

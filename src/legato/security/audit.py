@@ -74,7 +74,9 @@ def verify_audit(text: str, *, head: str | None = None) -> AuditReport:
     adapter: TypeAdapter[JournalEvent] = TypeAdapter(Event)
     prev, count = GENESIS, 0
     events: list[JournalEvent] = []
-    for number, line in enumerate(text.splitlines(), start=1):
+    # Lines end at "\n" only: the canonical JSON keeps U+2028, U+0085 and the like as they
+    # are inside strings, and `str.splitlines` would cut an event there.
+    for number, line in enumerate(text.split("\n"), start=1):
         if not line.strip():
             continue
         try:
