@@ -2,24 +2,27 @@
 
 from __future__ import annotations
 
+import asyncio
 import sys
 from pathlib import Path
 
 import pytest
 
-from legato import Agent, tool
+from legato import Agent, RunContext, tool
+from legato.events import ToolCallFinished, ToolProgress
 from legato.exceptions import ConfigurationError, MCPRequestFailed
-from legato.mcp import MCPClient, PromptArgumentInfo, StdioServer
+from legato.mcp import MCPClient, ProgressUpdate, PromptArgumentInfo, StdioServer
 from legato.mcp.server import (
     Prompt,
     Resource,
     ResourceTemplate,
+    _RequestScope,
     agent_tool,
     as_server,
     build_server,
 )
 from legato.messages import DocumentPart, ImagePart, Message, TextPart
-from legato.testing import FunctionModel
+from legato.testing import FunctionModel, ScriptedModel, call, reply
 from legato.tools import Toolset
 
 HERE = Path(__file__).resolve().parent
@@ -66,6 +69,69 @@ async def test_agent_as_a_tool() -> None:
         assert listed.name == "inner"
         result = await client.call_tool("inner", {"prompt": "hello"})
     assert result.content == (TextPart(text="echo: hello"),)
+
+
+@tool(side_effects="none")
+async def crawl(ctx: RunContext[None], pages: int) -> str:
+    """Crawl some pages, reporting progress.
+
+    Args:
+        pages: How many pages.
+    """
+    for page in range(1, pages + 1):
+        ctx.report_progress(page, pages, f"page {page}")
+        await asyncio.sleep(0)
+    return f"crawled {pages}"
+
+
+@tool(side_effects="none")
+def grind(ctx: RunContext[None], steps: int) -> str:
+    """A blocking tool (runs in a worker thread) that reports progress.
+
+    Args:
+        steps: How many steps.
+    """
+    for step in range(1, steps + 1):
+        ctx.report_progress(step, steps)
+    return f"ground {steps}"
+
+
+def _drop_progress(self: _RequestScope, event: ToolProgress) -> None:
+    del self, event
+
+
+@pytest.mark.parametrize("forwarded", [True, False])
+async def test_a_served_tools_progress_reaches_the_client(
+    forwarded: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    if not forwarded:  # the twin: the server keeps a tool's progress to itself
+        monkeypatch.setattr(_RequestScope, "progress", _drop_progress)
+    updates: list[ProgressUpdate] = []
+    client = MCPClient(build_server([crawl, grind]), name="work", on_progress=updates.append)
+    model = ScriptedModel(
+        [reply(call("crawl", {"pages": 3}, id="c"), call("grind", {"steps": 2}, id="g")), "done"]
+    )
+    async with client:
+        events = [e async for e in Agent(model, tools=[client]).stream("go")]
+    finished = [e for e in events if isinstance(e, ToolCallFinished)]
+    assert sorted(f.result.text for f in finished) == ["crawled 3", "ground 2"]
+    seen = sorted((u.tool, u.progress, u.total, u.message) for u in updates)
+    streamed = [e for e in events if isinstance(e, ToolProgress)]
+    if forwarded:
+        # every update, in order per call, before the call's result
+        assert seen == [
+            ("crawl", 1.0, 3.0, "page 1"),
+            ("crawl", 2.0, 3.0, "page 2"),
+            ("crawl", 3.0, 3.0, "page 3"),
+            ("grind", 1.0, 2.0, None),
+            ("grind", 2.0, 2.0, None),
+        ]
+        assert [u.progress for u in updates if u.tool == "crawl"] == [1.0, 2.0, 3.0]
+        # and the run streams them (coalesced; the last of each call always arrives)
+        assert {(p.tool, p.progress) for p in streamed} >= {("crawl", 3.0), ("grind", 2.0)}
+    else:
+        assert seen == []
+        assert streamed == []
 
 
 def _user(id: str) -> str:

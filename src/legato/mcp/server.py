@@ -18,15 +18,17 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import contextlib
 import contextvars
 import inspect
 import warnings
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Coroutine, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TypeAlias, cast
 
 from legato._version import __version__
 from legato.agent import Agent
+from legato.events import ToolProgress
 from legato.exceptions import ConfigurationError, ToolArgumentsInvalid, ToolError
 from legato.mcp._client import PromptArgumentInfo
 from legato.mcp._convert import content_to_mcp
@@ -224,6 +226,70 @@ def _error_result(text: str) -> mcp.types.CallToolResult:
     )
 
 
+class _RequestScope:
+    """The run scope of a tool called over MCP: what it reports goes to the client.
+
+    `RunContext.report_progress` becomes MCP progress notifications (when the client asked
+    for progress), sent in order and all before the call's result; tasks the tool starts
+    end with the request. There is no run stream over MCP, so other events are dropped.
+    """
+
+    def __init__(self, request: MCPRequest | None) -> None:
+        self._request = request
+        self._loop = asyncio.get_running_loop()
+        self._queue: asyncio.Queue[ToolProgress | None] = asyncio.Queue()
+        self._sender: asyncio.Task[None] | None = None
+        self._tasks: set[asyncio.Task[Any]] = set()
+        self._open = True
+
+    def emit(self, event: Any) -> None:
+        """No run stream to send to over MCP."""
+
+    def start_task(self, coro: Coroutine[Any, Any, Any], *, name: str) -> asyncio.Task[Any]:
+        """A task that ends (cancelled) when the request does."""
+        task = self._loop.create_task(coro, name=name)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+        return task
+
+    def progress(self, event: ToolProgress) -> None:
+        """Queue a progress notification (from any thread)."""
+        if self._request is None or self._request.progress_token is None:
+            return
+        try:
+            here = asyncio.get_running_loop() is self._loop
+        except RuntimeError:
+            here = False
+        if here:
+            self._put(event)
+        else:
+            self._loop.call_soon_threadsafe(self._put, event)
+
+    def _put(self, event: ToolProgress) -> None:
+        if not self._open:
+            return
+        if self._sender is None:
+            self._sender = self._loop.create_task(self._send(), name="mcp-progress")
+        self._queue.put_nowait(event)
+
+    async def _send(self) -> None:
+        request = self._request
+        assert request is not None
+        while (event := await self._queue.get()) is not None:
+            with contextlib.suppress(Exception):  # a client gone away: the result says so
+                await request.progress(event.progress, event.total, event.message)
+
+    async def close(self) -> None:
+        """Send what is queued, then end the tasks the tool started."""
+        self._open = False
+        if self._sender is not None:
+            self._queue.put_nowait(None)
+            await self._sender
+        for task in list(self._tasks):
+            task.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+
+
 async def call_tool(
     tool: Tool, arguments: Mapping[str, Any] | None, request: MCPRequest | None
 ) -> mcp.types.CallToolResult:
@@ -239,11 +305,13 @@ async def call_tool(
     except ToolArgumentsInvalid as exc:
         return _error_result(f"{exc}\nFix the arguments and call the tool again.")
     request_id = request.context.request_id if request is not None else None
+    scope = _RequestScope(request)
     ctx: RunContext[Any] = RunContext(
         deps=None,
         run_id=f"mcp-{request_id}",
         tool_call_id=str(request_id) if request_id is not None else None,
         tool_name=tool.name,
+        scope=scope,
     )
     token = _CURRENT.set(request)
     try:
@@ -257,6 +325,7 @@ async def call_tool(
         return _error_result(f"{type(exc).__name__}: {exc}")
     finally:
         _CURRENT.reset(token)
+        await scope.close()
     structured = cast(dict[str, Any], value) if isinstance(value, dict) else None
     return mcp.types.CallToolResult(
         content=content_to_mcp(to_content(value)), structured_content=structured
