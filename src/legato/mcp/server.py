@@ -34,6 +34,7 @@ from legato.mcp._client import PromptArgumentInfo
 from legato.mcp._convert import content_to_mcp
 from legato.mcp._handlers import ElicitationResponse
 from legato.messages import Message, TextPart
+from legato.run._scope import on_loop
 from legato.tools import RunContext, Tool, Toolset, ToolSource, as_tool, to_content
 
 if TYPE_CHECKING:
@@ -254,16 +255,8 @@ class _RequestScope:
 
     def progress(self, event: ToolProgress) -> None:
         """Queue a progress notification (from any thread)."""
-        if self._request is None or self._request.progress_token is None:
-            return
-        try:
-            here = asyncio.get_running_loop() is self._loop
-        except RuntimeError:
-            here = False
-        if here:
-            self._put(event)
-        else:
-            self._loop.call_soon_threadsafe(self._put, event)
+        if self._request is not None and self._request.progress_token is not None:
+            on_loop(self._loop, self._put, event)
 
     def _put(self, event: ToolProgress) -> None:
         if not self._open:

@@ -21,9 +21,21 @@ from typing import Any, TypeVar
 
 from legato.events import JournalEvent, RunEvent, ToolProgress, is_journal_event
 
-__all__ = ["Scope"]
+__all__ = ["Scope", "on_loop"]
 
 T = TypeVar("T")
+
+
+def on_loop(loop: asyncio.AbstractEventLoop, fn: Callable[[T], object], arg: T) -> None:
+    """`fn(arg)` now when called on `loop`'s thread, else handed to `loop` (in call order)."""
+    try:
+        here = asyncio.get_running_loop() is loop
+    except RuntimeError:
+        here = False
+    if here:
+        fn(arg)
+    else:
+        loop.call_soon_threadsafe(fn, arg)
 
 
 class _Flight:
@@ -117,16 +129,8 @@ class Scope:
         update is handed to the loop, in order.
         """
         flight = self._flights.get(event.call_id)
-        if flight is None:
-            return
-        try:
-            here = asyncio.get_running_loop() is flight.loop
-        except RuntimeError:
-            here = False
-        if here:
-            self._progress(event)
-        else:
-            flight.loop.call_soon_threadsafe(self._progress, event)
+        if flight is not None:
+            on_loop(flight.loop, self._progress, event)
 
     def _progress(self, event: ToolProgress) -> None:
         flight = self._flights.get(event.call_id)
