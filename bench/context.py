@@ -1,4 +1,5 @@
-"""Context, memory and store figures: compaction time, tokens saved, recall@5, journal I/O.
+"""Context, memory and store figures: compaction time, tokens saved, recall@5, journal I/O,
+and what `forget` costs on a store full of journals.
 
 Run: `.venv/bin/python bench/context.py`. Prints figures; asserts nothing about time.
 """
@@ -27,11 +28,12 @@ from legato.context import (
     keep_recent,
 )
 from legato.events import ModelRequested, RunStarted, UserPrompt
-from legato.memory import SQLiteMemory
+from legato import Agent
+from legato.memory import Memory, SQLiteMemory
 from legato.messages import Message, ToolCallPart, ToolResultPart
 from legato.models import ModelRequest
 from legato.store import SQLiteStore
-from legato.testing import FunctionModel
+from legato.testing import FunctionModel, ScriptedModel, call, reply
 
 COUNTER = CharCounter()
 
@@ -219,6 +221,47 @@ def bench_journal() -> None:
     )
 
 
+def bench_forget(padding_runs: int = 200, events_per_run: int = 100) -> None:
+    """`forget` on a store whose journals and sessions quote memory, padded with other runs."""
+    print(
+        f"\n## forget: 1,000 items, 50 sessions that recalled them, "
+        f"{padding_runs * events_per_run:,} other journal events"
+    )
+    with tempfile.TemporaryDirectory() as tmp:
+        store = SQLiteStore(Path(tmp) / "legato.db")
+        memory = SQLiteMemory(db=store.db)
+        items = [memory.remember(f"Customer {i} prefers plan {i % 7}.") for i in range(1_000)]
+        for i in range(50):  # real runs: automatic recall plus a recall tool call
+            model = ScriptedModel([reply(call("recall", {"query": f"customer {i} plan"})), "ok"])
+            agent = Agent(model, memory=Memory(store=memory), store=store)
+            agent.run_sync(f"What plan does customer {i} prefer?", session=f"s{i}")
+        filler = [UserPrompt(message=Message.user("x" * 900)) for _ in range(events_per_run - 1)]
+        start = time.perf_counter()
+        for r in range(padding_runs):
+            head = RunStarted(run_id=f"pad-{r}", agent="a", model="m")
+            store.append_events(f"pad-{r}", [head, *filler], start=0)
+        pad = time.perf_counter() - start
+        start = time.perf_counter()
+        report = memory.forget(items[3].id)
+        one = time.perf_counter() - start
+        start = time.perf_counter()
+        report_run = memory.forget(run_id="no-such-run")
+        nothing = time.perf_counter() - start
+        event = UserPrompt(message=Message.user("after"))
+        store.append_events("after", [RunStarted(run_id="after", agent="a", model="m")], start=0)
+        start = time.perf_counter()
+        for k in range(1, 1_001):  # a live run's writes, now that a forgotten id is on record
+            store.append_events("after", [event], start=k)
+        after = (time.perf_counter() - start) / 1_000
+    print(
+        f"- padding written in {pad:.1f} s\n"
+        f"- forget one item: {one * 1000:.0f} ms (recalled in {len(report.sessions)} sessions: "
+        f"{report.messages} messages and {report.events} journal events redacted)\n"
+        f"- forget that matches nothing: {nothing * 1000:.0f} ms ({len(report_run.items)} items)\n"
+        f"- a journal write afterwards: {after * 1e6:.0f} µs per event"
+    )
+
+
 def main() -> None:
     print(
         f"# bench/context.py — {platform.python_implementation()} {platform.python_version()}, {platform.machine()}\n"
@@ -227,6 +270,7 @@ def main() -> None:
     bench_tokens_saved()
     bench_recall()
     bench_journal()
+    bench_forget()
 
 
 if __name__ == "__main__":
