@@ -23,6 +23,7 @@ from legato.spawn._child import (
     ChildOutcome,
     ChildStart,
     PreparedChild,
+    child_budget,
     current_depth,
     execute_child,
     prepare_child,
@@ -596,6 +597,9 @@ class SpawnToolset:
         )
         if self._inherit is not None:
             config = self._inherit.child_config(config, record=record, ctx=ctx)
+        # the child (and its children) spend from this run's budget too, reserved before
+        # each call; a budget the inheritance gave it applies as well
+        config = replace(config, budget=child_budget(config.budget, ctx))
         guard = ShareGuard(
             account,
             share=share,
