@@ -597,8 +597,7 @@ class SpawnToolset:
         )
         if self._inherit is not None:
             config = self._inherit.child_config(config, record=record, ctx=ctx)
-        # the child (and its children) spend from this run's budget too, reserved before
-        # each call; a budget the inheritance gave it applies as well
+        # the child's tree spends from this run's budget too (and from one inherited)
         config = replace(config, budget=child_budget(config.budget, ctx))
         guard = ShareGuard(
             account,
