@@ -6,6 +6,12 @@ few milliseconds and costing up to `max_tokens` x price. The naive check ("stop 
 have spent the limit", then add the cost when the call returns) lets concurrent calls
 pass the check together; `legato.budgets.Budget` reserves each call's worst case first.
 
+Then the same fan-out as a real tree of runs: a parent given the budget spawns the 8
+sub-agents in the background with `legato.spawn.spawn_tools`; they draw from the
+parent's budget (every call reserved there first). The twin switches that off
+(`unsafe_switches(tree_budget=False)`, test-only), as before the fix: the children spend
+beside the parent's budget. The spend is what the models billed, across the whole tree.
+
 Run: python bench/budgets.py
 """
 
@@ -13,13 +19,16 @@ from __future__ import annotations
 
 import asyncio
 import random
+from collections.abc import Awaitable, Callable
 
 from legato import Agent, tool
 from legato.budgets import Budget, Prices
+from legato.effects import unsafe_switches
 from legato.exceptions import BudgetExceeded, HookBlocked
 from legato.messages import ModelResponse, Usage
 from legato.models import ModelRequest, ModelSettings
 from legato.security import Allow, Block, Hook, HookContext, RequestOutcome, ResponseOutcome
+from legato.spawn import BudgetShare, ChildLimits, SpawnLimits, spawn_tools
 from legato.testing import FunctionModel, call, estimate_usage, reply
 
 PRICES = Prices(input=3.0, output=15.0)  # dollars per million tokens
@@ -35,7 +44,14 @@ async def lookup(q: str) -> str:
     return f"result for {q}"
 
 
+Answer = Callable[[ModelRequest], Awaitable[ModelResponse]]
+
+
 def sub_model(rng: random.Random, turns: int) -> FunctionModel:
+    return FunctionModel(sub_answer(rng, turns))
+
+
+def sub_answer(rng: random.Random, turns: int) -> Answer:
     async def answer(request: ModelRequest) -> ModelResponse:
         await asyncio.sleep(rng.uniform(0.001, 0.004))  # the provider takes a moment
         done = sum(1 for m in request.messages if m.role == "assistant")
@@ -47,7 +63,7 @@ def sub_model(rng: random.Random, turns: int) -> FunctionModel:
             return reply(call("lookup", {"q": f"q{done}"}), usage=usage, cost=cost)
         return reply("done", usage=usage, cost=cost)
 
-    return FunctionModel(answer)
+    return answer
 
 
 class NaiveLimit(Hook):
@@ -75,7 +91,7 @@ async def trial(seed: int, *, reserve: bool) -> float:
     settings = ModelSettings(max_tokens=MAX_TOKENS)
     budget = Budget(dollars=LIMIT, prices=PRICES)
     naive = NaiveLimit(LIMIT)
-    runs = []
+    runs: list[Awaitable[object]] = []
     for i in range(CHILDREN):
         model = sub_model(random.Random(rng.random()), turns=rng.randint(2, 5))
         if reserve:
@@ -93,17 +109,88 @@ async def trial(seed: int, *, reserve: bool) -> float:
     return budget.used.dollars if reserve else naive.spent
 
 
+class Billed:
+    """Every model of one tree adds what each call cost here (what the provider bills)."""
+
+    def __init__(self) -> None:
+        self.dollars = 0.0
+
+    def model(self, answer: Answer) -> FunctionModel:
+        async def billed(request: ModelRequest) -> ModelResponse:
+            response = await answer(request)
+            self.dollars += response.cost or 0.0
+            return response
+
+        return FunctionModel(billed)
+
+
+async def tree_trial(seed: int, *, protect: bool) -> float:
+    """One parent spawning the sub-agents in the background; returns the tree's spend."""
+    rng = random.Random(seed)
+    settings = ModelSettings(max_tokens=MAX_TOKENS)
+    billed = Billed()
+    turns = [rng.randint(2, 5) for _ in range(CHILDREN)]
+    subs = [sub_answer(random.Random(rng.random()), turns=t) for t in turns]
+    go = asyncio.Event()
+
+    async def child(request: ModelRequest) -> ModelResponse:
+        await go.wait()  # all children start together, once the parent is waiting for them
+        task = next(m.text for m in request.messages if m.text.startswith("work on part"))
+        return await subs[int(task.split()[-1])](request)
+
+    async def lead(request: ModelRequest) -> ModelResponse:
+        done = sum(1 for m in request.messages if m.role == "assistant")
+        usage = Usage(input_tokens=200, output_tokens=100, requests=1)
+        cost = PRICES.cost(200, 100)
+        if done == 0:
+            spawns = [
+                call("spawn", {"task": f"work on part {i}", "tools": ["lookup"], "wait": False})
+                for i in range(CHILDREN)
+            ]
+            return reply(*spawns, usage=usage, cost=cost)
+        if done == 1:
+            go.set()
+            return reply(call("wait_children"), usage=usage, cost=cost)
+        return reply("done", usage=usage, cost=cost)
+
+    limits = SpawnLimits(
+        max_children=CHILDREN,
+        budget=BudgetShare(),  # no step share: only the parent's budget limits the tree
+        child=ChildLimits(max_steps=10, settings=settings),
+    )
+    spawner = spawn_tools([lookup], model=billed.model(child), limits=limits)
+    parent = Agent(billed.model(lead), tools=[spawner], model_settings=settings)
+    budget = Budget(dollars=LIMIT, prices=PRICES)
+    try:
+        if protect:
+            await parent.run("work", budget=budget)
+        else:
+            with unsafe_switches(tree_budget=False):
+                await parent.run("work", budget=budget)
+    except BudgetExceeded:
+        pass  # the parent's own last call did not fit: the tree spent the budget
+    return billed.dollars
+
+
+def report(label: str, spent: list[float]) -> None:
+    over = sum(s > LIMIT for s in spent)
+    print(
+        f"{label}{over}/{TRIALS} trials overshoot (worst ${max(spent):.4f}, "
+        f"mean use {sum(spent) / TRIALS / LIMIT:.0%} of the limit)"
+    )
+
+
 async def main() -> None:
     naive = [await trial(seed, reserve=False) for seed in range(TRIALS)]
     reserved = [await trial(seed, reserve=True) for seed in range(TRIALS)]
-    over_naive = sum(s > LIMIT for s in naive)
-    over_reserved = sum(s > LIMIT for s in reserved)
     print(f"fan-out: {CHILDREN} concurrent sub-agents, limit ${LIMIT}, {TRIALS} trials")
-    print(f"naive check:  {over_naive}/{TRIALS} trials overshoot (worst ${max(naive):.4f})")
-    print(
-        f"reservation:  {over_reserved}/{TRIALS} trials overshoot (worst ${max(reserved):.4f}, "
-        f"mean use {sum(reserved) / TRIALS / LIMIT:.0%} of the limit)"
-    )
+    report("naive check:  ", naive)
+    report("reservation:  ", reserved)
+    beside = [await tree_trial(seed, protect=False) for seed in range(TRIALS)]
+    drawn = [await tree_trial(seed, protect=True) for seed in range(TRIALS)]
+    print(f"tree: a parent given the budget spawns {CHILDREN} background sub-agents")
+    report("children spend beside the parent's budget (switched off):  ", beside)
+    report("children draw from the parent's budget:                    ", drawn)
 
 
 if __name__ == "__main__":

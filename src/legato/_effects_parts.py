@@ -59,6 +59,8 @@ class Switches:
     """Rebuild a resumed run's budget account from the spawn events of its journal."""
     finish_children: bool = True
     """Record a `SpawnFinished` for a child cancelled because its parent stopped."""
+    tree_budget: bool = True
+    """Run children (spawned, or agents as tools) on their parent run's budget."""
 
 
 _SAFE = Switches()

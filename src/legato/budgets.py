@@ -15,6 +15,11 @@ child = budget.split(dollars=0.10)   # moves $0.10 to a sub-agent; child.close()
 
 A `Budget` may be shared by several runs (pass the same object) or moved in part to a
 child run (`split`). `BudgetLimits` given to an agent make a fresh `Budget` per run.
+
+A budget may also *draw from* another: `Budget(limits, parent=run_budget)` reserves every
+call in both, so both limits hold (the tighter wins). Sub-agents run this way: a child run
+(`legato.spawn`, `agent.as_tool`) draws from its parent run's budget (`nested_budget`), so
+the whole tree of runs spends from one budget, reserved before each call.
 """
 
 from __future__ import annotations
@@ -32,7 +37,15 @@ from legato.exceptions import BudgetExceeded, ConfigurationError
 from legato.messages import Usage
 from legato.models import ModelRequest
 
-__all__ = ["Budget", "BudgetLimits", "Prices", "Reservation", "Spend", "estimate_tokens"]
+__all__ = [
+    "Budget",
+    "BudgetLimits",
+    "Prices",
+    "Reservation",
+    "Spend",
+    "estimate_tokens",
+    "nested_budget",
+]
 
 Resource: TypeAlias = Literal[
     "input_tokens", "output_tokens", "dollars", "model_calls", "tool_calls", "steps"
@@ -145,8 +158,8 @@ class Reservation:
 
     budget: Budget
     amounts: Spend
-    shared: Reservation | None = None
-    """The part held in the parent budget, for resources a child shares with it."""
+    upstream: tuple[Reservation, ...] = ()
+    """The parts held in the budgets this one draws from (a parent it shares resources with)."""
     open: bool = True
 
     def settle(self, actual: Spend) -> None:
@@ -172,19 +185,29 @@ class Budget:
         parent: Budget | None = None,
         **kw: Unpack[LimitOptions],
     ) -> None:
-        """A budget with `limits`, or with the limits given as keywords (`dollars=1.0, ...`)."""
+        """A budget with `limits`, or with the limits given as keywords (`dollars=1.0, ...`).
+
+        With `parent`, the budget draws from the parent: every reservation is made in the
+        parent too (it fails if either lacks room) and is settled in both, so both limits
+        hold. Prices (and the per-call estimate) it does not set are the parent's; of the
+        two `output_reserve`s and `input_margin`s, the larger is used.
+        """
         if limits is not None and kw:
             msg = "pass BudgetLimits or keyword limits, not both"
             raise ConfigurationError(msg)
-        self.limits = limits if limits is not None else BudgetLimits(**kw)
+        own = limits if limits is not None else BudgetLimits(**kw)
+        self.limits = own if parent is None else _priced_like(own, parent.limits)
         self._lock = threading.Lock()
         self._used = Spend()
         self._reserved = Spend()
         self._open = 0
         self._parent = parent
         self._parent_hold: Reservation | None = None
-        self._shared: frozenset[Resource] = frozenset()
-        """Resources this child draws from its parent directly (not moved to it)."""
+        """What a `split` moved here, held in the parent until `close`."""
+        self._links: tuple[tuple[Budget, frozenset[Resource]], ...] = (
+            () if parent is None else ((parent, _ALL),)
+        )
+        """The budgets this one draws from, and the resources it draws from each."""
         self._started: float | None = None
         self._closed = False
 
@@ -201,25 +224,37 @@ class Budget:
         return self._reserved
 
     def remaining(self) -> Spend:
-        """What can still be reserved (infinite for unlimited resources)."""
+        """What can still be reserved (infinite for unlimited resources).
+
+        For a budget that draws from others, what they have left counts too.
+        """
         with self._lock:
-            return Spend(
-                **{
-                    r: _limit_of(self.limits, r)
-                    - getattr(self._used, r)
-                    - getattr(self._reserved, r)
-                    for r in _RESOURCES
-                }
-            )
+            left = {
+                r: _limit_of(self.limits, r) - getattr(self._used, r) - getattr(self._reserved, r)
+                for r in _RESOURCES
+            }
+            for source, resources in self._links:
+                theirs = source.remaining()
+                for r in resources:
+                    left[r] = min(left[r], getattr(theirs, r))
+        return Spend(**left)
 
     def elapsed(self) -> float:
         """Seconds since the budget's first use."""
         return 0.0 if self._started is None else time.monotonic() - self._started
 
+    def draws_from(self, other: Budget) -> bool:
+        """Whether this budget is `other`, or spends from it (directly or further up)."""
+        return self is other or any(source.draws_from(other) for source, _ in self._links)
+
     # -- reserving and settling ---------------------------------------------------------------------
 
     def reserve(self, amounts: Spend) -> Reservation:
-        """Hold `amounts`, or raise `BudgetExceeded` (holding nothing) if a limit would be crossed."""
+        """Hold `amounts`, or raise `BudgetExceeded` (holding nothing) if a limit would be crossed.
+
+        A budget that draws from others holds the amounts in them too, in the same step:
+        if any of them lacks room, nothing is held anywhere.
+        """
         with self._lock:
             if self._closed:
                 msg = "this budget was closed (its remainder went back to its parent)"
@@ -244,14 +279,19 @@ class Budget:
                     raise BudgetExceeded(
                         resource, limit=limit, used=used, reserved=held, requested=want
                     )
-            parent_hold = None
-            if self._parent is not None and self._shared:
-                shared = _only(amounts, self._shared)
-                if shared != _ZERO:
-                    parent_hold = self._parent.reserve(shared)
+            holds: list[Reservation] = []
+            try:
+                for source, resources in self._links:
+                    part = _only(amounts, resources)
+                    if part != _ZERO:
+                        holds.append(source.reserve(part))
+            except BaseException:
+                for hold in holds:
+                    hold.release()
+                raise
             self._reserved = self._reserved + amounts
             self._open += 1
-        return Reservation(budget=self, amounts=amounts, shared=parent_hold)
+        return Reservation(budget=self, amounts=amounts, upstream=tuple(holds))
 
     def settle(self, reservation: Reservation, actual: Spend) -> None:
         """Turn a reservation into actual use (anything unused is freed)."""
@@ -263,12 +303,26 @@ class Budget:
             # with nothing in flight, hold exactly nothing (no floating-point residue)
             self._reserved = self._reserved - reservation.amounts if self._open else Spend()
             self._used = self._used + actual
-        if reservation.shared is not None and self._parent is not None:
-            self._parent.settle(reservation.shared, _only(actual, self._shared))
+        for hold in reservation.upstream:
+            hold.settle(_only(actual, self._resources_in(hold.budget)))
 
     def charge(self, amounts: Spend) -> None:
         """Reserve and settle at once (for counted things: tool calls, steps)."""
         self.settle(self.reserve(amounts), amounts)
+
+    def joint(self, other: Budget) -> Budget:
+        """A budget with no limits of its own that draws from this one and from `other`."""
+        joint = Budget(BudgetLimits(), parent=self)
+        joint.limits = _priced_like(joint.limits, other.limits)
+        joint._links = (*joint._links, (other, _ALL))
+        return joint
+
+    def _resources_in(self, source: Budget) -> frozenset[Resource]:
+        """The resources this budget draws from `source`."""
+        for linked, resources in self._links:
+            if linked is source:
+                return resources
+        return frozenset()
 
     # -- model calls ----------------------------------------------------------------------------------
 
@@ -328,7 +382,7 @@ class Budget:
         )
         child = Budget(child_limits, parent=self)
         child._parent_hold = hold
-        child._shared = frozenset(r for r in _RESOURCES if r not in amounts)
+        child._links = ((self, frozenset(r for r in _RESOURCES if r not in amounts)),)
         return child
 
     def close(self) -> Spend:
@@ -338,7 +392,7 @@ class Budget:
             used = self._used
         hold = self._parent_hold
         if self._parent is not None and hold is not None:
-            moved = frozenset(_RESOURCES) - self._shared
+            moved = _ALL - self._resources_in(self._parent)
             self._parent.settle(hold, _only(used, moved))
         return used
 
@@ -352,6 +406,48 @@ _RESOURCES: tuple[Resource, ...] = (
     "tool_calls",
     "steps",
 )
+_ALL: frozenset[Resource] = frozenset(_RESOURCES)
+
+
+def nested_budget(own: Budget | BudgetLimits | None, parent: Budget | None) -> Budget | None:
+    """The budget of a run started by another run (a sub-agent), drawing from the parent's.
+
+    - no parent budget: the run's own (a fresh `Budget` for `BudgetLimits`), or None;
+    - no budget of its own: the parent's, which the child then spends from directly;
+    - both: a budget with the child's own limits that draws from the parent's (every
+      reservation is made in both), so both limits hold and the tighter wins. A `Budget`
+      object of its own (one shared by several runs) is not changed: the child gets a
+      budget drawing from it and from the parent's. One that already draws from the
+      parent's (a `split` of it) is used as it is.
+    """
+    if parent is None:
+        return Budget(own) if isinstance(own, BudgetLimits) else own
+    if own is None:
+        return parent
+    if isinstance(own, BudgetLimits):
+        return Budget(own, parent=parent)
+    if own.draws_from(parent):
+        return own
+    if parent.draws_from(own):
+        return parent
+    return own.joint(parent)
+
+
+def _priced_like(limits: BudgetLimits, parent: BudgetLimits) -> BudgetLimits:
+    """`limits` with the parent's prices where it has none, and the larger reserves.
+
+    A budget that draws from another reserves one worst case in both, so it must price
+    calls (the parent's dollars) and reserve output at least as the parent would.
+    """
+    return replace(
+        limits,
+        prices=limits.prices if limits.prices is not None else parent.prices,
+        call_estimate=(
+            limits.call_estimate if limits.call_estimate is not None else parent.call_estimate
+        ),
+        output_reserve=max(limits.output_reserve, parent.output_reserve),
+        input_margin=max(limits.input_margin, parent.input_margin),
+    )
 
 
 def estimate_tokens(request: ModelRequest) -> int:

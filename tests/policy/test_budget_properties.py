@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import contextlib
 from dataclasses import dataclass
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from legato.budgets import Budget, Reservation, Spend
+from legato.budgets import Budget, BudgetLimits, Reservation, Spend, nested_budget
 from legato.exceptions import BudgetExceeded
 
 amounts = st.builds(
@@ -95,3 +96,58 @@ def test_a_child_can_never_spend_more_than_was_moved_to_it(costs: list[float]) -
     assert child.close().dollars == pytest.approx(spent)
     assert parent.used.dollars == pytest.approx(spent)
     assert parent.reserved == Spend()
+
+
+tree_operations = st.lists(
+    st.tuples(st.integers(0, 2), st.sampled_from(["reserve", "settle", "release"]), amounts),
+    max_size=60,
+)
+
+
+@settings(max_examples=200, deadline=None)
+@given(tree_operations, st.floats(0, 1))
+def test_children_drawing_from_a_parent_never_cross_either_limit(
+    ops: list[tuple[int, str, Spend]], fraction: float
+) -> None:
+    """Sub-agents' budgets: whatever they do, the parent's used + reserved is exactly theirs
+    added up, and no budget of the tree crosses its limits."""
+    parent = Budget(output_tokens=1000, dollars=1.0, model_calls=6, call_estimate=0.1)
+    shared = Budget(model_calls=4, call_estimate=0.1)
+    children = [
+        nested_budget(BudgetLimits(output_tokens=700, call_estimate=0.1), parent),
+        nested_budget(None, parent),  # the parent's own budget, spent from directly
+        nested_budget(shared, parent),  # a budget of its own shared by other runs, and the parent's
+    ]
+    open_: list[list[Reservation]] = [[], [], []]
+    direct = Spend()  # what the second child settled in the parent
+    for who, kind, amount in ops:
+        child = children[who]
+        assert child is not None
+        if kind == "reserve":
+            with contextlib.suppress(BudgetExceeded):
+                open_[who].append(child.reserve(amount))
+        elif open_[who]:
+            reservation = open_[who].pop(0)
+            if kind == "settle":
+                actual = _scaled(reservation.amounts, fraction)
+                reservation.settle(actual)
+                direct = direct + actual if who == 1 else direct
+            else:
+                reservation.release()
+        total = parent.used + parent.reserved
+        assert total.output_tokens <= 1000 and total.model_calls <= 6
+        assert total.dollars <= 1.0 + 1e-9
+        first, third = children[0], children[2]
+        assert first is not None and third is not None
+        assert (first.used + first.reserved).output_tokens <= 700
+        assert (shared.used + shared.reserved).model_calls <= 4
+        # the parent holds exactly what its children hold (the second one *is* the parent)
+        drawn = first.used + first.reserved + third.used + third.reserved + direct
+        for held in open_[1]:
+            drawn = drawn + held.amounts
+        assert (parent.used + parent.reserved).model_calls == drawn.model_calls
+        assert (parent.used + parent.reserved).output_tokens == pytest.approx(drawn.output_tokens)
+    for reservations in open_:
+        for reservation in reservations:
+            reservation.release()
+    assert parent.reserved == Spend() and shared.reserved == Spend()

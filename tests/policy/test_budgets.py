@@ -9,7 +9,7 @@ import time
 import pytest
 
 from legato import Agent, tool
-from legato.budgets import Budget, BudgetLimits, Prices, Spend
+from legato.budgets import Budget, BudgetLimits, Prices, Spend, nested_budget
 from legato.events import RunEvent, RunFailed
 from legato.exceptions import BudgetExceeded, ConfigurationError
 from legato.messages import ModelResponse, Usage
@@ -246,3 +246,78 @@ def test_a_failed_model_call_gives_its_reservation_back() -> None:
     with pytest.raises(RuntimeError, match="provider down"):
         Agent(FunctionModel(broken)).run_sync("go", budget=budget)
     assert budget.reserved == Spend() and budget.used == Spend()
+
+
+# -- a budget that draws from another (sub-agents) ----------------------------------------------------
+
+
+def test_a_budget_drawing_from_a_parent_holds_both_limits() -> None:
+    parent = Budget(model_calls=5, output_tokens=1000)
+    child = Budget(BudgetLimits(model_calls=3), parent=parent)
+    assert child.draws_from(parent) and not parent.draws_from(child)
+    held = child.reserve(Spend(model_calls=1, output_tokens=600))
+    assert parent.reserved == Spend(model_calls=1, output_tokens=600)
+    # the parent's output limit is the tighter one here: refused, and nothing held anywhere
+    with pytest.raises(BudgetExceeded) as info:
+        child.reserve(Spend(model_calls=1, output_tokens=600))
+    assert info.value.resource == "output_tokens" and info.value.limit == 1000
+    assert child.reserved == Spend(model_calls=1, output_tokens=600)
+    assert parent.reserved == Spend(model_calls=1, output_tokens=600)
+    held.settle(Spend(model_calls=1, output_tokens=100))
+    assert parent.used == child.used == Spend(model_calls=1, output_tokens=100)
+    assert parent.reserved == Spend()
+    # the child's own call limit is the tighter one now
+    child.charge(Spend(model_calls=2))
+    with pytest.raises(BudgetExceeded) as info:
+        child.reserve(Spend(model_calls=1))
+    assert (info.value.resource, info.value.limit) == ("model_calls", 3)
+    assert child.remaining().model_calls == 0 and parent.remaining().model_calls == 2
+    # what the parent has left bounds what the child can still reserve
+    assert child.remaining().output_tokens == 900
+    parent.charge(Spend(output_tokens=850))
+    assert child.remaining().output_tokens == 50
+
+
+def test_a_drawing_budget_prices_calls_like_its_parent() -> None:
+    parent = Budget(dollars=0.01, prices=PRICES)
+    child = Budget(BudgetLimits(model_calls=10), parent=parent)
+    worst = child.model_call_worst_case(input_tokens=100, max_tokens=400)
+    assert worst.dollars == pytest.approx(PRICES.cost(125, 400))
+    reservations = 0
+    with pytest.raises(BudgetExceeded, match="dollars"):
+        while True:
+            child.reserve(worst)
+            reservations += 1
+    assert reservations == int(0.01 // worst.dollars)
+
+
+def test_nested_budget_combines_a_child_budget_with_its_parents() -> None:
+    parent = Budget(model_calls=4)
+    assert nested_budget(None, None) is None
+    assert nested_budget(None, parent) is parent
+    own_limits = nested_budget(BudgetLimits(model_calls=2), None)
+    assert own_limits is not None and own_limits.limits.model_calls == 2
+    nested = nested_budget(BudgetLimits(model_calls=10), parent)
+    assert nested is not None and nested.draws_from(parent)
+    moved = parent.split(tool_calls=1)
+    assert nested_budget(moved, parent) is moved  # already spends from the parent
+    assert nested_budget(parent, moved) is moved  # the parent's spending reaches `parent`
+    moved.close()
+    # a budget object shared by several runs is left as it is; the child draws from both
+    shared = Budget(model_calls=2)
+    joint = nested_budget(shared, parent)
+    assert joint is not None and joint not in (shared, parent)
+    assert joint.draws_from(shared) and joint.draws_from(parent)
+    joint.charge(Spend(model_calls=1))
+    assert shared.used.model_calls == 1 and parent.used.model_calls == 1
+    other = Budget(model_calls=1)
+    other.charge(Spend(model_calls=1))
+    parent_full = nested_budget(Budget(model_calls=9), other)
+    assert parent_full is not None
+    with pytest.raises(BudgetExceeded):
+        parent_full.reserve(Spend(model_calls=1))
+    assert parent_full.reserved == Spend()  # refused by the second source: the first holds nothing
+    joint.charge(Spend(model_calls=1))
+    with pytest.raises(BudgetExceeded):  # the shared budget's limit is reached first
+        joint.reserve(Spend(model_calls=1))
+    assert parent.reserved == Spend() and parent.used.model_calls == 2

@@ -371,6 +371,7 @@ class RunDriver(Generic[OutputT]):
                 retry=state.failures.get(call.name, 0),
                 scope=self._scope,
                 journal=self.journal,
+                budget=cfg.budget,
             )
 
         async for event in executor.run_calls(

@@ -16,6 +16,7 @@ tagged with their lineage. See docs/subagents.md.
 from legato.spawn._as_tool import agent_tool, resume, resume_stream
 from legato.spawn._child import (
     ChildOutcome,
+    child_budget,
     current_lineage,
     outcome_from_journal,
     tree_steps,
@@ -83,6 +84,7 @@ __all__ = [
     "ThresholdPolicy",
     "TodoList",
     "agent_tool",
+    "child_budget",
     "current_lineage",
     "estimate_tokens",
     "items_from_messages",

@@ -3,13 +3,20 @@
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from legato.events import Journal, Lineage, RunEvent, RunStarted, UserPrompt
 from legato.exceptions import ChildFailed, SpawnRefused
 from legato.messages import Message
 from legato.run import RunDriver, RunResult
-from legato.spawn._child import ChildStart, current_depth, execute_child, prepare_child
+from legato.spawn._child import (
+    ChildStart,
+    child_budget,
+    current_depth,
+    execute_child,
+    prepare_child,
+)
 from legato.spawn._slice import SliceMode, select_slice
 from legato.spawn._store import ChildRecord, JournalStore, MemoryJournalStore
 from legato.tools import RunContext, Tool
@@ -35,7 +42,9 @@ def agent_tool(
 
     The child has the agent's own tools and instructions; it receives the slice of the
     caller's conversation relevant to the task (`slice=None`: the task only). Its events
-    stream through the caller's run with their lineage; its failure is a tool error.
+    stream through the caller's run with their lineage; its failure is a tool error. It
+    spends from the caller's run budget (and from the agent's own budget, if it has one):
+    each of its calls is reserved in both before it is made.
     """
     journals = store or MemoryJournalStore()
 
@@ -60,6 +69,8 @@ def agent_tool(
         )
         record = ChildRecord(lineage=lineage, task=task, max_steps=agent.max_steps)
         config = agent.run_config(deps=ctx.deps)
+        # the child spends from the caller's budget too; the agent's own budget also holds
+        config = replace(config, budget=child_budget(agent.budget, ctx))
 
         def start() -> ChildStart:
             sliced = (

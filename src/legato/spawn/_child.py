@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from legato._effects_parts import current_switches
+from legato.budgets import Budget, BudgetLimits, nested_budget
 from legato.events import (
     ChildEvent,
     ContextSliced,
@@ -34,14 +35,17 @@ from legato.events import (
     UserPrompt,
     is_journal_event,
 )
+from legato.exceptions import ConfigurationError
 from legato.messages import JsonValue, Usage
 from legato.run import RunConfig, RunDriver, RunState
 from legato.spawn._limits import BudgetAccount
 from legato.spawn._store import ChildRecord, JournalStore
+from legato.tools import RunContext
 
 __all__ = [
     "ChildOutcome",
     "PreparedChild",
+    "child_budget",
     "current_lineage",
     "execute_child",
     "outcome_from_journal",
@@ -64,6 +68,26 @@ def current_depth() -> int:
     """0 in a root run, 1 in its children, ..."""
     lineage = _LINEAGE.get()
     return 0 if lineage is None else lineage.depth
+
+
+def child_budget(own: Budget | BudgetLimits | None, ctx: RunContext[Any]) -> Budget | None:
+    """The budget a child run started by the calling run spends from.
+
+    The parent run's budget (`ctx.budget`), or, when the child has a budget of its own as
+    well, a budget that draws from both (`legato.budgets.nested_budget`): every model and
+    tool call of the child, and of its own children, is reserved in the parent's budget
+    before it happens, so the whole tree cannot spend more than the parent may.
+    """
+    parent = ctx.budget
+    if parent is not None and not isinstance(parent, Budget):
+        msg = (
+            f"a child run can only draw from a legato.budgets.Budget, "
+            f"not {type(parent).__name__} (RunContext.budget)"
+        )
+        raise ConfigurationError(msg)
+    if not current_switches().tree_budget:
+        parent = None
+    return nested_budget(own, parent)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

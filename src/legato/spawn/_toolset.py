@@ -23,6 +23,7 @@ from legato.spawn._child import (
     ChildOutcome,
     ChildStart,
     PreparedChild,
+    child_budget,
     current_depth,
     execute_child,
     prepare_child,
@@ -596,6 +597,8 @@ class SpawnToolset:
         )
         if self._inherit is not None:
             config = self._inherit.child_config(config, record=record, ctx=ctx)
+        # the child's tree spends from this run's budget too (and from one inherited)
+        config = replace(config, budget=child_budget(config.budget, ctx))
         guard = ShareGuard(
             account,
             share=share,

@@ -1,7 +1,7 @@
 """Tools: `@tool`, `Tool`, `Toolset`, schemas from type hints, and `RunContext`."""
 
 from legato.tools._catalog import ToolCatalog
-from legato.tools._context import RunContext, RunScope
+from legato.tools._context import RunBudget, RunContext, RunScope
 from legato.tools._contract import Conditions, StateAccess, ToolContract
 from legato.tools._results import to_content
 from legato.tools._schema import DocstringFormat, FunctionSchema, function_schema
@@ -12,6 +12,7 @@ __all__ = [
     "Conditions",
     "DocstringFormat",
     "FunctionSchema",
+    "RunBudget",
     "RunContext",
     "RunScope",
     "SideEffects",

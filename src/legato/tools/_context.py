@@ -6,7 +6,7 @@ import asyncio
 import math
 from collections.abc import Coroutine, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Generic, Protocol, cast
+from typing import Any, Generic, Protocol, cast, runtime_checkable
 
 from typing_extensions import TypeVar
 
@@ -15,7 +15,7 @@ from legato.exceptions import ToolError
 from legato.messages import Message, Usage
 from legato.tools._contract import StateAccess
 
-__all__ = ["RunContext", "RunScope"]
+__all__ = ["RunBudget", "RunContext", "RunScope"]
 
 DepsT = TypeVar("DepsT", default=None)
 
@@ -40,6 +40,23 @@ class RunScope(Protocol):
 
         Dropped unless the call is in flight; coalesced when updates come too fast.
         """
+        ...
+
+
+@runtime_checkable
+class RunBudget(Protocol):
+    """The run's budget as a tool sees it in `RunContext.budget` (a `legato.budgets.Budget`).
+
+    Sub-agents run their children on it, so a whole tree of runs spends from one budget.
+    """
+
+    @property
+    def used(self) -> Any:
+        """What was spent so far (a `legato.budgets.Spend`)."""
+        ...
+
+    def remaining(self) -> Any:
+        """What can still be reserved (a `legato.budgets.Spend`)."""
         ...
 
 
@@ -74,6 +91,9 @@ class RunContext(Generic[DepsT]):
     journal: Journal | None = None
     """The run's journal so far, to read (never append to it); None outside a run. A
     resumed run's journal starts with what was recorded before the interruption."""
+    budget: RunBudget | None = None
+    """The run's budget (what its model and tool calls reserve from); None without one.
+    Sub-agents started by a tool draw from it too."""
 
     def report_progress(
         self, progress: float, total: float | None = None, message: str | None = None
