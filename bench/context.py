@@ -14,6 +14,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+from legato import Agent
 from legato.context import (
     Chain,
     CharCounter,
@@ -28,7 +29,6 @@ from legato.context import (
     keep_recent,
 )
 from legato.events import ModelRequested, RunStarted, UserPrompt
-from legato import Agent
 from legato.memory import Memory, SQLiteMemory
 from legato.messages import Message, ToolCallPart, ToolResultPart
 from legato.models import ModelRequest
