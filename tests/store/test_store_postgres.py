@@ -6,6 +6,8 @@ Where a test shows a protection, it also shows what happens without it, on the s
 
 from __future__ import annotations
 
+import importlib.util
+import os
 import subprocess
 import sys
 import threading
@@ -13,14 +15,18 @@ from collections.abc import Callable, Generator, Iterator
 from contextlib import contextmanager
 from typing import Any
 
-import psycopg
 import pytest
-from pg_cluster import PASSWORD, PgServer, admin
+
+if importlib.util.find_spec("psycopg") is None and os.environ.get("CI") != "true":
+    pytest.skip("psycopg is not installed (the `postgres` extra)", allow_module_level=True)
+
+import psycopg
 
 from legato.exceptions import SchemaTooNew, StoreCorrupted, StoreError
 from legato.messages import Message
 from legato.store import PostgresStore, Store, pg_schema_version
 from legato.store._pg import LOCK_KEY, PG_MIGRATIONS, redact_dsn
+from pg_cluster import PASSWORD, PgServer, admin
 
 
 @pytest.fixture
