@@ -642,8 +642,9 @@ class PostgresApprovalStore:
         with self._store.db.write() as conn:
             conn.execute(
                 "INSERT INTO legato.approvals(request_id, run_id, payload, created_at) "
-                "VALUES (%s, %s, %s, %s) ON CONFLICT (request_id) DO NOTHING",
-                (request.id, request.run_id, request.to_json(), time.time()),
+                "VALUES (%s, %s, %s, extract(epoch from clock_timestamp())::double precision) "
+                "ON CONFLICT (request_id) DO NOTHING",
+                (request.id, request.run_id, request.to_json()),
             )
 
     async def get(self, request_id: str) -> ApprovalRequest | None:
@@ -691,9 +692,10 @@ class PostgresApprovalStore:
                 msg = f"request {request_id!r} expired; the run asks again when resumed"
                 raise DecisionTokenInvalid(msg)
             conn.execute(
-                "UPDATE legato.approvals SET state = 'decided', decision = %s, decided_at = %s "
+                "UPDATE legato.approvals SET state = 'decided', decision = %s, "
+                "decided_at = extract(epoch from clock_timestamp())::double precision "
                 "WHERE request_id = %s",
-                (json.dumps(asdict(decision)), time.time(), request_id),
+                (json.dumps(asdict(decision)), request_id),
             )
 
     async def decision(self, request_id: str) -> Decision | None:

@@ -22,7 +22,8 @@ if importlib.util.find_spec("psycopg") is None and os.environ.get("CI") != "true
 
 import psycopg
 
-from legato.exceptions import SchemaTooNew, StoreCorrupted, StoreError
+from legato.events import UserPrompt
+from legato.exceptions import JournalError, SchemaTooNew, StoreCorrupted, StoreError
 from legato.messages import Message
 from legato.store import PostgresStore, Store, pg_schema_version
 from legato.store._pg import LOCK_KEY, PG_MIGRATIONS, redact_dsn
@@ -279,6 +280,16 @@ def test_a_unique_violation_inside_a_write_is_a_store_error(store: PostgresStore
                 "VALUES ('s', 0, 0, NULL, '{}')"
             )
     assert type(info.value) is StoreError
+
+
+def test_bad_input_is_a_typed_error_and_writes_nothing(store: PostgresStore) -> None:
+    with pytest.raises(StoreError, match="NUL") as info:
+        store.append_turn("bad\x00name", [Message.user("x")], run_id=None)  # text has no NUL
+    assert not isinstance(info.value.__cause__, psycopg.Error)
+    assert store.list_sessions() == []
+    with pytest.raises(JournalError, match="no stored run"):
+        store.append_events("ghost", [UserPrompt(message=Message.user("x"))], start=3)
+    assert store.list_runs() == []
 
 
 # -- locks: the claim and the turn ----------------------------------------------------------------------

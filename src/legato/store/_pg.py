@@ -81,6 +81,7 @@ class PostgresDatabase:
 
     With a DSN, the database keeps one connection (reopened if it breaks) and serializes
     this process's transactions on it; with a pool, each transaction borrows a connection.
+    Open it in the process that uses it: a connection must not cross a `fork`.
     """
 
     def __init__(self, target: str | ConnectionPool, *, connect_timeout: float = 10.0) -> None:
@@ -157,12 +158,16 @@ class PostgresDatabase:
             yield self._connection()
 
     @contextmanager
-    def write(self, *, conflict: Exception | None = None) -> Generator[psycopg.Connection[Any]]:
+    def write(
+        self, *, conflict: Exception | None = None, missing: Exception | None = None
+    ) -> Generator[psycopg.Connection[Any]]:
         """A write transaction: committed when the block ends, rolled back if it raises.
 
         Args:
             conflict: Raised instead when a statement breaks a unique key (a concurrent or
                 repeated write); without it, a `StoreError` says which.
+            missing: Raised instead when a row refers to one that is not stored (a foreign
+                key); without it, a `StoreError` says which.
         """
         errors = self._psycopg.errors
         try:
@@ -172,6 +177,10 @@ class PostgresDatabase:
             if conflict is not None:
                 raise conflict from None
             raise StoreError(self._redact(f"{self.name}: conflicting write: {exc}")) from None
+        except errors.ForeignKeyViolation as exc:
+            if missing is not None:
+                raise missing from None
+            raise StoreError(self._redact(f"{self.name}: refers to a missing row: {exc}")) from None
         except self._psycopg.Error as exc:
             raise self._translate(exc) from None
 

@@ -81,7 +81,8 @@ class PostgresStore:
             msg = f"run {run_id}: the first event must be RunStarted, not {first.kind}"
             raise JournalError(msg)
         taken = StoreError(f"run {run_id}: events from position {start} are already stored")
-        with self.db.write(conflict=taken) as conn:
+        unknown = JournalError(f"run {run_id}: no stored run to append to at position {start}")
+        with self.db.write(conflict=taken, missing=unknown) as conn:
             if isinstance(first, RunStarted) and start == 0:
                 conn.execute(
                     "INSERT INTO legato.runs(run_id, session, agent, model, created_at) "
