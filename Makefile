@@ -59,7 +59,7 @@ postgres-server:
 	else \
 		echo "installing the PostgreSQL server (apt-get install postgresql)"; \
 		$(SUDO) apt-get update && \
-		DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y --no-install-recommends postgresql; \
+		$(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends postgresql; \
 	fi
 
 $(MCP_NODE)/.installed: Makefile
