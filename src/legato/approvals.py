@@ -23,7 +23,8 @@ an `ApprovalStore`. A handler may decide at once (a Python callback, the termina
 otherwise the run parks (`RunParked`), the process may exit, and whoever holds the token
 decides later through the store (`ApprovalDesk` is the JSON-shaped API a web UI uses);
 `agent.resume(journal)` then continues. A decision is claimed exactly once, however many
-processes resume the run.
+processes resume the run. `SQLiteApprovalStore` shares a project's SQLite file between
+processes; `PostgresApprovalStore` shares a PostgreSQL database between machines.
 """
 
 from __future__ import annotations
@@ -48,7 +49,7 @@ if TYPE_CHECKING:
     from pathlib import Path
 
     from legato.events import Journal
-    from legato.store import SQLiteStore
+    from legato.store import ConnectionPool, PostgresStore, SQLiteStore
     from legato.tools import Tool
 
 __all__ = [
@@ -64,6 +65,7 @@ __all__ = [
     "Edit",
     "MemoryApprovalStore",
     "ParkedRun",
+    "PostgresApprovalStore",
     "Reject",
     "Rule",
     "SQLiteApprovalStore",
@@ -613,3 +615,123 @@ class SQLiteApprovalStore:
             msg = f"the decision on request {request_id!r} was already applied"
             raise DecisionAlreadyUsed(msg)
         return decision_from_json(json.loads(row[1]))
+
+
+class PostgresApprovalStore:
+    """An `ApprovalStore` in a legato PostgreSQL database (`legato.store.PostgresStore`).
+
+    Requests wait in the database's `legato.approvals` table: a run parks on one machine
+    and is decided and resumed from another. `decide` locks the request's row while it
+    checks the token, and `claim` is one `UPDATE ... WHERE state = 'decided' RETURNING`:
+    a second claimer waits on the row lock, then finds the decision taken. So a token is
+    accepted once and a decision is claimed by exactly one resumer, across machines.
+    Database calls run in a worker thread, off the event loop.
+    """
+
+    def __init__(self, store: PostgresStore | str | ConnectionPool) -> None:
+        """Use an open `PostgresStore`, or open one from a DSN or a connection pool."""
+        from legato.store import PostgresStore
+
+        self._store = store if isinstance(store, PostgresStore) else PostgresStore(store)
+
+    async def put(self, request: ApprovalRequest) -> None:
+        """Record a new pending request (recording the same request again changes nothing)."""
+        await asyncio.to_thread(self._put, request)
+
+    def _put(self, request: ApprovalRequest) -> None:
+        with self._store.db.write() as conn:
+            conn.execute(
+                "INSERT INTO legato.approvals(request_id, run_id, payload, created_at) "
+                "VALUES (%s, %s, %s, extract(epoch from clock_timestamp())::double precision) "
+                "ON CONFLICT (request_id) DO NOTHING",
+                (request.id, request.run_id, request.to_json()),
+            )
+
+    async def get(self, request_id: str) -> ApprovalRequest | None:
+        """The request with this id, decided or not."""
+        return await asyncio.to_thread(self._get, request_id)
+
+    def _get(self, request_id: str) -> ApprovalRequest | None:
+        with self._store.db.read() as conn:
+            row = conn.execute(
+                "SELECT payload FROM legato.approvals WHERE request_id = %s", (request_id,)
+            ).fetchone()
+        return ApprovalRequest.from_json(row[0]) if row is not None else None
+
+    async def pending(self, run_id: str | None = None) -> list[ApprovalRequest]:
+        """Undecided requests (of one run, or all), oldest first."""
+        return await asyncio.to_thread(self._pending, run_id)
+
+    def _pending(self, run_id: str | None) -> list[ApprovalRequest]:
+        with self._store.db.read() as conn:
+            rows = conn.execute(
+                "SELECT payload FROM legato.approvals WHERE state = 'parked' "
+                "AND (%s::text IS NULL OR run_id = %s) ORDER BY created_at, ord",
+                (run_id, run_id),
+            ).fetchall()
+        return [ApprovalRequest.from_json(r[0]) for r in rows]
+
+    async def decide(self, request_id: str, token: str, decision: Decision) -> None:
+        """Accept a decision presented with the request's token, once (across machines)."""
+        await asyncio.to_thread(self._decide, request_id, token, decision)
+
+    def _decide(self, request_id: str, token: str, decision: Decision) -> None:
+        with self._store.db.write() as conn:
+            row = conn.execute(
+                "SELECT payload, state FROM legato.approvals WHERE request_id = %s FOR UPDATE",
+                (request_id,),
+            ).fetchone()
+            request = ApprovalRequest.from_json(row[0]) if row is not None else None
+            if request is None or not hmac.compare_digest(request.token, token):
+                msg = f"the decision token does not belong to request {request_id!r}"
+                raise DecisionTokenInvalid(msg)
+            if row is not None and row[1] != "parked":
+                msg = f"request {request_id!r} was already decided; a token is used once"
+                raise DecisionAlreadyUsed(msg)
+            if request.expires_at is not None and time.time() > request.expires_at:
+                msg = f"request {request_id!r} expired; the run asks again when resumed"
+                raise DecisionTokenInvalid(msg)
+            conn.execute(
+                "UPDATE legato.approvals SET state = 'decided', decision = %s, "
+                "decided_at = extract(epoch from clock_timestamp())::double precision "
+                "WHERE request_id = %s",
+                (json.dumps(asdict(decision)), request_id),
+            )
+
+    async def decision(self, request_id: str) -> Decision | None:
+        """The decision recorded for a request, without claiming it."""
+        return await asyncio.to_thread(self._decision, request_id)
+
+    def _decision(self, request_id: str) -> Decision | None:
+        with self._store.db.read() as conn:
+            row = conn.execute(
+                "SELECT decision FROM legato.approvals WHERE request_id = %s", (request_id,)
+            ).fetchone()
+        if row is None or row[0] is None:
+            return None
+        return decision_from_json(json.loads(row[0]))
+
+    async def claim(self, request_id: str) -> Decision | None:
+        """Take the decision exactly once: one `UPDATE ... RETURNING` decides who gets it."""
+        return await asyncio.to_thread(self._claim, request_id)
+
+    def _claim(self, request_id: str) -> Decision | None:
+        with self._store.db.write() as conn:
+            won = conn.execute(
+                "UPDATE legato.approvals SET state = 'claimed' "
+                "WHERE request_id = %s AND state = 'decided' RETURNING decision",
+                (request_id,),
+            ).fetchone()
+            if won is not None:
+                return decision_from_json(json.loads(won[0]))
+            row = conn.execute(
+                "SELECT decision FROM legato.approvals WHERE request_id = %s", (request_id,)
+            ).fetchone()
+        if row is None or row[0] is None:
+            return None
+        msg = f"the decision on request {request_id!r} was already applied"
+        raise DecisionAlreadyUsed(msg)
+
+    def close(self) -> None:
+        """Close the store's connection."""
+        self._store.close()

@@ -1,13 +1,14 @@
 """The `ApprovalStore` contract, run against every store implementation.
 
-A new store (SQLite, PostgreSQL) joins by adding a factory to `STORES`.
+A new store joins by adding a factory to `STORES`; PostgreSQL runs on the test server
+(`pg_dsn`, tests/conftest.py).
 """
 
 from __future__ import annotations
 
 import asyncio
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 
 import pytest
 
@@ -18,6 +19,7 @@ from legato.approvals import (
     Approve,
     Edit,
     MemoryApprovalStore,
+    PostgresApprovalStore,
     Reject,
     SQLiteApprovalStore,
 )
@@ -35,9 +37,14 @@ STORES: dict[str, Callable[[], ApprovalStore]] = {
 }
 
 
-@pytest.fixture(params=sorted(STORES))
-def store(request: pytest.FixtureRequest) -> ApprovalStore:
-    return STORES[request.param]()
+@pytest.fixture(params=[*sorted(STORES), "postgres"])
+def store(request: pytest.FixtureRequest) -> Iterator[ApprovalStore]:
+    if request.param != "postgres":
+        yield STORES[request.param]()
+        return
+    opened = PostgresApprovalStore(request.getfixturevalue("pg_dsn"))  # a real server
+    yield opened
+    opened.close()
 
 
 def make_request(run_id: str = "run", call_id: str = "c1") -> ApprovalRequest:

@@ -1,20 +1,58 @@
-"""Several processes writing one SQLite file at once."""
+"""Several processes writing one store at once: a SQLite file, or a PostgreSQL database.
+
+`target` is a SQLite path or a PostgreSQL DSN (each test runs with both); every process
+opens its own store on it, as separate programs would.
+"""
 
 from __future__ import annotations
 
 import multiprocessing
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
+import pytest
+from pg_cluster import AnyStore
+
 from legato.events import RunStarted, UserPrompt
+from legato.exceptions import StoreError
 from legato.messages import Message
-from legato.store import SQLiteStore
+from legato.store import PostgresStore, SQLiteStore
 
 WRITERS = 4
 TURNS = 40
 
 
+@pytest.fixture(params=["sqlite", "postgres"])
+def target(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
+    """Where the processes meet: a fresh SQLite path, or a fresh PostgreSQL database."""
+    if request.param == "sqlite":
+        yield str(tmp_path / "legato.db")
+    else:
+        yield request.getfixturevalue("pg_dsn")
+
+
+def open_store(target: str) -> AnyStore:
+    if target.startswith("postgresql://"):
+        return PostgresStore(target)
+    return SQLiteStore(target, timeout=60)
+
+
+@pytest.fixture
+def opened() -> Iterator[Callable[[str], AnyStore]]:
+    """Opens stores in the test's own process, and closes them at the end."""
+    stores: list[AnyStore] = []
+
+    def open_one(target: str) -> AnyStore:
+        stores.append(open_store(target))
+        return stores[-1]
+
+    yield open_one
+    for store in stores:
+        store.close()
+
+
 def _writer(path: str, worker: int) -> None:
-    store = SQLiteStore(path, timeout=60)
+    store = open_store(path)
     for turn in range(TURNS):
         run_id = f"w{worker}-r{turn}"
         store.append_events(
@@ -35,14 +73,16 @@ def _writer(path: str, worker: int) -> None:
 
 
 def _claimer(path: str, worker: int, results: multiprocessing.Queue[tuple[int, bool]]) -> None:
-    store = SQLiteStore(path, timeout=60)
+    store = open_store(path)
     results.put((worker, store.decide_approval("req", {"by": worker})))
     store.close()
 
 
-def test_concurrent_writers_lose_nothing_and_never_interleave_a_turn(tmp_path: Path) -> None:
-    path = str(tmp_path / "legato.db")
-    SQLiteStore(path).close()  # create and migrate once, like a project would
+def test_concurrent_writers_lose_nothing_and_never_interleave_a_turn(
+    target: str, opened: Callable[[str], AnyStore]
+) -> None:
+    path = target
+    opened(path)  # create and migrate once, like a project would
     ctx = multiprocessing.get_context("fork")
     procs = [ctx.Process(target=_writer, args=(path, w)) for w in range(WRITERS)]
     for p in procs:
@@ -50,7 +90,7 @@ def test_concurrent_writers_lose_nothing_and_never_interleave_a_turn(tmp_path: P
     for p in procs:
         p.join(timeout=120)
         assert p.exitcode == 0
-    store = SQLiteStore(path)
+    store = opened(path)
     messages = store.load_session("shared")
     assert len(messages) == WRITERS * TURNS * 2
     for question, answer in zip(messages[::2], messages[1::2], strict=True):
@@ -62,8 +102,10 @@ def test_concurrent_writers_lose_nothing_and_never_interleave_a_turn(tmp_path: P
     assert all(r.events == 2 for r in runs)
 
 
-def test_concurrent_migration_of_a_fresh_file(tmp_path: Path) -> None:
-    path = str(tmp_path / "fresh.db")
+def test_concurrent_migration_of_a_fresh_file(
+    target: str, opened: Callable[[str], AnyStore]
+) -> None:
+    path = target
     ctx = multiprocessing.get_context("fork")
     procs = [ctx.Process(target=_writer, args=(path, w)) for w in range(WRITERS)]
     for p in procs:
@@ -71,12 +113,14 @@ def test_concurrent_migration_of_a_fresh_file(tmp_path: Path) -> None:
     for p in procs:
         p.join(timeout=120)
         assert p.exitcode == 0
-    assert len(SQLiteStore(path).load_session("shared")) == WRITERS * TURNS * 2
+    assert len(opened(path).load_session("shared")) == WRITERS * TURNS * 2
 
 
-def test_one_parked_approval_is_claimed_by_exactly_one_process(tmp_path: Path) -> None:
-    path = str(tmp_path / "legato.db")
-    store = SQLiteStore(path)
+def test_one_parked_approval_is_claimed_by_exactly_one_process(
+    target: str, opened: Callable[[str], AnyStore]
+) -> None:
+    path = target
+    store = opened(path)
     store.park_approval("req", run_id="r", payload={"tool": "pay"})
     ctx = multiprocessing.get_context("fork")
     results: multiprocessing.Queue[tuple[int, bool]] = ctx.Queue()
@@ -91,6 +135,50 @@ def test_one_parked_approval_is_claimed_by_exactly_one_process(tmp_path: Path) -
     assert len(winners) == 1
     [record] = store.approvals()
     assert record.decision == {"by": winners[0]}
+
+
+EVENTS = 15
+
+
+def _run_appender(path: str, worker: int) -> None:
+    """Appends its events to the shared run at the next free position, retrying when beaten."""
+    store = open_store(path)
+    for k in range(EVENTS):
+        while True:
+            start = len(store.load_run("shared-run"))
+            try:
+                store.append_events(
+                    "shared-run",
+                    [UserPrompt(message=Message.user(f"{worker}:{k}"))],
+                    start=start,
+                )
+                break
+            except StoreError as exc:
+                assert "already stored" in str(exc)  # another writer took the position
+    store.close()
+
+
+def test_processes_appending_to_one_run_lose_and_overwrite_nothing(
+    target: str, opened: Callable[[str], AnyStore]
+) -> None:
+    store = opened(target)
+    store.append_events(
+        "shared-run", [RunStarted(run_id="shared-run", agent="a", model="m")], start=0
+    )
+    ctx = multiprocessing.get_context("fork")
+    procs = [ctx.Process(target=_run_appender, args=(target, w)) for w in range(WRITERS)]
+    for p in procs:
+        p.start()
+    for p in procs:
+        p.join(timeout=120)
+        assert p.exitcode == 0
+    journal = store.load_run("shared-run")
+    texts = [e.message.text for e in journal.events[1:] if isinstance(e, UserPrompt)]
+    assert len(journal) == 1 + WRITERS * EVENTS
+    assert sorted(texts) == sorted(f"{w}:{k}" for w in range(WRITERS) for k in range(EVENTS))
+    for w in range(WRITERS):  # each writer's events in its own order
+        mine = [t for t in texts if t.startswith(f"{w}:")]
+        assert mine == [f"{w}:{k}" for k in range(EVENTS)]
 
 
 def test_a_writer_waits_for_another_writers_transaction_instead_of_interleaving(

@@ -2,7 +2,9 @@
 
 The protocols (`RunStore`, `SessionStore`, `SessionCatalog`, `ApprovalStore`) are the
 boundary; `SQLiteStore` is the embedded default (one WAL-mode file per project, by default
-`.legato/legato.db`). A PostgreSQL store implements the same protocols.
+`.legato/legato.db`). `PostgresStore` implements the same protocols in PostgreSQL, for
+processes on several machines sharing sessions, journals and approvals; it needs the
+`postgres` extra (psycopg 3), imported only when a store is opened.
 """
 
 from legato.store._base import (
@@ -16,6 +18,8 @@ from legato.store._base import (
     Store,
 )
 from legato.store._db import DEFAULT_PATH, Database
+from legato.store._pg import ConnectionPool, PostgresDatabase, pg_schema_version
+from legato.store._postgres import PostgresStore
 from legato.store._schema import schema_version
 from legato.store._sqlite import SQLiteStore
 
@@ -23,7 +27,10 @@ __all__ = [
     "DEFAULT_PATH",
     "ApprovalRecord",
     "ApprovalStore",
+    "ConnectionPool",
     "Database",
+    "PostgresDatabase",
+    "PostgresStore",
     "RunInfo",
     "RunStore",
     "SQLiteStore",
@@ -31,5 +38,6 @@ __all__ = [
     "SessionInfo",
     "SessionStore",
     "Store",
+    "pg_schema_version",
     "schema_version",
 ]

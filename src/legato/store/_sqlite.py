@@ -6,43 +6,18 @@ import json
 import sqlite3
 import time
 from collections.abc import Sequence
-from functools import cache
 from pathlib import Path
-from typing import TYPE_CHECKING, Literal, cast
+from typing import Literal, cast
 
 from legato.events import Compacted, Journal, JournalEvent, RunStarted
 from legato.exceptions import JournalError, SessionExists, SessionNotFound, StoreError
 from legato.messages import JsonValue, Message
 from legato.store._base import ApprovalRecord, RunInfo, SessionInfo
+from legato.store._codec import dump_event, dump_message, load_event, load_message
 from legato.store._db import DEFAULT_PATH, Database
 from legato.store._redact import redact_rows, run_redactor
 
-if TYPE_CHECKING:
-    from pydantic import TypeAdapter
-
 __all__ = ["SQLiteStore"]
-
-
-@cache
-def _event_adapter() -> TypeAdapter[JournalEvent]:
-    from pydantic import TypeAdapter
-
-    return TypeAdapter(JournalEvent)
-
-
-@cache
-def _message_adapter() -> TypeAdapter[Message]:
-    from pydantic import TypeAdapter
-
-    return TypeAdapter(Message)
-
-
-def _dump_message(message: Message) -> str:
-    return _message_adapter().dump_json(message).decode()
-
-
-def _load_message(text: str) -> Message:
-    return _message_adapter().validate_json(text)
 
 
 _STATUS: dict[str, Literal["finished", "failed"]] = {
@@ -99,10 +74,7 @@ class SQLiteStore:
         """Store events `start`, `start + 1`, ... of a run in one transaction."""
         if not events:
             return
-        adapter = _event_adapter()
-        rows = [
-            (run_id, start + i, e.kind, adapter.dump_json(e).decode()) for i, e in enumerate(events)
-        ]
+        rows = [(run_id, start + i, e.kind, dump_event(e)) for i, e in enumerate(events)]
         status = next((_STATUS[e.kind] for e in reversed(events) if e.kind in _STATUS), None)
         with self.db.write() as conn:
             redactor = run_redactor(conn, run_id)
@@ -138,13 +110,12 @@ class SQLiteStore:
         if not rows:
             msg = f"no stored run with id {run_id!r}"
             raise JournalError(msg)
-        adapter = _event_adapter()
         events: list[JournalEvent] = []
         for expected, (seq, data) in enumerate(rows):
             if seq != expected:
                 msg = f"run {run_id}: event {expected} is missing from the store"
                 raise JournalError(msg)
-            events.append(adapter.validate_json(data))
+            events.append(load_event(data))
         return Journal(events)
 
     def list_runs(self, *, session: str | None = None, limit: int = 100) -> list[RunInfo]:
@@ -192,7 +163,7 @@ class SQLiteStore:
                     "INSERT OR IGNORE INTO sessions(name, created_at, updated_at) VALUES (?, ?, ?)",
                     (name, now, now),
                 )
-        return [_load_message(r[0]) for r in rows]
+        return [load_message(r[0]) for r in rows]
 
     def append_turn(
         self,
@@ -204,8 +175,8 @@ class SQLiteStore:
     ) -> int:
         """Add one turn's messages to the session (created if missing); return the turn number."""
         now = time.time()
-        saved = _event_adapter().dump_json(context).decode() if context is not None else None
-        dumped = [_dump_message(m) for m in messages]
+        saved = dump_event(context) if context is not None else None
+        dumped = [dump_message(m) for m in messages]
         with self.db.write() as conn:
             redactor = run_redactor(conn, run_id)
             if redactor is not None:
@@ -239,7 +210,7 @@ class SQLiteStore:
             raise SessionNotFound(name)
         if row[0] is None:
             return None
-        event = _event_adapter().validate_json(row[0])
+        event = load_event(row[0])
         return event if isinstance(event, Compacted) else None
 
     def undo_turn(self, name: str) -> list[Message]:
@@ -259,7 +230,7 @@ class SQLiteStore:
             )
             conn.execute("UPDATE sessions SET updated_at = ? WHERE name = ?", (time.time(), name))
             _drop_stale_context(conn, name)
-        return [_load_message(r[0]) for r in rows]
+        return [load_message(r[0]) for r in rows]
 
     def fork_session(self, name: str, new_name: str, *, at: int | None = None) -> SessionInfo:
         """A new session holding messages `[0, at)` of `name` (all of them when `at` is None)."""
