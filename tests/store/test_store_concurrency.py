@@ -11,12 +11,12 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
-from pg_cluster import AnyStore
 
 from legato.events import RunStarted, UserPrompt
 from legato.exceptions import StoreError
 from legato.messages import Message
 from legato.store import PostgresStore, SQLiteStore
+from pg_cluster import AnyStore
 
 WRITERS = 4
 TURNS = 40

@@ -6,7 +6,6 @@ The `store` fixture (tests/store/conftest.py) is each backend in turn.
 from __future__ import annotations
 
 import pytest
-from pg_cluster import AnyStore
 
 from legato import Agent, tool
 from legato.events import RunFailed, RunStarted, UserPrompt
@@ -20,6 +19,7 @@ from legato.exceptions import (
 from legato.messages import Message
 from legato.store import PostgresStore, Store
 from legato.testing import ScriptedModel, call, reply
+from pg_cluster import AnyStore
 
 
 @tool
