@@ -156,6 +156,11 @@ def test_appending_over_stored_events_writes_nothing(store: AnyStore) -> None:
             start=1,
         )
     assert len(store.load_run("r")) == 2
+    with pytest.raises(StoreError, match="already stored"):  # the same run started twice
+        store.append_events("r", [start], start=0)
+    with pytest.raises(JournalError, match="no stored run to append to"):
+        store.append_events("never-started", [UserPrompt(message=Message.user("x"))], start=3)
+    assert len(store.load_run("r")) == 2
     with pytest.raises(JournalError, match="must be RunStarted"):
         store.append_events("r2", [UserPrompt(message=Message.user("x"))], start=0)
 

@@ -82,15 +82,22 @@ class SQLiteStore:
                 data = redact_rows(redactor, [r[3] for r in rows])
                 rows = [(r[0], r[1], r[2], d) for r, d in zip(rows, data, strict=True)]
             first = events[0]
+            known = conn.execute("SELECT 1 FROM runs WHERE run_id = ?", (run_id,)).fetchone()
             if start == 0:
                 if not isinstance(first, RunStarted):
                     msg = f"run {run_id}: the first event must be RunStarted, not {first.kind}"
                     raise JournalError(msg)
+                if known is not None:
+                    msg = f"run {run_id}: events from position 0 are already stored"
+                    raise StoreError(msg)
                 conn.execute(
                     "INSERT INTO runs(run_id, session, agent, model, created_at) "
                     "VALUES (?, ?, ?, ?, ?)",
                     (run_id, session, first.agent, first.model, time.time()),
                 )
+            elif known is None:
+                msg = f"run {run_id}: no stored run to append to at position {start}"
+                raise JournalError(msg)
             try:
                 conn.executemany(
                     "INSERT INTO events(run_id, seq, kind, data) VALUES (?, ?, ?, ?)", rows
