@@ -24,9 +24,10 @@ from legato.models import ModelProfile, ModelRequest
 from legato.store import SQLiteStore
 from legato.testing import FunctionModel, call, reply
 
-SECRET = "The vault door code is 4417-ZETA."
-TRACE = "4417"
-"""Any part of the secret that must not come back."""
+SECRET = "The vault door code is QUOKKA-4417-ZETA."
+TRACE = "QUOKKA"
+"""A part of the secret that must not come back. Letters, not digits: a run of digits can
+turn up by chance in a stored timestamp or id (this test was flaky with "4417")."""
 
 Answer = ModelResponse | str
 
