@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any, Literal, Protocol, runtime_checkable
+from typing import Any, Protocol, runtime_checkable
 
 from legato._effects_parts import current_switches
 from legato.events import Lineage, RunStarted, SpawnDecided, UserPrompt
@@ -22,7 +22,6 @@ from legato.run import OutputSchema, RunConfig
 from legato.spawn._child import (
     ChildOutcome,
     ChildStart,
-    PreparedChild,
     child_budget,
     current_depth,
     execute_child,
@@ -42,6 +41,7 @@ from legato.spawn._policy import NeverSpawn, SpawnPolicy, ThresholdPolicy, TodoL
 from legato.spawn._skills import SkillSet
 from legato.spawn._slice import ContextSource, SliceMode, select_slice
 from legato.spawn._store import ChildRecord, JournalStore, MemoryJournalStore
+from legato.spawn._waiting import Child, WaitMode, collect, wait_for
 from legato.tools import RunContext, Tool, ToolSource, as_tool, to_content
 
 __all__ = ["Inheritance", "SpawnToolset", "spawn_tools"]
@@ -49,21 +49,13 @@ __all__ = ["Inheritance", "SpawnToolset", "spawn_tools"]
 _OWN_TOOLS = frozenset({"spawn", "wait_children", "todo", "open_skill", "read_skill_file"})
 _CTX = "_legato_spawn_ctx"
 _NO_TIMEOUT = 10.0**9
-WaitMode = Literal["all", "first", "any"]
-
-
-@dataclass(kw_only=True)
-class _Child:
-    prepared: PreparedChild
-    task: asyncio.Task[ChildOutcome] | None = None
-    outcome: ChildOutcome | None = None
 
 
 @dataclass(kw_only=True)
 class _Run:
     run_id: str
     ledger: ShareLedger
-    children: dict[str, _Child] = field(default_factory=lambda: {})
+    children: dict[str, Child] = field(default_factory=lambda: {})
     known: set[str] = field(default_factory=lambda: set())
     """Every child the run started (before a resume too): what `max_children` counts."""
     todos: TodoList = field(default_factory=TodoList)
@@ -268,7 +260,7 @@ class SpawnToolset:
             child_id = child.prepared.lineage.run_id
             if not wait:
                 return f"Started child {child_id} in the background; collect its answer with wait_children."
-            outcome = await self._collect(child)
+            outcome = await collect(child)
             if not outcome.ok:
                 raise ChildFailed(child_id, outcome.error or outcome.outcome)
             return outcome.text
@@ -297,7 +289,7 @@ class SpawnToolset:
             if not targets:
                 msg = "you have no children to wait for"
                 raise ToolError(msg)
-            return await self._wait(targets, mode, max_wait)
+            return await wait_for(targets, mode, max_wait)
 
         return Tool.from_function(wait_children, timeout=_NO_TIMEOUT, max_retries=3)
 
@@ -362,7 +354,7 @@ class SpawnToolset:
             raise SpawnRefused(msg)
         return BudgetShare(steps=steps, tokens=tokens)
 
-    async def _find(self, ctx: RunContext[Any], run: _Run, child_id: str) -> _Child:
+    async def _find(self, ctx: RunContext[Any], run: _Run, child_id: str) -> Child:
         child = run.children.get(child_id)
         if child is not None:
             return child
@@ -460,7 +452,7 @@ class SpawnToolset:
         share: BudgetShare,
         background: bool,
         call_id: str,
-    ) -> _Child:
+    ) -> Child:
         child_id = f"{ctx.run_id}-{call_id}"
         existing = run.children.get(child_id)
         if existing is not None:
@@ -547,7 +539,7 @@ class SpawnToolset:
         record: ChildRecord,
         *,
         start: Callable[[], ChildStart] | None,
-    ) -> _Child:
+    ) -> Child:
         child_id = record.lineage.run_id
         share = BudgetShare(steps=record.max_steps, tokens=record.max_tokens)
         account: BudgetAccount | None = None
@@ -564,7 +556,7 @@ class SpawnToolset:
         if start is None:
             start = _no_fresh_start(record)
         prepared = await prepare_child(record, store=self.store, emit=emit, make_start=start)
-        child = _Child(prepared=prepared)
+        child = Child(prepared=prepared)
         run.children[child_id] = child
         run.known.add(child_id)
         done = prepared.finished
@@ -664,63 +656,6 @@ class SpawnToolset:
         )
         toolset._ledger = ledger
         return toolset
-
-    # -- waiting ---------------------------------------------------------------------------------
-
-    async def _collect(self, child: _Child) -> ChildOutcome:
-        if child.outcome is not None:
-            return child.outcome
-        assert child.task is not None
-        return await child.task
-
-    async def _wait(self, targets: list[_Child], mode: WaitMode, max_wait: float | None) -> str:
-        pending = {c.task for c in targets if c.outcome is None and c.task is not None}
-        ended = [c for c in targets if c.outcome is not None]
-        loop = asyncio.get_running_loop()
-        deadline = None if max_wait is None else loop.time() + max_wait
-        while pending:
-            if mode == "first" and ended:
-                break
-            if mode == "any" and any(c.outcome is not None and c.outcome.ok for c in ended):
-                break
-            left = None if deadline is None else max(0.0, deadline - loop.time())
-            done, pending = await asyncio.wait(
-                pending, timeout=left, return_when=asyncio.FIRST_COMPLETED
-            )
-            if not done:
-                break
-            ended = [c for c in targets if c.outcome is not None or (c.task in done)]
-            for c in targets:
-                if c.task in done and c.outcome is None:
-                    c.outcome = c.task.result()
-        finished = [c for c in targets if c.outcome is not None]
-        running = [c.prepared.lineage.run_id for c in targets if c.outcome is None]
-        return _report(finished, running, mode)
-
-
-def _report(finished: list[_Child], running: list[str], mode: WaitMode) -> str:
-    outcomes = [c.outcome for c in finished if c.outcome is not None]
-    if mode == "any":
-        ok = [o for o in outcomes if o.ok]
-        if ok:
-            return f"child {ok[0].lineage.run_id}: {ok[0].text}"
-    elif mode == "first" and outcomes:
-        first = outcomes[0]
-        if not first.ok:
-            raise ChildFailed(first.lineage.run_id, first.error or first.outcome)
-        return f"child {first.lineage.run_id}: {first.text}"
-    if outcomes and not running and all(not o.ok for o in outcomes):
-        reasons = "; ".join(f"{o.lineage.run_id}: {o.error or o.outcome}" for o in outcomes)
-        raise ChildFailed(",".join(o.lineage.run_id for o in outcomes), reasons)
-    lines = [
-        f"child {o.lineage.run_id}: {o.text}"
-        if o.ok
-        else f"child {o.lineage.run_id} FAILED: {o.error or o.outcome}"
-        for o in outcomes
-    ]
-    if running:
-        lines.append(f"still running: {', '.join(running)}")
-    return "\n".join(lines)
 
 
 def _drop(event: object) -> None:
