@@ -372,6 +372,14 @@ class Agent(Generic[OutputT]):
             approvals=options.get("approvals"),
             budget=options.get("budget"),
         )
+        from legato.budgets import BudgetLimits
+
+        chosen = options.get("budget")
+        chosen = chosen if chosen is not None else self.budget
+        if isinstance(chosen, BudgetLimits) and config.budget is not None:
+            # Limits per run: the run's fresh budget starts with what the run had spent
+            # before it was interrupted. A shared `Budget` object already holds that.
+            config.budget.count_spent(config.budget.spent_in(events))
         driver = RunDriver(config, journal=Journal(events))
         return RunHandle(driver, timeout=options.get("timeout"))
 

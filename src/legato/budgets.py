@@ -28,6 +28,7 @@ import json
 import math
 import threading
 import time
+from collections.abc import Iterable
 from dataclasses import dataclass, fields, replace
 from typing import Literal, TypeAlias, TypedDict
 
@@ -309,6 +310,49 @@ class Budget:
     def charge(self, amounts: Spend) -> None:
         """Reserve and settle at once (for counted things: tool calls, steps)."""
         self.settle(self.reserve(amounts), amounts)
+
+    def count_spent(self, amounts: Spend) -> None:
+        """Count what was spent before this budget existed (a resumed run's journal).
+
+        Nothing is reserved or checked, since it already happened; what it used is simply no
+        longer there to spend. Budgets this one draws from are not touched.
+        """
+        with self._lock:
+            self._used = self._used + amounts
+
+    def spent_in(self, events: Iterable[object]) -> Spend:
+        """What a run's journal shows it spent, priced as this budget prices calls.
+
+        Counted: each model response (tokens, dollars, one call, one step); each tool call
+        the effect gate admitted or refused by its rules (`held` and `cancelled` refusals
+        were not spent: a parked call is counted when it is admitted later); and the
+        subtree usage each sub-agent reported last (its tokens, model calls and steps;
+        dollars when priced). A sub-agent's tool calls are not in its parent's journal.
+        """
+        from legato.events import ModelResponded, SpawnFinished, ToolCallAdmitted, ToolCallRefused
+
+        total = Spend()
+        children: dict[str, SpawnFinished] = {}  # a child resumed after a park ends twice
+        for event in events:
+            if isinstance(event, SpawnFinished):
+                children[event.lineage.run_id] = event  # its last report covers all of it
+            elif isinstance(event, ModelResponded):
+                total = total + self.model_call_actual(event.response.usage, event.response.cost)
+            elif isinstance(event, ToolCallAdmitted) or (
+                isinstance(event, ToolCallRefused) and event.reason not in ("held", "cancelled")
+            ):
+                total = total + Spend(tool_calls=1)
+        prices = self.limits.prices
+        for child in children.values():
+            usage = child.usage
+            total = total + Spend(
+                input_tokens=usage.input_tokens,
+                output_tokens=usage.output_tokens,
+                dollars=prices.cost(usage.input_tokens, usage.output_tokens) if prices else 0,
+                model_calls=usage.requests,
+                steps=child.tree_steps if child.tree_steps is not None else child.steps,
+            )
+        return total
 
     def joint(self, other: Budget) -> Budget:
         """A budget with no limits of its own that draws from this one and from `other`."""

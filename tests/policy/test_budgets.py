@@ -9,10 +9,20 @@ import time
 import pytest
 
 from legato import Agent, tool
+from legato.approvals import ApprovalDesk, ApprovalPolicy, MemoryApprovalStore, Rule
 from legato.budgets import Budget, BudgetLimits, Prices, Spend, nested_budget
-from legato.events import RunEvent, RunFailed
-from legato.exceptions import BudgetExceeded, ConfigurationError
-from legato.messages import ModelResponse, Usage
+from legato.events import (
+    Lineage,
+    ModelResponded,
+    RefusalReason,
+    RunEvent,
+    RunFailed,
+    SpawnFinished,
+    ToolCallAdmitted,
+    ToolCallRefused,
+)
+from legato.exceptions import BudgetExceeded, ConfigurationError, RunParked
+from legato.messages import Message, ModelResponse, Usage
 from legato.models import ModelRequest, ModelSettings
 from legato.security import Allow, Block, Hook, HookContext, RequestOutcome, ResponseOutcome
 from legato.testing import FunctionModel, ScriptedModel, call, estimate_usage, reply
@@ -321,3 +331,105 @@ def test_nested_budget_combines_a_child_budget_with_its_parents() -> None:
     with pytest.raises(BudgetExceeded):  # the shared budget's limit is reached first
         joint.reserve(Spend(model_calls=1))
     assert parent.reserved == Spend() and parent.used.model_calls == 2
+
+
+# -- a resumed run ------------------------------------------------------------------------------------
+
+
+def _nothing_spent(self: Budget, events: object) -> Spend:
+    del self, events
+    return Spend()
+
+
+@pytest.mark.parametrize("counted", [True, False])
+def test_a_resumed_run_counts_what_it_spent_before_it_parked(
+    counted: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    if not counted:  # the twin: the resumed run's fresh budget forgets the first part
+        monkeypatch.setattr(Budget, "spent_in", _nothing_spent)
+    sent: list[str] = []
+
+    @tool
+    def ping() -> str:
+        """Ping."""
+        return "pong"
+
+    @tool(side_effects="irreversible")
+    def send_email(to: str) -> str:
+        """Send an email."""
+        sent.append(to)
+        return "sent"
+
+    store = MemoryApprovalStore()
+    model = ScriptedModel(
+        [
+            reply(call("ping")),
+            reply(call("send_email", {"to": "bob"})),  # needs approval: the run parks
+            reply(call("ping")),
+            "done",
+        ]
+    )
+    agent = Agent(
+        model,
+        tools=[ping, send_email],
+        approvals=ApprovalPolicy(rules=[Rule("send_email", "ask")], store=store),
+        budget=BudgetLimits(model_calls=3, tool_calls=3),
+    )
+    with pytest.raises(RunParked) as info:
+        agent.run_sync("go")  # two model calls and one tool call so far
+    parked = info.value.parked
+    request = parked.request_for("send_email")
+    asyncio.run(
+        ApprovalDesk(store).decide(request.id, {"token": request.token, "verdict": "approve"})
+    )
+    if counted:
+        # 2 + 1 model calls fit; the 4th, which would answer "done", is refused before it is made
+        with pytest.raises(BudgetExceeded) as exceeded:
+            asyncio.run(agent.resume(parked.journal.to_jsonl()))
+        assert exceeded.value.resource == "model_calls" and exceeded.value.used == 3
+        assert len(model.requests) == 3
+    else:
+        assert asyncio.run(agent.resume(parked.journal.to_jsonl())).output == "done"
+        assert len(model.requests) == 4  # one more model call than the limit allows
+    assert sent == ["bob"]
+
+
+def test_spent_in_reads_model_calls_tool_calls_and_each_childs_last_report() -> None:
+    def responded(tokens_in: int, tokens_out: int) -> ModelResponded:
+        usage = Usage(input_tokens=tokens_in, output_tokens=tokens_out, requests=1)
+        return ModelResponded(
+            step=1, response=ModelResponse(message=Message.assistant("x"), usage=usage)
+        )
+
+    def refused(reason: RefusalReason) -> ToolCallRefused:
+        return ToolCallRefused(
+            step=1, call_id=reason, tool="t", effect_id="e", reason=reason, message="no"
+        )
+
+    def finished(child: str, requests: int, steps: int) -> SpawnFinished:
+        lineage = Lineage(
+            run_id=child, parent_run_id="p", parent_step=1, parent_call_id="c", agent="a"
+        )
+        usage = Usage(input_tokens=10 * requests, output_tokens=requests, requests=requests)
+        return SpawnFinished(lineage=lineage, outcome="ok", usage=usage, steps=steps)
+
+    events = [
+        responded(100, 20),
+        ToolCallAdmitted(step=1, call_id="a", tool="t", effect_id="e", epoch=0),
+        refused("denied"),  # refused by the rules after it was charged: spent
+        refused("held"),  # parked for approval: counted when admitted on resume
+        refused("cancelled"),  # stopped at the fence: not spent
+        finished("child-1", requests=2, steps=2),  # cancelled at a park ...
+        finished("child-1", requests=5, steps=5),  # ... resumed: its last report covers all
+        finished("child-2", requests=1, steps=1),
+        responded(50, 10),
+    ]
+    budget = Budget(BudgetLimits(prices=Prices(input=1.0, output=2.0)))
+    spent = budget.spent_in(events)
+    assert spent.model_calls == 2 + 5 + 1
+    assert spent.tool_calls == 2
+    assert spent.steps == 2 + 5 + 1
+    assert (spent.input_tokens, spent.output_tokens) == (150 + 50 + 10, 30 + 5 + 1)
+    assert spent.dollars == pytest.approx((210 * 1.0 + 36 * 2.0) / 1e6)
+    budget.count_spent(spent)
+    assert budget.used == spent
