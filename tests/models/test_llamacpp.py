@@ -346,9 +346,12 @@ async def test_timeout_raises_and_stops_generation(model: LlamaCppModel) -> None
         "Count from 1 to 200, separated by commas.",
         settings=ModelSettings(max_tokens=400, timeout=0.0),
     )
+    await complete(model, ask("Hi", settings=ModelSettings(max_tokens=1)))
+    assert kv_position(model) < 60  # a short prompt and one token: the cache starts small
     with pytest.raises(ModelTimeout) as caught:
         await complete(model, request)
     assert caught.value.retryable
+    # Whether the worker got to start or not, it did not go on to 400 tokens.
     assert kv_position(model) < 120
     # The model is free again at once.
     response = await complete(model, ask("Hi"))
