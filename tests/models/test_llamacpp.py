@@ -378,6 +378,15 @@ def test_a_missing_file_is_a_configuration_error(tmp_path: Any) -> None:
         infer_model(f"llamacpp:{tmp_path / 'nope.gguf'}")
 
 
+async def test_a_file_that_is_not_a_gguf_model_is_a_configuration_error(tmp_path: Any) -> None:
+    junk = tmp_path / "junk.gguf"
+    junk.write_bytes(b"not a model" * 100)
+    model = LlamaCppModel(junk)  # nothing is read until the first request
+    with pytest.raises(ConfigurationError, match="cannot load") as caught:
+        await complete(model, ask("Hi"))
+    assert "junk.gguf" in str(caught.value)
+
+
 def test_missing_packages_name_the_extra(monkeypatch: pytest.MonkeyPatch) -> None:
     real = importlib.util.find_spec
 

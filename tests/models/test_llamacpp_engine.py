@@ -14,6 +14,7 @@ from typing import Any
 
 import pytest
 
+from legato.exceptions import ModelError
 from legato.messages import Message, StopReason, ToolDefinition
 from legato.models import LOCAL_MODEL, ModelSettings, default_model
 from legato.models._llamacpp_prompt import (
@@ -242,7 +243,9 @@ def test_failures_in_the_worker_are_reported() -> None:
     items = run(Broken([]))
     [failed] = items
     assert isinstance(failed, _Failed)
-    assert "llama_decode" in str(failed.error)
+    assert isinstance(failed.error, ModelError)
+    assert "RuntimeError: llama_decode returned -1" in str(failed.error)
+    assert isinstance(failed.error.__cause__, RuntimeError)
 
 
 # -- pure helpers ------------------------------------------------------------------------------
