@@ -281,7 +281,7 @@ async def test_agent_history_with_tool_calls_renders_into_the_prompt(model: Llam
 
 async def test_closing_the_stream_stops_generation(model: LlamaCppModel) -> None:
     request = ask(
-        "Count from 1 to 200, separated by commas.", settings=ModelSettings(max_tokens=400)
+        "Count from 1 to 200, separated by commas.", settings=ModelSettings(max_tokens=200)
     )
     stream = cast(AsyncGenerator[ModelStreamEvent], model.stream(request))
     seen = 0
@@ -292,7 +292,7 @@ async def test_closing_the_stream_stops_generation(model: LlamaCppModel) -> None
             break
     await stream.aclose()  # returns once the worker has stopped
     stopped_at = kv_position(model)
-    # Without the stop, the same request runs on to hundreds of tokens.
+    # Without the stop, the same request runs on to its 200-token limit.
     full = await complete(model, request)
     full_length = kv_position(model)
     assert full.usage.output_tokens > 100
@@ -322,7 +322,7 @@ async def test_cancelling_the_task_stops_generation(model: LlamaCppModel) -> Non
 async def test_a_timed_out_request_does_not_wait_for_another_generation(
     model: LlamaCppModel,
 ) -> None:
-    long = ask("Count from 1 to 200, separated by commas.", settings=ModelSettings(max_tokens=300))
+    long = ask("Count from 1 to 200, separated by commas.", settings=ModelSettings(max_tokens=200))
     started = asyncio.Event()
 
     async def consume() -> int:
