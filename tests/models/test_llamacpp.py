@@ -281,7 +281,7 @@ async def test_agent_history_with_tool_calls_renders_into_the_prompt(model: Llam
 
 async def test_closing_the_stream_stops_generation(model: LlamaCppModel) -> None:
     request = ask(
-        "Count from 1 to 200, separated by commas.", settings=ModelSettings(max_tokens=400)
+        "Count from 1 to 200, separated by commas.", settings=ModelSettings(max_tokens=200)
     )
     stream = cast(AsyncGenerator[ModelStreamEvent], model.stream(request))
     seen = 0
@@ -292,7 +292,7 @@ async def test_closing_the_stream_stops_generation(model: LlamaCppModel) -> None
             break
     await stream.aclose()  # returns once the worker has stopped
     stopped_at = kv_position(model)
-    # Without the stop, the same request runs on to hundreds of tokens.
+    # Without the stop, the same request runs on to its 200-token limit.
     full = await complete(model, request)
     full_length = kv_position(model)
     assert full.usage.output_tokens > 100
@@ -322,7 +322,7 @@ async def test_cancelling_the_task_stops_generation(model: LlamaCppModel) -> Non
 async def test_a_timed_out_request_does_not_wait_for_another_generation(
     model: LlamaCppModel,
 ) -> None:
-    long = ask("Count from 1 to 200, separated by commas.", settings=ModelSettings(max_tokens=300))
+    long = ask("Count from 1 to 200, separated by commas.", settings=ModelSettings(max_tokens=200))
     started = asyncio.Event()
 
     async def consume() -> int:
@@ -346,6 +346,8 @@ async def test_timeout_raises_and_stops_generation(model: LlamaCppModel) -> None
         "Count from 1 to 200, separated by commas.",
         settings=ModelSettings(max_tokens=400, timeout=0.0),
     )
+    await complete(model, ask("Hi", settings=ModelSettings(max_tokens=1)))
+    assert kv_position(model) < 60  # a short prompt and one token: the cache starts small
     with pytest.raises(ModelTimeout) as caught:
         await complete(model, request)
     assert caught.value.retryable
@@ -378,6 +380,15 @@ def test_registry_resolves_llamacpp_models() -> None:
 def test_a_missing_file_is_a_configuration_error(tmp_path: Any) -> None:
     with pytest.raises(ConfigurationError, match="no GGUF file"):
         infer_model(f"llamacpp:{tmp_path / 'nope.gguf'}")
+
+
+async def test_a_file_that_is_not_a_gguf_model_is_a_configuration_error(tmp_path: Any) -> None:
+    junk = tmp_path / "junk.gguf"
+    junk.write_bytes(b"not a model" * 100)
+    model = LlamaCppModel(junk)  # nothing is read until the first request
+    with pytest.raises(ConfigurationError, match="cannot load") as caught:
+        await complete(model, ask("Hi"))
+    assert "junk.gguf" in str(caught.value)
 
 
 def test_missing_packages_name_the_extra(monkeypatch: pytest.MonkeyPatch) -> None:

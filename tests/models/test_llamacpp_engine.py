@@ -13,7 +13,10 @@ from collections.abc import Iterator, Sequence
 from typing import Any
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
+from legato.exceptions import ModelError
 from legato.messages import Message, StopReason, ToolDefinition
 from legato.models import LOCAL_MODEL, ModelSettings, default_model
 from legato.models._llamacpp_prompt import (
@@ -242,7 +245,9 @@ def test_failures_in_the_worker_are_reported() -> None:
     items = run(Broken([]))
     [failed] = items
     assert isinstance(failed, _Failed)
-    assert "llama_decode" in str(failed.error)
+    assert isinstance(failed.error, ModelError)
+    assert "RuntimeError: llama_decode returned -1" in str(failed.error)
+    assert isinstance(failed.error.__cause__, RuntimeError)
 
 
 # -- pure helpers ------------------------------------------------------------------------------
@@ -315,3 +320,41 @@ def test_default_model_reads_the_environment(monkeypatch: pytest.MonkeyPatch) ->
     assert default_model() == "llamacpp:smollm2"
     monkeypatch.setenv("GEMINI_API_KEY", "k")
     assert default_model() == "gemini:gemini-2.5-flash"
+
+
+def first_completed(text: str, watched: list[str]) -> tuple[str, str | None]:
+    """Reference: the text before the first watched string to be completed, and that string."""
+    for end in range(1, len(text) + 1):
+        found = [(text.find(w, 0, end), w) for w in watched if text.find(w, 0, end) >= 0]
+        if found:
+            start, word = min(found)
+            return text[:start], word
+    return text, None
+
+
+@given(
+    text=st.lists(
+        st.sampled_from(["<tool_call>", "<tool", "_call>", "END", "EN", "D x", "a", " ", "<"]),
+        max_size=8,
+    ).map("".join),
+    cuts=st.lists(st.integers(min_value=0, max_value=90), max_size=8),
+    watched=st.sampled_from(
+        [[CALL_MARKER], [CALL_MARKER, "END"], ["END", "D x"], [CALL_MARKER, "ol_c"], []]
+    ),
+)
+def test_watcher_on_any_split_matches_the_reference(
+    text: str, cuts: list[int], watched: list[str]
+) -> None:
+    points = sorted({min(c, len(text)) for c in cuts} | {0, len(text)})
+    chunks = [text[a:b] for a, b in zip(points, points[1:], strict=False)]
+    watcher = TextWatcher(watched)
+    shown: list[str] = []
+    hit: str | None = None
+    for chunk in chunks:
+        safe, hit = watcher.feed(chunk)
+        shown.append(safe)
+        if hit is not None:
+            break
+    if hit is None:
+        shown.append(watcher.flush())
+    assert ("".join(shown), hit) == first_completed(text, watched)

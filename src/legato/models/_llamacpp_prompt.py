@@ -175,14 +175,16 @@ class TextWatcher:
     def feed(self, text: str) -> tuple[str, str | None]:
         """Add streamed text; return (text safe to emit, watched string found or None)."""
         buffer = self._pending + text
-        found: tuple[int, str] | None = None
+        # The watched string completed first wins (ties: the one that started first), so the
+        # result does not depend on how the text was split into chunks.
+        found: tuple[int, int, str] | None = None
         for watched in self._watched:
             at = buffer.find(watched)
-            if at >= 0 and (found is None or at < found[0]):
-                found = (at, watched)
+            if at >= 0 and (found is None or (at + len(watched), at) < found[:2]):
+                found = (at + len(watched), at, watched)
         if found is not None:
             self._pending = ""
-            return buffer[: found[0]], found[1]
+            return buffer[: found[1]], found[2]
         keep = max((_overlap(buffer, w) for w in self._watched), default=0)
         self._pending = buffer[len(buffer) - keep :]
         return buffer[: len(buffer) - keep], None

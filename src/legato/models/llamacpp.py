@@ -50,7 +50,9 @@ from legato.exceptions import (
     ConfigurationError,
     ContextLengthExceeded,
     InvalidRequest,
+    LegatoError,
     MissingDependency,
+    ModelError,
     ModelTimeout,
 )
 from legato.messages import StopReason, ToolDefinition, Usage
@@ -174,11 +176,22 @@ def _open(path: Path, n_ctx: int, n_threads: int | None) -> _Loaded:
     # Half the cores (llama.cpp's own default): spinning worker threads slow generation down
     # badly when the cores are shared, and a small model gains little from more threads.
     threads = n_threads or max(1, (os.cpu_count() or 2) // 2)
-    llama = llama_cpp.Llama(
-        model_path=str(path), n_ctx=n_ctx, n_threads=threads, n_threads_batch=threads, verbose=False
-    )
+    try:
+        llama = llama_cpp.Llama(
+            model_path=str(path),
+            n_ctx=n_ctx,
+            n_threads=threads,
+            n_threads_batch=threads,
+            verbose=False,
+        )
+    except (ValueError, RuntimeError) as exc:
+        msg = f"llamacpp: cannot load {str(path)!r} as a GGUF model: {exc}"
+        raise ConfigurationError(msg) from exc
     handle = cast(_Llama, llama)
-    vocab = llama._model.vocab  # pyright: ignore[reportPrivateUsage]  # the public API has no is_eog
+    vocab = llama_cpp.llama_model_get_vocab(llama.model)
+    if vocab is None:
+        msg = f"llamacpp: {str(path)!r} has no vocabulary"
+        raise ConfigurationError(msg)
 
     def piece(token: int) -> str:
         return handle.detokenize([token]).decode("utf-8", errors="replace") if token >= 0 else ""
@@ -293,6 +306,15 @@ def _sampling(settings: ModelSettings) -> dict[str, float]:
     return options
 
 
+def _as_model_error(exc: Exception) -> LegatoError:
+    """Errors from llama.cpp itself become `ModelError`s (the original is the cause)."""
+    if isinstance(exc, LegatoError):
+        return exc
+    error = ModelError(f"llamacpp: {type(exc).__name__}: {exc}", provider="llamacpp")
+    error.__cause__ = exc
+    return error
+
+
 def _tools_for(
     request: ModelRequest, *, call_tool_first: bool
 ) -> tuple[tuple[ToolDefinition, ...], bool]:
@@ -369,7 +391,7 @@ class _Generator:
         except _Cancelled:
             return
         except Exception as exc:  # reported to the caller's task, re-raised there
-            self._emit(_Failed(error=exc))
+            self._emit(_Failed(error=_as_model_error(exc)))
 
     # -- phases ---------------------------------------------------------------------------------
 
