@@ -10,7 +10,17 @@ from legato.events import Compacted, Journal, JournalEvent, RunStarted
 from legato.exceptions import JournalError, SessionExists, SessionNotFound, StoreError
 from legato.messages import JsonValue, Message
 from legato.store._base import ApprovalRecord, RunInfo, SessionInfo
-from legato.store._codec import dump_event, dump_message, load_event, load_message
+from legato.store._codec import (
+    RUN_COLUMNS,
+    SESSION_COLUMNS,
+    carried_view,
+    dump_event,
+    dump_message,
+    load_event,
+    load_message,
+    run_from_row,
+    session_from_row,
+)
 from legato.store._pg import ConnectionPool, PostgresDatabase
 
 if TYPE_CHECKING:
@@ -119,25 +129,14 @@ class PostgresStore:
     def list_runs(self, *, session: str | None = None, limit: int = 100) -> list[RunInfo]:
         """The newest runs first, optionally only one session's."""
         query = (
-            "SELECT r.run_id, r.agent, r.model, r.session, r.created_at, r.status, "
+            f"SELECT {RUN_COLUMNS}, "
             "(SELECT count(*) FROM legato.events e WHERE e.run_id = r.run_id) FROM legato.runs r "
             "WHERE (%s::text IS NULL OR r.session = %s) "
             "ORDER BY r.created_at DESC, r.ord DESC LIMIT %s"
         )
         with self.db.read() as conn:
             rows = conn.execute(query, (session, session, limit)).fetchall()
-        return [
-            RunInfo(
-                run_id=r[0],
-                agent=r[1],
-                model=r[2],
-                session=r[3],
-                created_at=r[4],
-                status=r[5],
-                events=r[6],
-            )
-            for r in rows
-        ]
+        return [run_from_row(r) for r in rows]
 
     # -- sessions ------------------------------------------------------------------------------
 
@@ -203,10 +202,7 @@ class PostgresStore:
             ).fetchone()
         if row is None:
             raise SessionNotFound(name)
-        if row[0] is None:
-            return None
-        event = load_event(row[0])
-        return event if isinstance(event, Compacted) else None
+        return carried_view(row[0])
 
     def undo_turn(self, name: str) -> list[Message]:
         """Remove the session's last turn; return its messages (empty if there were none)."""
@@ -254,7 +250,7 @@ class PostgresStore:
         """Every session, most recently updated first."""
         with self.db.read() as conn:
             rows = conn.execute(_SESSION_QUERY + " ORDER BY s.updated_at DESC, s.name").fetchall()
-        return [_session_info(r) for r in rows]
+        return [session_from_row(r) for r in rows]
 
     def rename_session(self, name: str, new_name: str) -> None:
         """Rename a session; its messages and runs follow."""
@@ -283,7 +279,7 @@ class PostgresStore:
             row = conn.execute(_SESSION_QUERY + " WHERE s.name = %s", (name,)).fetchone()
         if row is None:
             raise SessionNotFound(name)
-        return _session_info(row)
+        return session_from_row(row)
 
     def _names(self) -> list[str]:
         return [s.name for s in self.list_sessions()]
@@ -338,22 +334,11 @@ class PostgresStore:
 
 
 _SESSION_QUERY: LiteralString = (
-    "SELECT s.name, s.created_at, s.updated_at, s.forked_from, "
+    f"SELECT {SESSION_COLUMNS}, "
     "(SELECT count(*) FROM legato.session_messages m WHERE m.session = s.name), "
     "(SELECT count(DISTINCT turn) FROM legato.session_messages m WHERE m.session = s.name) "
     "FROM legato.sessions s"
 )
-
-
-def _session_info(row: tuple[Any, ...]) -> SessionInfo:
-    return SessionInfo(
-        name=row[0],
-        created_at=row[1],
-        updated_at=row[2],
-        forked_from=row[3],
-        messages=int(row[4]),
-        turns=int(row[5]),
-    )
 
 
 def _lock_session(conn: psycopg.Connection[Any], name: str) -> None:

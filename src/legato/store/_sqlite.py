@@ -13,7 +13,17 @@ from legato.events import Compacted, Journal, JournalEvent, RunStarted
 from legato.exceptions import JournalError, SessionExists, SessionNotFound, StoreError
 from legato.messages import JsonValue, Message
 from legato.store._base import ApprovalRecord, RunInfo, SessionInfo
-from legato.store._codec import dump_event, dump_message, load_event, load_message
+from legato.store._codec import (
+    RUN_COLUMNS,
+    SESSION_COLUMNS,
+    carried_view,
+    dump_event,
+    dump_message,
+    load_event,
+    load_message,
+    run_from_row,
+    session_from_row,
+)
 from legato.store._db import DEFAULT_PATH, Database
 from legato.store._redact import redact_rows, run_redactor
 
@@ -128,7 +138,7 @@ class SQLiteStore:
     def list_runs(self, *, session: str | None = None, limit: int = 100) -> list[RunInfo]:
         """The newest runs first, optionally only one session's."""
         query = (
-            "SELECT r.run_id, r.agent, r.model, r.session, r.created_at, r.status, "
+            f"SELECT {RUN_COLUMNS}, "
             "(SELECT count(*) FROM events e WHERE e.run_id = r.run_id) FROM runs r"
         )
         args: tuple[object, ...] = ()
@@ -138,18 +148,7 @@ class SQLiteStore:
         query += " ORDER BY r.created_at DESC, r.rowid DESC LIMIT ?"
         with self.db.read() as conn:
             rows = conn.execute(query, (*args, limit)).fetchall()
-        return [
-            RunInfo(
-                run_id=r[0],
-                agent=r[1],
-                model=r[2],
-                session=r[3],
-                created_at=r[4],
-                status=r[5],
-                events=r[6],
-            )
-            for r in rows
-        ]
+        return [run_from_row(r) for r in rows]
 
     # -- sessions ------------------------------------------------------------------------------
 
@@ -215,10 +214,7 @@ class SQLiteStore:
             row = conn.execute("SELECT context FROM sessions WHERE name = ?", (name,)).fetchone()
         if row is None:
             raise SessionNotFound(name)
-        if row[0] is None:
-            return None
-        event = load_event(row[0])
-        return event if isinstance(event, Compacted) else None
+        return carried_view(row[0])
 
     def undo_turn(self, name: str) -> list[Message]:
         """Remove the session's last turn; return its messages (empty if there were none)."""
@@ -276,7 +272,7 @@ class SQLiteStore:
         """Every session, most recently updated first."""
         with self.db.read() as conn:
             rows = conn.execute(_SESSION_QUERY + " ORDER BY s.updated_at DESC, s.name").fetchall()
-        return [_session_info(r) for r in rows]
+        return [session_from_row(r) for r in rows]
 
     def rename_session(self, name: str, new_name: str) -> None:
         """Rename a session; its messages and runs follow."""
@@ -300,7 +296,7 @@ class SQLiteStore:
             row = conn.execute(_SESSION_QUERY + " WHERE s.name = ?", (name,)).fetchone()
         if row is None:
             raise SessionNotFound(name)
-        return _session_info(row)
+        return session_from_row(row)
 
     def session_info(self, name: str) -> SessionInfo:
         """What the store knows about one session."""
@@ -359,22 +355,11 @@ class SQLiteStore:
 
 
 _SESSION_QUERY = (
-    "SELECT s.name, s.created_at, s.updated_at, s.forked_from, "
+    f"SELECT {SESSION_COLUMNS}, "
     "(SELECT count(*) FROM session_messages m WHERE m.session = s.name), "
     "(SELECT count(DISTINCT turn) FROM session_messages m WHERE m.session = s.name) "
     "FROM sessions s"
 )
-
-
-def _session_info(row: tuple[object, ...]) -> SessionInfo:
-    return SessionInfo(
-        name=cast(str, row[0]),
-        created_at=cast(float, row[1]),
-        updated_at=cast(float, row[2]),
-        forked_from=cast("str | None", row[3]),
-        messages=cast(int, row[4]),
-        turns=cast(int, row[5]),
-    )
 
 
 def _drop_stale_context(conn: sqlite3.Connection, name: str) -> None:
