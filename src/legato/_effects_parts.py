@@ -61,6 +61,18 @@ class Switches:
     """Record a `SpawnFinished` for a child cancelled because its parent stopped."""
     tree_budget: bool = True
     """Run children (spawned, or agents as tools) on their parent run's budget."""
+    write_ahead: bool = True
+    """Commit an event the resume contract stands on (an admission, an outcome) to the
+    store before recording returns; off: the journal is stored only when the run ends."""
+    inherit_gate: bool = True
+    """A child run gets its parent's approval policy (nested) and security hooks."""
+    park_parent: bool = True
+    """A child that parks parks its parent (off: the parent sees a failed child)."""
+    resume_claim: bool = True
+    """A resumed run first claims its journal's next position (`RunResumed`)."""
+    hold_on_failure: bool = True
+    """An ask that ends without a decision (its handler raised, its decision was claimed by
+    another resumer) refuses the side-effecting calls it held instead of releasing them."""
 
 
 _SAFE = Switches()
@@ -132,7 +144,7 @@ class LedgerEntry:
 
 
 class StepState:
-    __slots__ = ("calls", "open", "park", "plans", "rejected", "step")
+    __slots__ = ("calls", "failed", "open", "park", "plans", "rejected", "step")
 
     def __init__(self, *, step: int = 0) -> None:
         self.step = step
@@ -142,6 +154,9 @@ class StepState:
         """Calls of this step with an `ask` not decided yet."""
         self.rejected = False
         self.park: ParkedRun | None = None
+        self.failed: str | None = None
+        """Why an ask of this step ended without a decision (its handler raised, its
+        decision was claimed elsewhere): the side-effecting calls it held never run."""
 
 
 def expired(request: ApprovalRequest) -> bool:

@@ -377,7 +377,10 @@ class EffectGate:
             self._step.rejected = True
             return self._refuse(call, eid, "rejected", f"Not run: {decision.message}")
         if tool.side_effects != "none" and self.switches.hold_run_wide:
-            await self._hold()  # approved, but other requests of the run are still pending
+            # approved, but other requests of the run are still pending
+            held = await self._hold()
+            if held is not None:
+                return self._refuse(call, eid, "held", held)
         if isinstance(decision, Edit):
             try:
                 edited = tool.validate(decision.arguments)
@@ -392,7 +395,9 @@ class EffectGate:
     ) -> Cleared | Refused:
         if effectful:
             if self.switches.hold_run_wide:
-                await self._hold()
+                held = await self._hold()
+                if held is not None:
+                    return self._refuse(call, eid, "held", held)
             holds = self.policy is None or self.policy.reject_holds_siblings
             if self._step.rejected and holds:
                 text = (
@@ -458,12 +463,19 @@ class EffectGate:
         )
         return Refused(reason="duplicate", outcome=entry.outcome, result=result)
 
-    async def _hold(self) -> None:
+    async def _hold(self) -> str | None:
+        """Wait while an ask of the step is open; a refusal message if the call must not run."""
         while not self._clear.is_set():
             await self._clear.wait()
         park = self._step.park
         if park is not None and self.fenced is None:
             raise RunParked(park, parked_message(park))
+        failed = self._step.failed
+        if failed is not None and self.switches.hold_on_failure:
+            return (
+                f"Not run: it was held behind an approval that ended without a decision ({failed})."
+            )
+        return None
 
     # -- approvals -----------------------------------------------------------------------------------
 
@@ -501,6 +513,13 @@ class EffectGate:
                     )
                 )
                 return decision
+            except RunParked:
+                raise
+            except BaseException as exc:
+                # no decision: whatever this ask held must not run now
+                if state.failed is None and self.switches.hold_on_failure:
+                    state.failed = f"{type(exc).__name__}: {exc}"
+                raise
             finally:
                 state.open.discard(call.id)
                 self._update_clear()
