@@ -217,9 +217,16 @@ class ApprovalPolicy:
         return self.default, f"default for {tool.side_effects} tools -> {self.default}"
 
     def check(self, tools: Mapping[str, Tool]) -> None:
-        """Raise `PolicyError` for a rule naming no tool of the run, or an unknown argument."""
+        """Raise `PolicyError` for a rule naming no tool of the run, or an unknown argument.
+
+        A run with a tool that starts child runs (`spawn`, `agent.as_tool`) may name its
+        children's tools: the policy covers the whole tree.
+        """
+        has_children = any(t.metadata.get("legato.spawns_children") for t in tools.values())
         for rule in self.rules:
             matched = [t for name, t in tools.items() if fnmatch.fnmatchcase(name, rule.tool)]
+            if not matched and has_children:
+                continue
             if not matched:
                 known = ", ".join(sorted(tools)) or "none"
                 msg = f"approval rule {rule.describe()!r} names an unknown tool; tools: {known}"

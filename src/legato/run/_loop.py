@@ -103,6 +103,8 @@ class RunConfig(Generic[OutputT]):
     """Where that conversation is kept; it gets the run's messages when the run finishes."""
     carry_context: bool = True
     """Save the run's latest compacted view with its session turn, for the next run."""
+    parent_gate: EffectGate | None = None
+    """A child run's parent's gate: the child's shares its hold (see `legato.spawn`)."""
 
 
 def default_owner() -> str:
@@ -145,6 +147,7 @@ class RunDriver(Generic[OutputT]):
             hooks=config.hooks,
             agent=config.agent_name,
             stream=self._scope.publish,
+            tree=config.parent_gate.tree if config.parent_gate is not None else None,
         )
         self.recorder.observe(self._gate.observe)
         self._scope.gate = self._gate

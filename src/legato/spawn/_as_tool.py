@@ -118,6 +118,7 @@ def agent_tool(
         name=name,
         description=description,
         timeout=None if timeout is None else timeout + 5.0,
+        metadata={"legato.spawns_children": True},
     )
 
 

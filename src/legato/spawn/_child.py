@@ -123,12 +123,12 @@ def child_journals(
 
 
 def inherit_gate(config: RunConfig[Any], ctx: RunContext[Any]) -> RunConfig[Any]:
-    """A child's configuration under its parent's gate: policy nested, hooks first.
+    """A child's configuration under its parent's gate: policy nested, hooks first, one hold.
 
     The child gets the stricter of its own approval policy and its parent's for every call,
     with requests going to the parent's handler and store; the parent's security hooks run
-    before the child's own (redaction, injection screening). Its budget is handled by
-    `child_budget`.
+    before the child's own (redaction, injection screening); an ask open anywhere in the
+    tree holds side-effecting calls in all of it. Its budget is handled by `child_budget`.
     """
     parent = parent_gate(ctx)
     if parent is None or not current_switches().inherit_gate:
@@ -140,6 +140,7 @@ def inherit_gate(config: RunConfig[Any], ctx: RunContext[Any]) -> RunConfig[Any]
         config,
         approvals=ApprovalPolicy.for_child(parent.policy, config.approvals),
         hooks=(*hooks, *config.hooks),
+        parent_gate=parent,
     )
 
 

@@ -48,6 +48,9 @@ from legato.tools import RunContext, Tool, ToolSource, as_tool, to_content
 
 __all__ = ["Inheritance", "SpawnToolset", "spawn_tools"]
 
+SPAWNS_CHILDREN = "legato.spawns_children"
+"""Tool metadata key: the tool runs child runs (whose tools the run's policy may name)."""
+
 _OWN_TOOLS = frozenset({"spawn", "wait_children", "todo", "open_skill", "read_skill_file"})
 _CTX = "_legato_spawn_ctx"
 _NO_TIMEOUT = 10.0**9
@@ -269,7 +272,9 @@ class SpawnToolset:
                 raise ChildFailed(child_id, outcome.error or outcome.outcome)
             return outcome.text
 
-        return Tool.from_function(spawn, timeout=_NO_TIMEOUT, max_retries=3)
+        return Tool.from_function(
+            spawn, timeout=_NO_TIMEOUT, max_retries=3, metadata={SPAWNS_CHILDREN: True}
+        )
 
     def _wait_tool(self) -> Tool:
         async def wait_children(
