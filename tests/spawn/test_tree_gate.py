@@ -185,7 +185,7 @@ def _held_tree(outbox: Outbox) -> tuple[Agent, list[str], list[list[str]]]:
 
     policy = ApprovalPolicy(
         rules=[Rule("ship", "ask"), Rule("send_email", "ask")],
-        handler=handler,  # type: ignore[arg-type]
+        handler=handler,
     )
     child = Agent(
         ScriptedModel([reply(call("send_email", {"to": "bob"})), "sent"]),
