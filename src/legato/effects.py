@@ -31,7 +31,7 @@ import hashlib
 import time
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
 from legato._effects_parts import (
     Cleared,
@@ -76,7 +76,8 @@ from legato.exceptions import DecisionTokenInvalid, RunCancelled, RunParked, Too
 from legato.messages import ModelResponse, ToolCallPart, ToolResultPart
 from legato.models import Model, ModelRequest
 from legato.security._hooks import Ask, Block, Hook, HookContext, HookRunner, Modify, ToolAdmission
-from legato.tools import Tool
+from legato.tools import Tool, to_content
+from legato.tools._reconcile import reconcile_call
 
 __all__ = [
     "GATE_EVENT_TYPES",
@@ -99,6 +100,14 @@ GATE_EVENT_TYPES: tuple[type, ...] = (
     HookApplied,
 )
 """Events the gate journals itself (a driver streams them but must not record them again)."""
+
+
+UNKNOWN_OUTCOME = (
+    "outcome unknown: this irreversible call was admitted before the run was interrupted and "
+    "never finished, so it may have taken effect. Approve to run it again (same idempotency "
+    "key); reject to not run it, saying what happened (e.g. 'it ran' or 'it did not run')."
+)
+"""The rule of the request a person answers for an effect whose outcome is unknown."""
 
 
 def effect_id(run_id: str, call: ToolCallPart) -> str:
@@ -330,8 +339,14 @@ class EffectGate:
             self.budget.charge(Spend(tool_calls=1))
         plan = self._step.plans.get(call.id) or await self._plan(call, tool)
         if effectful and self.switches.dedup:
-            duplicate = await self._deduplicate(call, tool, eid)
-            if duplicate is not None:
+            duplicate = await self._deduplicate(call, tool, eid, arguments)
+            if duplicate == "ask":  # its outcome is unknown: a person says what happened
+                plan = Plan(action="ask", rule=UNKNOWN_OUTCOME, arguments=plan.arguments)
+                self._step.plans[call.id] = plan
+                self._step.calls[call.id] = call
+                self._step.open.add(call.id)
+                self._update_clear()
+            elif duplicate is not None:
                 return duplicate
         if plan.blocked is not None:
             return self._refuse(
@@ -387,7 +402,8 @@ class EffectGate:
             return Cleared(arguments=arguments, pending=pending)
         decision = await self._decide(call, plan)
         if isinstance(decision, Reject):
-            self._step.rejected = True
+            if plan.rule != UNKNOWN_OUTCOME:  # "do not run it again" holds nothing else back
+                self._step.rejected = True
             return self._refuse(call, eid, "rejected", f"Not run: {decision.message}")
         if tool.side_effects != "none" and self.switches.hold_run_wide:
             # approved, but other requests of the run are still pending
@@ -444,7 +460,14 @@ class EffectGate:
             ),
         )
 
-    async def _deduplicate(self, call: ToolCallPart, tool: Tool, eid: str) -> Refused | None:
+    async def _deduplicate(
+        self, call: ToolCallPart, tool: Tool, eid: str, arguments: dict[str, Any]
+    ) -> Refused | Literal["ask"] | None:
+        """An effect admitted before: reuse its result, or reconcile an unknown outcome.
+
+        None: the call may be admitted (first time, or safe to run again); "ask": a person
+        must say what happened to an irreversible effect whose outcome is unknown.
+        """
         entry = self._ledger.get(eid)
         if entry is None:
             return None
@@ -453,14 +476,27 @@ class EffectGate:
         unknown = not entry.finished or entry.outcome in ("cancelled", "timeout")
         if unknown:
             if tool.side_effects != "irreversible":
-                return None  # idempotent: running it again is safe
-            return self._refuse(
-                call,
-                eid,
-                "unknown_outcome",
-                "Not run again: this exact call was admitted before and may have taken effect; "
-                "its outcome is unknown, and the tool is irreversible.",
-            )
+                return None  # idempotent: run again, with the same idempotency key
+            if tool.reconcile is not None:
+                found = await reconcile_call(tool.reconcile, eid, arguments)
+                if found is not None and not found.ran:
+                    return None  # it did not take effect: run it (same key)
+                if found is not None:
+                    result = ToolResultPart(
+                        call_id=call.id, name=call.name, content=to_content(found.result)
+                    )
+                    self._record(
+                        ToolCallRefused(
+                            step=self._step.step,
+                            call_id=call.id,
+                            tool=call.name,
+                            effect_id=eid,
+                            reason="duplicate",
+                            message="reconciled: the tool's reconcile hook says it already ran",
+                        )
+                    )
+                    return Refused(reason="duplicate", outcome="ok", result=result)
+            return "ask"
         result = entry.result or ToolResultPart.text_result(
             call_id=call.id, name=call.name, text=""
         )
@@ -505,6 +541,8 @@ class EffectGate:
         assert policy is not None
         state = self._step
         earlier = self._decided.get(call.id)
+        if plan.rule == UNKNOWN_OUTCOME:
+            earlier = None  # a decision made before the crash never covers running it again
         if earlier is not None and await self._confirmed(earlier, call, plan, policy):
             # decided before the run was resumed: apply it, never claim it again
             state.open.discard(call.id)

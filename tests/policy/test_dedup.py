@@ -8,8 +8,9 @@ import pytest
 
 from legato import Agent, Tool, tool
 from legato.approvals import ApprovalPolicy, Approve, CallbackApprover, Rule
-from legato.effects import effect_id, unsafe_switches
+from legato.effects import UNKNOWN_OUTCOME, effect_id, unsafe_switches
 from legato.events import Journal, ToolCallAdmitted, ToolCallFinished, ToolCallRefused
+from legato.exceptions import RunParked
 from legato.messages import ToolCallPart
 from legato.security import AdmissionOutcome, Allow, Block, Hook, HookContext, ToolAdmission
 from legato.testing import ScriptedModel, call, reply
@@ -65,11 +66,11 @@ async def test_resume_after_crash_mid_effect_does_not_rerun_the_irreversible_eff
     counts: dict[str, int] = {}
     agent, journal = await crashed_journal(counts, ToolCallAdmitted)  # admitted, not finished
     assert counts == {"pay": 1, "put": 1}
-    resumed = await agent.resume(journal)
-    assert resumed.output == "done"
-    assert counts == {"pay": 1, "put": 2}  # idempotent may run again, irreversible never
-    refused = [e for e in resumed.journal if isinstance(e, ToolCallRefused)]
-    assert [(r.tool, r.reason) for r in refused] == [("pay", "unknown_outcome")]
+    with pytest.raises(RunParked) as parked:  # a person says what happened to the payment
+        await agent.resume(journal)
+    assert [r.tool for r in parked.value.parked.requests] == ["pay"]
+    assert parked.value.parked.requests[0].rule == UNKNOWN_OUTCOME
+    assert counts == {"pay": 1, "put": 1}  # the question holds the idempotent sibling too
 
 
 async def test_resume_after_finished_calls_reuses_them() -> None:

@@ -49,7 +49,7 @@ from legato.events import (
     RunFinished,
     ToolCallAdmitted,
 )
-from legato.exceptions import RunCancelled, ToolRetriesExceeded
+from legato.exceptions import RunCancelled, RunParked, ToolRetriesExceeded
 from legato.messages import Message, ToolCallPart
 from legato.models import ModelRequest
 from legato.run._handle import RunHandle
@@ -253,7 +253,17 @@ async def replay_run(world: World) -> None:
         pass
     journal = Journal(list(handle.journal))
     if crash.seen >= crash.at and not isinstance(list(journal)[-1], RunFinished):
-        await Agent(_replay_model(steps), tools=world.tools()).resume(journal)
+        # an irreversible call the crash left unfinished is put to a person, who says it ran
+        policy = ApprovalPolicy(store=MemoryApprovalStore())
+        resumer = Agent(_replay_model(steps), tools=world.tools(), approvals=policy)
+        for _ in range(5):
+            try:
+                await resumer.resume(journal)
+                break
+            except RunParked as parked:
+                for request in parked.parked.requests:
+                    await policy.store.decide(request.id, request.token, Reject(message="it ran"))
+                journal = parked.parked.journal
     world.violations["dedup"] += sum(count - 1 for count in world.executed.values() if count > 1)
 
 

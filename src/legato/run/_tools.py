@@ -158,6 +158,8 @@ class ToolExecutor:
                 outcome=admission.outcome,
                 duration=time.perf_counter() - started,
             )
+        if admission.effect_id:
+            ctx = replace(ctx, idempotency_key=admission.effect_id)
         done = await self._invoke(call, tool, admission.arguments, ctx, started, pending)
         result, outcome = await self._gate.settle(admission, done.result, done.outcome)
         if outcome == "cancelled":  # fenced: the late result and its draft are discarded

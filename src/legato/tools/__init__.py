@@ -3,6 +3,7 @@
 from legato.tools._catalog import ToolCatalog
 from legato.tools._context import RunBudget, RunContext, RunScope
 from legato.tools._contract import Conditions, StateAccess, ToolContract
+from legato.tools._reconcile import Reconciled, Reconciler
 from legato.tools._results import to_content
 from legato.tools._schema import DocstringFormat, FunctionSchema, function_schema
 from legato.tools._tool import SideEffects, Tool, tool
@@ -14,6 +15,8 @@ __all__ = [
     "FunctionSchema",
     "RunBudget",
     "RunContext",
+    "Reconciled",
+    "Reconciler",
     "RunScope",
     "SideEffects",
     "StateAccess",

@@ -94,6 +94,11 @@ class RunContext(Generic[DepsT]):
     budget: RunBudget | None = None
     """The run's budget (what its model and tool calls reserve from); None without one.
     Sub-agents started by a tool draw from it too."""
+    idempotency_key: str | None = None
+    """For a side-effecting call: the key of its effect, the same every time this exact call
+    is run (a resumed run re-running an idempotent call after a crash passes the same key).
+    Hand it to the outside system (e.g. an `Idempotency-Key` header) so it applies the
+    effect once."""
 
     def report_progress(
         self, progress: float, total: float | None = None, message: str | None = None

@@ -13,6 +13,7 @@ from legato.exceptions import ToolArgumentsInvalid, ToolDefinitionError
 from legato.messages import JsonValue, ToolDefinition
 from legato.tools._context import RunContext
 from legato.tools._contract import Postcondition, Precondition, ToolContract, conditions
+from legato.tools._reconcile import Reconciler
 from legato.tools._schema import DocstringFormat, function_schema
 
 __all__ = ["SideEffects", "Tool", "tool"]
@@ -66,6 +67,9 @@ class Tool:
     metadata: Mapping[str, JsonValue] = field(default_factory=lambda: {})
     contract: ToolContract | None = None
     """Pre/postconditions over the run's verified state (see `legato.contracts`)."""
+    reconcile: Reconciler | None = field(default=None, repr=False)
+    """For an irreversible tool: finds out whether a call whose outcome a crash left unknown
+    took effect (`legato.tools.Reconciled`); without it, a person is asked."""
 
     def __post_init__(self) -> None:
         _check_name(self.name)
@@ -94,6 +98,7 @@ class Tool:
         metadata: Mapping[str, JsonValue] | None = None,
         skip_self: bool = False,
         contract: ToolContract | None = None,
+        reconcile: Reconciler | None = None,
     ) -> Tool:
         """Build a tool from a function's signature, type hints and docstring.
 
@@ -118,6 +123,7 @@ class Tool:
             strict=strict,
             metadata=dict(metadata or {}),
             contract=contract,
+            reconcile=reconcile,
         )
 
     @classmethod
@@ -288,6 +294,7 @@ def tool(
     reads: Iterable[str] | None = None,
     writes: Iterable[str] | None = None,
     contract: ToolContract | None = None,
+    reconcile: Reconciler | None = None,
 ) -> Callable[[ToolFunction], Tool]: ...
 
 
@@ -308,13 +315,15 @@ def tool(
     reads: Iterable[str] | None = None,
     writes: Iterable[str] | None = None,
     contract: ToolContract | None = None,
+    reconcile: Reconciler | None = None,
 ) -> Tool | Callable[[ToolFunction], Tool]:
     """Turn a function (sync or async) or a method into a `Tool`.
 
     Use bare (`@tool`) or with options (`@tool(side_effects="irreversible", timeout=5)`).
     On a method defined in a class body, the tool binds to the instance it is read from.
     `requires`, `ensures`, `reads` and `writes` give the tool a contract over the run's
-    verified state (or pass a ready `contract`; see `legato.contracts`).
+    verified state (or pass a ready `contract`; see `legato.contracts`). `reconcile` tells,
+    after a crash, whether an irreversible call that never finished took effect.
     """
     spec = conditions(requires=requires, ensures=ensures, reads=reads, writes=writes)
     if spec is not None and contract is not None:
@@ -337,6 +346,7 @@ def tool(
             metadata={"_method": True} if method else None,
             skip_self=method,
             contract=tool_contract,
+            reconcile=reconcile,
         )
 
     if function is not None:
