@@ -63,7 +63,9 @@ class Switches:
     """Run children (spawned, or agents as tools) on their parent run's budget."""
     write_ahead: bool = True
     """Commit an event the resume contract stands on (an admission, an outcome) to the
-    store before recording returns; off: the journal is stored only when the run ends."""
+    store before recording returns; off: each event is stored when the next is recorded."""
+    refuse_live: bool = True
+    """Refuse to resume a run whose last owner is a live process."""
     hold_tree: bool = True
     """An open ask anywhere in a tree of runs holds side-effecting calls everywhere in it."""
     inherit_gate: bool = True

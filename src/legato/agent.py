@@ -125,6 +125,9 @@ class ResumeOptions(TypedDict, total=False):
     """Seconds the rest of the run may take."""
     owner: str | None
     """Who resumes the run, recorded in its `RunResumed` event (default: host:pid)."""
+    takeover: bool
+    """Resume a run that looks live (its last owner is a process on another host, which
+    cannot be checked): say so only when that process is known to be gone."""
 
 
 def _as_state(state: State[Any] | BaseModel | None) -> State[Any] | None:
@@ -370,6 +373,7 @@ class Agent(Generic[OutputT]):
         from legato.run._handle import RunHandle
 
         events, saved, session = self._resume_prefix(run)
+        _check_not_live(events, takeover=bool(options.get("takeover")))
         config = self.run_config(
             deps=options.get("deps"),
             approvals=options.get("approvals"),
@@ -461,6 +465,38 @@ class Agent(Generic[OutputT]):
 
     def __repr__(self) -> str:
         return f"Agent(name={self.name!r}, model={self._model_spec!r})"
+
+
+def _check_not_live(events: Sequence[JournalEvent], *, takeover: bool) -> None:
+    """Refuse to resume a run another live process is still driving.
+
+    A parked run is resumable; an interrupted one only when the process that last drove it
+    (its `RunStarted` or latest `RunResumed` owner) is gone. On this host that is checked;
+    a process on another host cannot be, so such a run needs `takeover=True`.
+    """
+    from legato._effects_parts import current_switches
+    from legato.events import RunParked, RunResumed
+    from legato.run._loop import owner_alive
+
+    if takeover or not events or isinstance(events[-1], RunParked):
+        return
+    if not current_switches().refuse_live:
+        return
+    owner: str | None = None
+    for event in events:
+        if isinstance(event, RunStarted | RunResumed):
+            owner = event.owner
+    alive = owner_alive(owner)
+    run_id = events[0].run_id if isinstance(events[0], RunStarted) else None
+    if alive:
+        why = f"it is running in process {owner}; resume it once that process has stopped"
+        raise RunNotResumable(run_id, why)
+    if alive is None and owner is not None:
+        why = (
+            f"it was last driven by {owner}, which this host cannot check; pass "
+            "takeover=True once that process is known to have stopped"
+        )
+        raise RunNotResumable(run_id, why)
 
 
 def _same_prefix(stored: Sequence[JournalEvent], given: Sequence[JournalEvent]) -> bool:

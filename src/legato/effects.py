@@ -50,6 +50,7 @@ from legato._effects_parts import (
 from legato.approvals import (
     ApprovalPolicy,
     ApprovalRequest,
+    ApprovalStore,
     Decision,
     Edit,
     ParkedRun,
@@ -72,7 +73,13 @@ from legato.events import (
     ToolCallRefused,
     ToolOutcome,
 )
-from legato.exceptions import DecisionTokenInvalid, RunCancelled, RunParked, ToolArgumentsInvalid
+from legato.exceptions import (
+    DecisionAlreadyUsed,
+    DecisionTokenInvalid,
+    RunCancelled,
+    RunParked,
+    ToolArgumentsInvalid,
+)
 from legato.messages import ModelResponse, ToolCallPart, ToolResultPart
 from legato.models import Model, ModelRequest
 from legato.security._hooks import Ask, Block, Hook, HookContext, HookRunner, Modify, ToolAdmission
@@ -176,6 +183,9 @@ class EffectGate:
         self.switches = current_switches()
         self.tree = tree if tree is not None else GateTree()
         """The hold this gate shares with the other runs of its tree."""
+        self.sole_driver = False
+        """The run's journal is written ahead to a store it has claimed: no other process
+        drives it, so a decision this run claimed before a crash is its own to apply."""
         self.epoch = 0
         self.fenced: str | None = None
         """The reason the run was fenced, once it is."""
@@ -628,9 +638,25 @@ class EffectGate:
             return False
         return await policy.store.decision(event.request_id) == decision_of(event)
 
+    async def _claim(self, request: ApprovalRequest, store: ApprovalStore) -> Decision | None:
+        """Claim the request's decision.
+
+        A run that alone drives its stored journal takes back a decision it claimed before
+        a crash and never journaled.
+        """
+        try:
+            return await store.claim(request.id)
+        except DecisionAlreadyUsed:
+            if not self.sole_driver or self._decided.get(request.call_id) is not None:
+                raise
+            decision = await store.decision(request.id)
+            if decision is None:
+                raise
+            return decision
+
     async def _obtain(self, request: ApprovalRequest, policy: ApprovalPolicy) -> Decision | None:
         store = policy.store
-        decision = await store.claim(request.id)
+        decision = await self._claim(request, store)
         if decision is None and policy.handler is not None:
             verdict = await policy.handler(request)
             if verdict is not None:
@@ -638,11 +664,11 @@ class EffectGate:
                     await store.decide(request.id, request.token, verdict)
                 except DecisionTokenInvalid:  # decided after the request expired
                     return None
-                decision = await store.claim(request.id)
+                decision = await self._claim(request, store)
         deadline = time.monotonic() + policy.wait
         while decision is None and time.monotonic() < deadline:
             await asyncio.sleep(min(0.05, policy.wait))
-            decision = await store.claim(request.id)
+            decision = await self._claim(request, store)
         return decision
 
     async def _park(self, first: ApprovalRequest, policy: ApprovalPolicy) -> ParkedRun:

@@ -89,6 +89,8 @@ class RunStarted:
     instructions: str | None = None
     history: tuple[Message, ...] = ()
     """Messages of earlier turns this run continues from."""
+    owner: str | None = None
+    """The process that runs it (host:pid), until another one resumes it (`RunResumed`)."""
     kind: Literal["run_started"] = "run_started"
 
 

@@ -24,7 +24,7 @@ from legato.events import (
     ToolCallFinished,
     ToolCallRefused,
 )
-from legato.exceptions import JournalConflict, JournalError, RunNotResumable, RunParked
+from legato.exceptions import JournalConflict, JournalError, RunNotResumable, RunParked, StoreError
 from legato.store import SQLiteStore
 from legato.testing import ScriptedModel, call, reply
 from legato.tools import RunContext
@@ -314,3 +314,35 @@ def test_twin_a_raising_handler_releases_the_sibling_without_the_protection(
     with unsafe_switches(hold_on_failure=False):
         asyncio.run(main())
     assert effects.shipped == ["E5"]
+
+
+class _FailingStore:
+    """A store whose `fail_at`-th append fails (a full disk, a lost connection)."""
+
+    def __init__(self, inner: SQLiteStore, fail_at: int) -> None:
+        self.inner = inner
+        self.calls = 0
+        self.fail_at = fail_at
+
+    def __getattr__(self, name: str) -> object:
+        return getattr(self.inner, name)
+
+    def append_events(
+        self, run_id: str, events: object, *, start: int, session: object = None
+    ) -> None:
+        self.calls += 1
+        if self.calls == self.fail_at:
+            msg = "disk full"
+            raise StoreError(msg)
+        self.inner.append_events(run_id, events, start=start, session=session)  # type: ignore[arg-type]
+
+
+def test_once_the_store_fails_nothing_new_is_admitted(tmp_path: Path) -> None:
+    """The first admission's commit fails: that call and its siblings never run."""
+    effects = Effects(None)
+    store = _FailingStore(SQLiteStore(tmp_path / "runs.db"), fail_at=2)
+    turns = [reply(call("ship", {"order": "F1"}), call("ship", {"order": "F2"})), "done"]
+    agent = Agent(ScriptedModel(turns), tools=effects.tools(), store=store)  # type: ignore[arg-type]
+    with pytest.raises(StoreError, match="disk full"):
+        agent.run_sync("ship both")
+    assert effects.shipped == []

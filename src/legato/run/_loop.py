@@ -108,8 +108,29 @@ class RunConfig(Generic[OutputT]):
 
 
 def default_owner() -> str:
-    """Who is resuming a run, as recorded in `RunResumed`: host and process id."""
+    """Who runs a run, as recorded in `RunStarted` and `RunResumed`: host and process id."""
     return f"{socket.gethostname()}:{os.getpid()}"
+
+
+def owner_alive(owner: str | None) -> bool | None:
+    """Whether the process `owner` names is alive.
+
+    None when it cannot be told: another host, or an owner in another form.
+    """
+    if owner is None:
+        return None
+    host, _, pid = owner.rpartition(":")
+    if host != socket.gethostname() or not pid.isdigit():
+        return None
+    if int(pid) == os.getpid():
+        return False  # this process: the run is not being driven elsewhere
+    try:
+        os.kill(int(pid), 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
 
 
 class RunDriver(Generic[OutputT]):
@@ -150,6 +171,7 @@ class RunDriver(Generic[OutputT]):
             tree=config.parent_gate.tree if config.parent_gate is not None else None,
         )
         self.recorder.observe(self._gate.observe)
+        self._gate.sole_driver = config.store is not None
         self._scope.gate = self._gate
         self._scope.store = config.store
         self._executor: ToolExecutor | None = None
@@ -165,6 +187,7 @@ class RunDriver(Generic[OutputT]):
                 model=cfg.model.name,
                 instructions=cfg.instructions,
                 history=tuple(history),
+                owner=default_owner(),
             )
         )
         if self._session is not None:

@@ -49,6 +49,21 @@ DURABLE_KINDS: frozenset[str] = frozenset(
 )
 """Kinds of event committed to the store before `Recorder.record` returns."""
 
+CLOSING_KINDS: frozenset[str] = frozenset(
+    {
+        "run_failed",
+        "run_parked",
+        "tool_call_finished",
+        "tool_call_refused",
+        "state_rejected",
+        "cancel_requested",
+        "spawn_finished",
+    }
+)
+"""Durable kinds a run whose store failed still records, in memory only: they close what
+was open (the run's end, the calls in flight). Any other durable event (an admission, a
+decision) raises the store's error again: nothing new starts once writing has failed."""
+
 
 @runtime_checkable
 class JournalSink(Protocol):
@@ -124,8 +139,11 @@ class Recorder:
 
     def record(self, event: JournalEvent) -> JournalEvent:
         """Record `event`; raises the store's error (the event is then not recorded at all)."""
-        if self.sink is not None and self.broken is None:
-            self._write(event)
+        if self.sink is not None:
+            if self.broken is None:
+                self._write(event)
+            elif event.kind in DURABLE_KINDS and event.kind not in CLOSING_KINDS:
+                raise self.broken
         self.journal.append(event)
         self.state.apply(event)
         for observer in self._observers:
@@ -133,8 +151,12 @@ class Recorder:
         return event
 
     def _write(self, event: JournalEvent) -> None:
+        if not self._write_ahead:  # test twin: stored one event late, like a stream consumer
+            self.flush()
+            self._buffer.append(event)
+            return
         self._buffer.append(event)
-        if event.kind in DURABLE_KINDS and self._write_ahead:
+        if event.kind in DURABLE_KINDS:
             self.flush()
 
     def flush(self) -> None:

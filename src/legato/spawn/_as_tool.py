@@ -10,6 +10,7 @@ from legato.events import Journal, Lineage, RunEvent, RunStarted, UserPrompt
 from legato.exceptions import ChildFailed, SpawnRefused
 from legato.messages import Message
 from legato.run import RunDriver, RunResult
+from legato.run._loop import default_owner
 from legato.spawn._child import (
     ChildStart,
     child_budget,
@@ -94,6 +95,7 @@ def agent_tool(
                     model=config.model.name,
                     instructions=agent.instructions,
                     history=sliced.history if sliced else (),
+                    owner=default_owner(),
                 ),
                 prompt=UserPrompt(message=Message.user(task)),
                 sliced=sliced.event if sliced else None,

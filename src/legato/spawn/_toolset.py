@@ -19,6 +19,7 @@ from legato.exceptions import ChildFailed, SpawnRefused, ToolDefinitionError, To
 from legato.messages import Message, TextPart
 from legato.models import Model, infer_model
 from legato.run import OutputSchema, RunConfig
+from legato.run._loop import default_owner
 from legato.spawn._child import (
     ChildOutcome,
     ChildStart,
@@ -522,6 +523,7 @@ class SpawnToolset:
                 model=self.model.name,
                 instructions=self._child_instructions(record),
                 history=sliced.history,
+                owner=default_owner(),
             ),
             prompt=UserPrompt(message=Message.user(record.task)),
             sliced=sliced.event,
