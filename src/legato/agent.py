@@ -457,6 +457,19 @@ class Agent(Generic[OutputT]):
             self.store.append_events(first.run_id, events[len(stored) :], start=len(stored))
         return events, len(events), info.session if info is not None else None
 
+    def fork(self, run_id: str, at: int) -> str:
+        """Fork a stored run at its event `at` (1-based) into a new stored run; its id.
+
+        The new run shares the first `at` events and re-executes none of them; `resume`
+        continues it. A fork point inside a call's flight, or after the run's end, is a
+        `JournalError`.
+        """
+        from legato.run import fork_stored
+
+        if self.store is None:
+            raise RunNotResumable(run_id, "the agent has no store to fork it in")
+        return fork_stored(self.store, run_id, at)
+
     def stream_sync(
         self, prompt: Prompt | None = None, /, **options: Unpack[RunOptions]
     ) -> Iterator[RunEvent]:

@@ -91,6 +91,9 @@ class RunStarted:
     """Messages of earlier turns this run continues from."""
     owner: str | None = None
     """The process that runs it (host:pid), until another one resumes it (`RunResumed`)."""
+    forked_from: str | None = None
+    """The run this one was forked from (its first `fork_at` events are this one's)."""
+    fork_at: int | None = None
     kind: Literal["run_started"] = "run_started"
 
 

@@ -1,0 +1,259 @@
+"""`legato runs`: stored runs from a terminal (list, show, approve, reject, resume, fork).
+
+Every command takes `--store`: a SQLite file (default `.legato/legato.db`) or a
+`postgresql://` DSN. Approving and rejecting go through the store's approval table, so a
+run parked by one process is decided here and resumed here or anywhere else.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import datetime
+import json
+from typing import Annotated, Any, cast
+
+import typer
+from rich.console import Console
+from rich.markup import escape
+from rich.table import Table
+
+from legato.approvals import (
+    ApprovalRequest,
+    Approve,
+    Decision,
+    PostgresApprovalStore,
+    Reject,
+    SQLiteApprovalStore,
+)
+from legato.events import ApprovalDecided, ApprovalRequested, Journal, SpawnStarted
+from legato.exceptions import ConfigurationError, LegatoError
+
+runs_app = typer.Typer(no_args_is_help=True, help="Stored runs: list, show, decide, resume, fork.")
+
+StoreOption = Annotated[
+    str,
+    typer.Option("--store", "-s", help="A SQLite file or a postgresql:// DSN."),
+]
+DEFAULT_STORE = ".legato/legato.db"
+
+
+def open_store(target: str) -> Any:
+    """The run store at `target` (SQLite path or PostgreSQL DSN)."""
+    if target.startswith(("postgresql://", "postgres://")):
+        from legato.store import PostgresStore
+
+        return PostgresStore(target)
+    from legato.store import SQLiteStore
+
+    return SQLiteStore(target)
+
+
+def _approvals(store: Any) -> SQLiteApprovalStore | PostgresApprovalStore:
+    from legato.store import SQLiteStore
+
+    if isinstance(store, SQLiteStore):
+        return SQLiteApprovalStore(store)
+    return PostgresApprovalStore(store)
+
+
+def _fail(console: Console, exc: Exception) -> typer.Exit:
+    console.print(f"[bold red]error:[/] {escape(str(exc))}")
+    return typer.Exit(1)
+
+
+def _tree(store: Any, run_id: str) -> list[str]:
+    """The run and its descendants (from their `SpawnStarted` links), parents first."""
+    order = [run_id]
+    for current in order:
+        try:
+            journal: Journal = store.load_run(current)
+        except LegatoError:
+            continue
+        for event in journal:
+            child = event.lineage.run_id if isinstance(event, SpawnStarted) else None
+            if child is not None and child not in order:
+                order.append(child)
+    return order
+
+
+async def _pending(store: Any, run_id: str) -> list[ApprovalRequest]:
+    """Requests of the run's tree its journals show undecided, that the store still holds."""
+    approvals = _approvals(store)
+    found: list[ApprovalRequest] = []
+    for member in _tree(store, run_id):
+        journal: Journal = store.load_run(member)
+        requested = [e.request_id for e in journal if isinstance(e, ApprovalRequested)]
+        decided = {e.request_id for e in journal if isinstance(e, ApprovalDecided)}
+        for request_id in requested:
+            if request_id in decided:
+                continue
+            request = await approvals.get(request_id)
+            if request is not None and await approvals.decision(request_id) is None:
+                found.append(request)
+    return found
+
+
+@runs_app.command("list")
+def list_runs(
+    store: StoreOption = DEFAULT_STORE,
+    status: Annotated[
+        str | None, typer.Option(help="Only runs with this status (running, parked, ...).")
+    ] = None,
+    limit: Annotated[int, typer.Option(help="At most this many runs.")] = 50,
+    as_json: Annotated[bool, typer.Option("--json", help="One JSON object per line.")] = False,
+) -> None:
+    """List stored runs, newest first."""
+    console = Console()
+    try:
+        infos = open_store(store).list_runs(limit=limit)
+    except LegatoError as exc:
+        raise _fail(console, exc) from None
+    infos = [i for i in infos if status is None or i.status == status]
+    if as_json:
+        for info in infos:
+            typer.echo(
+                json.dumps(
+                    {
+                        "run_id": info.run_id,
+                        "agent": info.agent,
+                        "model": info.model,
+                        "session": info.session,
+                        "status": info.status,
+                        "events": info.events,
+                        "created_at": info.created_at,
+                    }
+                )
+            )
+        return
+    table = Table("run", "agent", "model", "status", "events", "created")
+    for info in infos:
+        created = datetime.datetime.fromtimestamp(info.created_at).strftime("%Y-%m-%d %H:%M:%S")
+        table.add_row(info.run_id, info.agent, info.model, info.status, str(info.events), created)
+    console.print(table)
+
+
+@runs_app.command("show")
+def show(
+    run_id: Annotated[str, typer.Argument(help="The run's id.")],
+    store: StoreOption = DEFAULT_STORE,
+) -> None:
+    """Print a stored run's journal and the approvals it waits on."""
+    from legato.cli._render import render_journal
+
+    console = Console()
+    try:
+        opened = open_store(store)
+        info = opened.run_info(run_id)
+        if info is None:
+            msg = f"no stored run with id {run_id!r}"
+            raise ConfigurationError(msg)
+        console.print(f"[bold]{info.run_id}[/] {info.agent} {info.model} [bold]{info.status}[/]")
+        render_journal(console, opened.load_run(run_id))
+        for request in asyncio.run(_pending(opened, run_id)):
+            args = json.dumps(request.arguments, ensure_ascii=False)
+            console.print(
+                f"[yellow]waiting:[/] request {request.id} (run {request.run_id}) "
+                f"{escape(request.tool)}({escape(args)}): {escape(request.rule)}"
+            )
+    except LegatoError as exc:
+        raise _fail(console, exc) from None
+
+
+def _decide(target: str, store: str, decision: Decision, console: Console) -> None:
+    try:
+        opened = open_store(store)
+        approvals = _approvals(opened)
+
+        async def decide() -> list[ApprovalRequest]:
+            single = await approvals.get(target)
+            requests = [single] if single is not None else await _pending(opened, target)
+            if single is None and opened.run_info(target) is None:
+                msg = f"{target!r} is neither an approval request nor a stored run"
+                raise ConfigurationError(msg)
+            for request in requests:
+                await approvals.decide(request.id, request.token, decision)
+            return requests
+
+        decided = asyncio.run(decide())
+    except LegatoError as exc:
+        raise _fail(console, exc) from None
+    if not decided:
+        console.print("nothing to decide: no pending approval request")
+        raise typer.Exit(1)
+    for request in decided:
+        console.print(
+            f"{decision.verdict}: {request.id} {escape(request.tool)} (run {request.run_id})"
+        )
+
+
+@runs_app.command("approve")
+def approve(
+    target: Annotated[str, typer.Argument(help="A request id, or a run id (all its requests).")],
+    store: StoreOption = DEFAULT_STORE,
+    message: Annotated[str | None, typer.Option(help="A note for the journal.")] = None,
+) -> None:
+    """Approve a pending request (or every pending request of a run's tree)."""
+    _decide(target, store, Approve(message=message or ""), Console())
+
+
+@runs_app.command("reject")
+def reject(
+    target: Annotated[str, typer.Argument(help="A request id, or a run id (all its requests).")],
+    store: StoreOption = DEFAULT_STORE,
+    message: Annotated[
+        str | None, typer.Option(help="What the model is told (e.g. 'it ran', 'not now').")
+    ] = None,
+) -> None:
+    """Reject a pending request (or every pending request of a run's tree)."""
+    _decide(target, store, Reject(message=message or Reject().message), Console())
+
+
+@runs_app.command("resume")
+def resume(
+    run_id: Annotated[str, typer.Argument(help="The run's id.")],
+    agent: Annotated[
+        str, typer.Option("--agent", "-a", help="The agent that runs it, as module:object.")
+    ],
+    store: StoreOption = DEFAULT_STORE,
+    takeover: Annotated[
+        bool, typer.Option(help="The process that drove it is known to be gone (another host).")
+    ] = False,
+) -> None:
+    """Continue a parked or interrupted run with its agent; prints the answer."""
+    from legato.agent import Agent
+    from legato.cli._app import load_object
+    from legato.exceptions import RunParked
+
+    console = Console()
+    try:
+        loaded: object = load_object(agent)
+        if not isinstance(loaded, Agent):
+            msg = f"{agent!r} is not a legato Agent"
+            raise ConfigurationError(msg)
+        runner = cast("Agent[Any]", loaded)
+        runner.store = open_store(store)
+        result = runner.resume_sync(run_id, takeover=takeover)
+    except RunParked as parked:
+        console.print(f"[yellow]parked again:[/] {escape(str(parked))}")
+        raise typer.Exit(2) from None
+    except LegatoError as exc:
+        raise _fail(console, exc) from None
+    output = result.output
+    typer.echo(output if isinstance(output, str) else json.dumps(output, default=str))
+
+
+@runs_app.command("fork")
+def fork(
+    run_id: Annotated[str, typer.Argument(help="The run's id.")],
+    at: Annotated[int, typer.Option("--at", help="Keep events 1..AT (see `runs show`).")],
+    store: StoreOption = DEFAULT_STORE,
+) -> None:
+    """Fork a stored run at an event into a new run (nothing in the prefix runs again)."""
+    from legato.run import fork_stored
+
+    console = Console()
+    try:
+        new_id = fork_stored(open_store(store), run_id, at)
+    except LegatoError as exc:
+        raise _fail(console, exc) from None
+    typer.echo(new_id)
