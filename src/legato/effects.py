@@ -25,13 +25,12 @@ security hooks (`legato.security`). Its decisions are journal events
 from __future__ import annotations
 
 import asyncio
-import collections
 import contextlib
 import hashlib
 import time
-from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, Literal, assert_never
 
 from legato._effects_parts import (
     Cleared,
@@ -63,15 +62,34 @@ from legato.events import (
     ApprovalDecided,
     ApprovalRequested,
     CancelRequested,
+    Compacted,
+    ContextSliced,
     HookApplied,
     Journal,
     JournalEvent,
+    ModelRequested,
+    ModelResponded,
     RefusalReason,
+    RunFailed,
+    RunFinished,
+    RunResumed,
     RunStarted,
+    SpawnDecided,
+    SpawnFinished,
+    SpawnStarted,
+    StateCommitted,
+    StateLoaded,
+    StateRejected,
+    StepFinished,
     ToolCallAdmitted,
     ToolCallFinished,
     ToolCallRefused,
+    ToolCallStarted,
     ToolOutcome,
+    UserPrompt,
+)
+from legato.events import (
+    RunParked as RunParkedEvent,
 )
 from legato.exceptions import (
     DecisionAlreadyUsed,
@@ -87,7 +105,6 @@ from legato.tools import Tool, to_content
 from legato.tools._reconcile import reconcile_call
 
 __all__ = [
-    "GATE_EVENT_TYPES",
     "Admitted",
     "EffectGate",
     "Refused",
@@ -96,17 +113,6 @@ __all__ = [
     "reap",
     "unsafe_switches",
 ]
-
-
-GATE_EVENT_TYPES: tuple[type, ...] = (
-    ToolCallAdmitted,
-    ToolCallRefused,
-    ApprovalRequested,
-    ApprovalDecided,
-    CancelRequested,
-    HookApplied,
-)
-"""Events the gate journals itself (a driver streams them but must not record them again)."""
 
 
 UNKNOWN_OUTCOME = (
@@ -172,7 +178,7 @@ class EffectGate:
             hooks: Security hooks.
             agent: The agent's name, for hooks.
             stream: Also receives each event the gate records, for the run's stream
-                (default: an internal buffer read by `until_done` / `drain`).
+                (default: nowhere; the journal has it).
             tree: The hold shared with the other runs of a tree (a child gets its
                 parent's; default: a tree of this run alone).
         """
@@ -189,9 +195,8 @@ class EffectGate:
         self.epoch = 0
         self.fenced: str | None = None
         """The reason the run was fenced, once it is."""
-        self._live: collections.deque[JournalEvent] = collections.deque()
-        self._stream = stream or self._buffer
-        """Events the gate recorded, for the stream (the journal already has them)."""
+        self._stream = stream
+        """Also gets the events the gate recorded, for the stream (the journal has them)."""
         self.ctx = HookContext(run_id="", agent=agent)
         self.hooks = HookRunner(hooks, self.ctx, self._record) if hooks else None
         self._ledger: dict[str, LedgerEntry] = {}
@@ -202,7 +207,6 @@ class EffectGate:
         """Call id -> the decision applied to it (from the journal; never claimed twice)."""
         self._step = StepState()
         self._serial = asyncio.Lock()
-        self._recorded = asyncio.Event()
         self._clear = asyncio.Event()
         self._clear.set()
         self._checked: frozenset[str] | None = None
@@ -224,11 +228,8 @@ class EffectGate:
 
     def _record(self, event: JournalEvent) -> None:
         self._record_fn(event)
-        self._stream(event)
-
-    def _buffer(self, event: JournalEvent) -> None:
-        self._live.append(event)
-        self._recorded.set()
+        if self._stream is not None:
+            self._stream(event)
 
     def observe(self, event: JournalEvent) -> None:
         """Learn from a journal event (the driver calls this for every event it records)."""
@@ -255,8 +256,29 @@ class EffectGate:
                 self.fenced = event.reason
             case HookApplied():
                 self.ctx.flags.update(event.flags)
+            case (
+                UserPrompt()
+                | ModelRequested()
+                | ModelResponded()
+                | ToolCallStarted()
+                | StepFinished()
+                | RunFinished()
+                | RunFailed()
+                | StateLoaded()
+                | StateCommitted()
+                | StateRejected()
+                | SpawnStarted()
+                | SpawnFinished()
+                | ContextSliced()
+                | SpawnDecided()
+                | Compacted()
+                | ToolCallRefused()
+                | RunParkedEvent()
+                | RunResumed()
+            ):
+                pass  # nothing the gate keeps
             case _:
-                pass
+                assert_never(event)
         if self.hooks is not None:
             self.hooks.on_event(event)
 
@@ -748,30 +770,7 @@ class EffectGate:
         self._update_clear()
         return True
 
-    async def until_done(self, task: asyncio.Task[Any]) -> AsyncIterator[JournalEvent]:
-        """Yield the gate's events (already journaled) until `task` is done."""
-        if task.done() and not self._live:
-            return
-        wake = self._recorded
-        task.add_done_callback(lambda _: wake.set())
-        while True:
-            while self._live:
-                yield self._live.popleft()
-            if task.done():
-                return
-            wake.clear()
-            if not self._live and not task.done():  # re-checked after clear: no lost wake-up
-                await wake.wait()
-
     @property
     def parked(self) -> ParkedRun | None:
         """The requests the run stopped for, once it parked."""
         return self._step.park
-
-    def drain(self) -> tuple[JournalEvent, ...]:
-        """Gate events not streamed yet."""
-        if not self._live:
-            return ()
-        events = tuple(self._live)
-        self._live.clear()
-        return events

@@ -7,15 +7,22 @@ replay and resume exact.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import assert_never
 
 from legato.events import (
+    ApprovalDecided,
+    ApprovalRequested,
+    CancelRequested,
     Compacted,
     ContextSliced,
+    HookApplied,
     JournalEvent,
     ModelRequested,
     ModelResponded,
     RunFailed,
     RunFinished,
+    RunParked,
+    RunResumed,
     RunStarted,
     SpawnDecided,
     SpawnFinished,
@@ -24,7 +31,9 @@ from legato.events import (
     StateLoaded,
     StateRejected,
     StepFinished,
+    ToolCallAdmitted,
     ToolCallFinished,
+    ToolCallRefused,
     ToolCallStarted,
     UserPrompt,
 )
@@ -76,6 +85,25 @@ class RunState:
 
     def apply(self, event: JournalEvent) -> None:
         """Advance the state by one event."""
+        if isinstance(
+            event,
+            ToolCallAdmitted
+            | ToolCallRefused
+            | ApprovalRequested
+            | ApprovalDecided
+            | CancelRequested
+            | RunParked
+            | RunResumed
+            | HookApplied
+            | ToolCallStarted
+            | StepFinished
+            | SpawnStarted
+            | SpawnFinished
+            | ContextSliced
+            | SpawnDecided
+            | Compacted,
+        ):
+            return  # the gate's records, claims, sub-agent records: the conversation is as it was
         match event:
             case RunStarted():
                 self.run_id = event.run_id
@@ -98,12 +126,8 @@ class RunState:
                     self.cost = (self.cost or 0.0) + response.cost
                 self.pending_calls = response.message.tool_calls
                 self.results = {}
-            case ToolCallStarted():
-                pass
             case ToolCallFinished():
                 self._finish_call(event)
-            case StepFinished():
-                pass
             case RunFinished():
                 self.finished = True
                 self.output = event.output
@@ -111,13 +135,8 @@ class RunState:
                 self.failed = event
             case StateLoaded() | StateCommitted() | StateRejected():
                 self._apply_state(event)
-
-            case SpawnStarted() | SpawnFinished() | ContextSliced() | SpawnDecided():
-                pass  # sub-agent records: the conversation does not change
-            case Compacted():
-                pass  # the conversation stays whole; the model's view is in the event
-            case _:  # the effect gate's events do not change the conversation
-                pass
+            case _:
+                assert_never(event)
 
     def _apply_state(self, event: StateLoaded | StateCommitted | StateRejected) -> None:
         match event:
