@@ -24,8 +24,17 @@ from pydantic import Field
 from typing_extensions import TypeIs
 
 from legato.exceptions import JournalError
-from legato.messages import JsonValue, Message, ModelResponse, ToolCallPart, ToolResultPart, Usage
-from legato.models import TextDelta, ThinkingDelta, ToolCallDelta
+from legato.messages import (
+    JsonValue,
+    Message,
+    ModelResponse,
+    TextDelta,
+    ThinkingDelta,
+    ToolCallDelta,
+    ToolCallPart,
+    ToolResultPart,
+    Usage,
+)
 
 if TYPE_CHECKING:
     from pydantic import TypeAdapter

@@ -35,8 +35,11 @@ __all__ = [
     "Part",
     "Role",
     "StopReason",
+    "TextDelta",
     "TextPart",
+    "ThinkingDelta",
     "ThinkingPart",
+    "ToolCallDelta",
     "ToolCallPart",
     "ToolDefinition",
     "ToolResultPart",
@@ -371,3 +374,35 @@ def messages_to_json(messages: Sequence[Message]) -> str:
 def messages_from_json(text: str | bytes) -> list[Message]:
     """Rebuild messages from `messages_to_json` output."""
     return _messages_adapter().validate_json(text)
+
+
+# -- stream deltas: pieces of a response as it streams (models yield them, runs stream them) --
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class TextDelta:
+    """A piece of answer text."""
+
+    text: str
+    kind: Literal["text_delta"] = "text_delta"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ThinkingDelta:
+    """A piece of reasoning text."""
+
+    text: str
+    kind: Literal["thinking_delta"] = "thinking_delta"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ToolCallDelta:
+    """A piece of a tool call: its start (with name and id) or a fragment of its arguments."""
+
+    index: int
+    """Position of the call among this response's calls (0, 1, ...)."""
+    id: str | None = None
+    name: str | None = None
+    """Set on the first delta of a call."""
+    arguments_delta: str = ""
+    kind: Literal["tool_call_delta"] = "tool_call_delta"

@@ -7,7 +7,15 @@ from dataclasses import dataclass, field, fields, replace
 from typing import Literal, Protocol, TypeAlias, runtime_checkable
 
 from legato.exceptions import StreamInterrupted
-from legato.messages import JsonValue, Message, ModelResponse, ToolDefinition
+from legato.messages import (
+    JsonValue,
+    Message,
+    ModelResponse,
+    TextDelta,
+    ThinkingDelta,
+    ToolCallDelta,
+    ToolDefinition,
+)
 
 __all__ = [
     "Model",
@@ -108,35 +116,6 @@ class ModelProfile:
 
 
 # -- stream events --------------------------------------------------------------------------
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class TextDelta:
-    """A piece of answer text."""
-
-    text: str
-    kind: Literal["text_delta"] = "text_delta"
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class ThinkingDelta:
-    """A piece of reasoning text."""
-
-    text: str
-    kind: Literal["thinking_delta"] = "thinking_delta"
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class ToolCallDelta:
-    """A piece of a tool call: its start (with name and id) or a fragment of its arguments."""
-
-    index: int
-    """Position of the call among this response's calls (0, 1, ...)."""
-    id: str | None = None
-    name: str | None = None
-    """Set on the first delta of a call."""
-    arguments_delta: str = ""
-    kind: Literal["tool_call_delta"] = "tool_call_delta"
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
