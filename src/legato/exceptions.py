@@ -79,8 +79,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-if TYPE_CHECKING:  # type-only: the parked state lives in the policy layer
-    from legato.approvals import ParkedRun
+if TYPE_CHECKING:  # type-only: plain data of the same layer
+    from legato._requests import ParkedRun
 
 __all__ = [
     "ApprovalError",
