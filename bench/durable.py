@@ -13,6 +13,8 @@ Run: `python bench/durable.py [--postgres] [--admissions N] [--steps N] [--trial
    is built in a child process that dies (`os._exit`) at its next model call, as a crash
    would leave it; each trial then times `agent.resume(run_id)` on a fresh copy of that
    store up to the resumed run's first model call (load, rebuild the state, claim).
+4. What a store costs the run of bench/provider_overhead.py (two model calls over HTTP to
+   its wire simulator, one tool call): no store, SQLite, PostgreSQL with `--postgres`.
 
 SQLite figures are for the store's own settings (WAL, `synchronous=NORMAL`: a commit
 survives the process being killed; a power loss may take the last ones back) and, for the
@@ -287,6 +289,63 @@ def sqlite_copies(base: Path, folder: Path, trials: int) -> Iterator[SQLiteStore
         yield SQLiteStore(copy)
 
 
+# -- 4. the provider bench's run, with a store ------------------------------------------------
+
+
+@contextlib.contextmanager
+def simulator() -> Generator[str]:
+    """bench/provider_overhead.py's wire simulator, in its own process; yields its URL."""
+    script = Path(__file__).with_name("provider_overhead.py")
+    server = subprocess.Popen(
+        [sys.executable, str(script), "--serve"],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert server.stdout is not None
+        yield server.stdout.readline().strip()
+    finally:
+        assert server.stdin is not None
+        server.stdin.close()
+        server.wait(timeout=30)
+
+
+async def provider_runs(
+    url: str, stores: dict[str, SQLiteStore | PostgresStore | None], rounds: int
+) -> dict[str, Runs]:
+    """bench/provider_overhead.py's async run (two model calls over HTTP, one tool call),
+    with each of `stores` in turn, round after round."""
+    from provider_overhead import PROMPT, get_weather  # bench/ is this script's folder
+
+    from legato.models._provider import ProviderSettings
+    from legato.models.openai_chat import OpenAIChatModel
+    from legato.models.retry import RetryPolicy
+
+    settings = ProviderSettings(retry=RetryPolicy(max_attempts=1))
+    model = OpenAIChatModel("gpt-4o", base_url=f"{url}/v1", api_key="sk-bench", settings=settings)
+    agents = {k: Agent(model, tools=[get_weather], store=v) for k, v in stores.items()}
+    figures: dict[str, Runs] = {k: {"wall": [], "cpu": []} for k in stores}
+    for i in range(rounds + 10):
+        order = list(agents.items())
+        for label, agent in order if i % 2 else reversed(order):
+            started, cpu = time.perf_counter(), time.process_time()
+            await agent.run(PROMPT)
+            if i >= 10:  # the first rounds warm up
+                figures[label]["wall"].append(time.perf_counter() - started)
+                figures[label]["cpu"].append(time.process_time() - cpu)
+    await model.aclose()
+    return figures
+
+
+def report_provider(figures: dict[str, Runs]) -> None:
+    base = figures["no store"]
+    for label, runs in figures.items():
+        w, c = statistics.median(runs["wall"]), statistics.median(runs["cpu"])
+        bw, bc = statistics.median(base["wall"]), statistics.median(base["cpu"])
+        print(f"  {label:<34} wall {ms(w)} ({w / bw:.2f}x)   client CPU {ms(c)} ({c / bc:.2f}x)")
+
+
 # -- PostgreSQL: a throwaway cluster -----------------------------------------------------------
 
 
@@ -425,7 +484,6 @@ async def main(args: argparse.Namespace) -> None:
         report_runs(*await whole_runs(folder, steps, rounds), steps)
         print(f"  smallest run (one tool call, two model calls; {rounds * 10} alternating rounds):")
         report_runs(*await whole_runs(folder, 1, rounds * 10), 1)
-        print("    issue 17's target for the smallest run: SQLite <= 1.2x no store")
 
         events = sample_journal(200)
         print(f"\n2. journal append throughput ({len(events):,} events of a 200-step run)")
@@ -443,10 +501,31 @@ async def main(args: argparse.Namespace) -> None:
             "SQLite", await resumes(sqlite_copies(base, folder, args.trials + 1), args.steps)
         )
 
-        if args.postgres:
-            with postgres() as cluster:
-                if cluster is not None:
-                    await bench_postgres(cluster, args, events)
+        cluster = None
+        with contextlib.ExitStack() as stack:
+            if args.postgres:
+                cluster = stack.enter_context(postgres())
+            if cluster is not None:
+                await bench_postgres(cluster, args, events)
+            stores: dict[str, SQLiteStore | PostgresStore | None] = {
+                "no store": None,
+                "SQLite store": stack.enter_context(
+                    contextlib.closing(SQLiteStore(folder / "provider.db"))
+                ),
+            }
+            if cluster is not None:
+                cluster.sql("CREATE DATABASE provider")
+                stores["PostgreSQL store"] = stack.enter_context(
+                    contextlib.closing(PostgresStore(cluster.dsn("provider")))
+                )
+            rounds = args.rounds * 10
+            print(
+                f"\n4. the run of bench/provider_overhead.py (async, two model calls over HTTP to"
+                f" the wire simulator, one tool call), {rounds} rounds, medians"
+            )
+            with simulator() as url:
+                report_provider(await provider_runs(url, stores, rounds))
+            print("  issue 17's target: SQLite store <= 1.2x no store")
     finally:
         shutil.rmtree(folder, ignore_errors=True)
 
