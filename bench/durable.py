@@ -236,14 +236,17 @@ def open_store(target: str) -> SQLiteStore | PostgresStore:
     return PostgresStore(target) if target.startswith("postgresql://") else SQLiteStore(target)
 
 
-async def resume_once(store: SQLiteStore | PostgresStore, steps: int) -> dict[str, float]:
-    """Times for one resume of the store's only run: to the first model call, and its parts."""
+Timed = dict[str, tuple[float, float]]
+"""Figures as (wall seconds, CPU seconds)."""
+
+
+async def resume_once(store: SQLiteStore | PostgresStore, steps: int) -> tuple[Timed, int]:
+    """One resume of the store's only run, to its first model call, and the resume's parts."""
     run_id = store.list_runs(limit=1)[0].run_id
     first_call: list[float] = []
 
     def respond(request: ModelRequest) -> object:
-        first_call.append(time.perf_counter())
-        first_call.append(time.process_time())
+        first_call.extend((time.perf_counter(), time.process_time()))
         return reply("done", usage=USAGE)
 
     model = FunctionModel(respond)  # type: ignore[arg-type] # returns ModelResponse
@@ -251,36 +254,36 @@ async def resume_once(store: SQLiteStore | PostgresStore, steps: int) -> dict[st
     started, cpu = time.perf_counter(), time.process_time()
     result = await agent.resume(run_id)
     assert result.output == "done"
-    # the parts, measured again on the same store after the resume
-    t0 = time.perf_counter()
-    events = list(store.load_run(run_id).events)
-    t1 = time.perf_counter()
-    RunState.from_events(events)
-    t2 = time.perf_counter()
-    _same_prefix(events, list(events))
-    t3 = time.perf_counter()
-    return {
-        "resume to the first model call": first_call[0] - started,
-        "  the same in CPU time": first_call[1] - cpu,
-        "load the journal from the store": t1 - t0,
-        "rebuild the run's state from it": t2 - t1,
-        "compare it with the stored copy": t3 - t2,
-        "events": float(len(events)),
+    figures: Timed = {
+        "resume to the first model call": (first_call[0] - started, first_call[1] - cpu)
     }
+    # its parts, measured again on the same store after the resume
+    events: list[JournalEvent] = []
+    parts: list[tuple[str, Callable[[], object]]] = [
+        ("load the journal from the store", lambda: events.extend(store.load_run(run_id))),
+        ("rebuild the run's state from it", lambda: RunState.from_events(events)),
+        ("compare it with the stored copy", lambda: _same_prefix(events, list(events))),
+    ]
+    for label, part in parts:
+        started, cpu = time.perf_counter(), time.process_time()
+        part()
+        figures[label] = (time.perf_counter() - started, time.process_time() - cpu)
+    return figures, len(events)
 
 
 async def resumes(
     copies: Iterator[SQLiteStore | PostgresStore], steps: int
-) -> dict[str, list[float]]:
-    figures: dict[str, list[float]] = {}
+) -> tuple[dict[str, list[tuple[float, float]]], int]:
+    figures: dict[str, list[tuple[float, float]]] = {}
+    events = 0
     for i, store in enumerate(copies):
-        once = await resume_once(store, steps)
+        once, events = await resume_once(store, steps)
         store.close()
         if i == 0:  # warms up (the first resume in a process imports the policy layer)
             continue
         for key, value in once.items():
             figures.setdefault(key, []).append(value)
-    return figures
+    return figures, events
 
 
 def sqlite_copies(base: Path, folder: Path, trials: int) -> Iterator[SQLiteStore]:
@@ -569,10 +572,12 @@ def report_runs(bare: Runs, stored: Runs, steps: int) -> None:
         )
 
 
-def report_resumes(label: str, figures: dict[str, list[float]]) -> None:
-    print(f"  {label}: {int(figures.pop('events')[0]):,} stored events")
+def report_resumes(label: str, found: tuple[dict[str, list[tuple[float, float]]], int]) -> None:
+    figures, events = found
+    print(f"  {label}: {events:,} stored events (wall, then CPU time of this process)")
     for key, values in figures.items():
-        print(f"    {key:<34} {spread(values, ms)}")
+        wall, cpu = [v[0] for v in values], [v[1] for v in values]
+        print(f"    {key:<34} {spread(wall, ms)}; CPU {spread(cpu, ms)}")
 
 
 def parse() -> argparse.Namespace:
