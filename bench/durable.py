@@ -3,7 +3,7 @@
 Run: `python bench/durable.py [--postgres] [--admissions N] [--steps N] [--trials N]`.
 
 1. One durable admission: `Recorder.record(ToolCallAdmitted(...))` with a store as its sink,
-   the commit included (median and p95 over `--admissions` calls), and its outcome
+   the commit included (median, p95, p99, max, mean over `--admissions` calls), and its outcome
    (`ToolCallFinished`) likewise; the same with the journal in memory for reference. Then
    whole runs: a scripted agent making one irreversible call per step, with a SQLite store
    and without, alternating; and the smallest run (one tool call, two model calls).
@@ -35,6 +35,7 @@ import platform
 import secrets
 import shutil
 import socket
+import sqlite3
 import statistics
 import subprocess
 import sys
@@ -467,7 +468,7 @@ async def main(args: argparse.Namespace) -> None:
     load = " ".join(f"{x:.2f}" for x in os.getloadavg())
     print(
         f"python {platform.python_version()} · {os.cpu_count()} cores · "
-        f"sqlite {__import__('sqlite3').sqlite_version} · load average {load}"
+        f"sqlite {sqlite3.sqlite_version} · load average {load}"
     )
     folder = Path(tempfile.mkdtemp(prefix="legato-bench-durable-"))
     n = args.admissions
