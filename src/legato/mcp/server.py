@@ -195,6 +195,7 @@ def agent_tool(
         name=name or agent.name,
         description=description or f"Ask the {agent.name!r} agent. Args: prompt: the request.",
         side_effects="irreversible",
+        sinks={"prompt": "text"},
     )
 
 

@@ -77,9 +77,9 @@ def memory_tools(store: MemoryStore, *, scope: str = "") -> Toolset:
 
     return Toolset(
         [
-            Tool.from_function(remember, side_effects="idempotent"),
+            Tool.from_function(remember, side_effects="idempotent", trusted_arguments=True),
             Tool.from_function(recall),
-            Tool.from_function(forget, side_effects="irreversible"),
+            Tool.from_function(forget, side_effects="irreversible", sinks={"item_id": "text"}),
         ],
         name="memory",
     )
