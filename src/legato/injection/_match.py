@@ -171,6 +171,11 @@ def _typed_keys(text: str, keys: set[str]) -> None:
             keys.add(f"tok:{_path(token)}")
         if _DOMAIN.match(token):
             keys.add(f"host:{_idna(token)}")
+        elif "://" not in token and "@" not in token and _DOMAIN.match(token.split("/", 1)[0]):
+            url = normalise_url(token)  # a bare `host/path` the user typed
+            if url is not None:
+                keys.add(f"url:{url[0]}")
+                keys.add(f"host:{url[1]}")
 
 
 def _phone(value: str) -> str:
@@ -219,6 +224,8 @@ def sink_keys(value: str, kind: str) -> list[list[str]]:
             path = _path(text)
             return [[f"tok:{path}", f"tok:{text}"]] if len(path) >= MIN_TOKEN else []
         case "credential":
+            if any(ch.isspace() for ch in text):
+                return _word_atoms(text)
             return [[f"tok:{text}"]] if len(text) >= MIN_TOKEN else []
         case _:
             return _word_atoms(text)

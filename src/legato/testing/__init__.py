@@ -56,6 +56,7 @@ from legato.models import (
 
 __all__ = [
     "FunctionModel",
+    "GullibleModel",
     "ScriptedModel",
     "ScriptedTurn",
     "block_network",
@@ -317,3 +318,13 @@ def block_network() -> Generator[None]:
         socket.socket.connect = original_connect
         socket.socket.connect_ex = original_connect_ex
         socket.getaddrinfo = original_getaddrinfo
+
+
+def __getattr__(name: str) -> Any:
+    # the obeying model lives in its own module (it builds on `_TestModel` above)
+    if name in ("GullibleModel", "Obey", "Step"):
+        from legato.testing import _gullible
+
+        return getattr(_gullible, name)
+    msg = f"module 'legato.testing' has no attribute {name!r}"
+    raise AttributeError(msg)
