@@ -346,23 +346,23 @@ class InjectionDefence(Hook):
         sinks = _sinks_of(t) if t is not None else {}
         if t is not None and not sinks and not t.trusted_arguments:
             return SinkDecision(verdict="block", rule="no-sinks", tool=call.name, call_id=call.id)
-        grant = state.grant
-        if self.layers.capabilities and not grant.allows_tool(call.name):
-            return SinkDecision(verdict="ask", rule="not-granted", tool=call.name, call_id=call.id)
+        asked: SinkDecision | None = None
         args = arguments if isinstance(arguments, dict) else {}
+        if self.layers.sinks:
+            for name, kind in sinks.items():
+                for value in _strings(args.get(name)):
+                    decision = self._check_sink(state, call.name, call.id, name, kind, value)
+                    if decision is not None and decision.verdict == "block":
+                        return decision  # a block wins over any question
+                    asked = asked or decision
         if self.layers.capabilities:
-            decision = self._check_values(grant, call.name, call.id, args)
+            if not state.grant.allows_tool(call.name):
+                return SinkDecision(
+                    verdict="ask", rule="not-granted", tool=call.name, call_id=call.id
+                )
+            decision = self._check_values(state.grant, call.name, call.id, args)
             if decision is not None:
                 return decision
-        if not self.layers.sinks:
-            return None
-        asked: SinkDecision | None = None
-        for name, kind in sinks.items():
-            for value in _strings(args.get(name)):
-                decision = self._check_sink(state, call.name, call.id, name, kind, value)
-                if decision is not None and decision.verdict == "block":
-                    return decision
-                asked = asked or decision
         return asked
 
     def _check_values(

@@ -67,6 +67,7 @@ _DOMAIN = re.compile(r"^(?:[a-z0-9-]+\.)+[a-z]{2,}$")
 _B64 = re.compile(r"[A-Za-z0-9+/_-]{16,}={0,2}")
 _STRIP = "\"'`()[]{}<>,;:!?*“”‘’«»"  # quotes models and mail clients use
 _TRAILING = _STRIP + "."
+_QUOTES = "\"'`()[]{}<>,;“”‘’«»"  # quotes models and mail clients use
 
 
 def clean_text(text: str) -> str:
@@ -134,6 +135,9 @@ def _tokens(text: str) -> Iterator[str]:
         token = raw.strip(_STRIP).rstrip(".")
         if len(token) >= MIN_TOKEN:
             yield token
+        light = raw.strip(_QUOTES).rstrip(".")  # keeps a final "!" or "?" a secret may end in
+        if light != token and len(light) >= MIN_TOKEN:
+            yield light
 
 
 def content_keys(text: str) -> set[str]:
