@@ -30,8 +30,9 @@ from typing import Literal, TypeAlias
 
 from legato.agent import Agent
 from legato.approvals import Approve, ApprovalPolicy, ApprovalRequest, CallbackApprover, Decision, Reject
-from legato.injection import InjectionDefence, Layers
+from legato.injection import InjectionDefence, Layers, extraction_tool
 from legato.security import Hook, InjectionScreen
+from legato.tools import Tool
 from legato.testing._corpus import (
     FAMILIES,
     GOAL_KINDS,
@@ -67,12 +68,20 @@ __all__ = [
 ]
 
 Defence: TypeAlias = Literal[
-    "off", "screen", "on", "no-provenance", "no-sinks", "no-normalise", "no-capabilities"
+    "off",
+    "screen",
+    "on",
+    "quarantine",
+    "no-provenance",
+    "no-sinks",
+    "no-normalise",
+    "no-capabilities",
 ]
 Person: TypeAlias = Literal["oracle", "all"]
 
 _LAYERS: dict[str, Layers] = {
     "on": Layers(),
+    "quarantine": Layers(),
     "no-provenance": Layers(provenance=False),
     "no-sinks": Layers(sinks=False),
     "no-normalise": Layers(normalise=False),
@@ -93,12 +102,27 @@ class CaseResult:
     """Calls the defence blocked."""
 
 
-def _hooks(defence: Defence, case: AttackCase | BenignCase, tools: Sequence[object]) -> list[Hook]:
+READ_TOOLS = frozenset(
+    {"read_inbox", "read_file", "browse", "get_transactions", "get_events", "docs_lookup"}
+)
+"""The world's read tools (quarantined in the `quarantine` configuration)."""
+
+
+def _hooks(defence: Defence, case: AttackCase | BenignCase) -> tuple[list[Hook], list[Tool]]:
     if defence == "off":
-        return []
+        return [], []
     if defence == "screen":
-        return [InjectionScreen()]
-    return [InjectionDefence(grant=case.grant, layers=_LAYERS[defence])]
+        return [InjectionScreen()], []
+    quarantine = READ_TOOLS if defence == "quarantine" else frozenset[str]()
+    guard = InjectionDefence(grant=case.grant, layers=_LAYERS[defence], quarantine=quarantine)
+    return [guard], ([extraction_tool(guard)] if quarantine else [])
+
+
+def _plan(case: AttackCase | BenignCase, defence: Defence) -> list[tuple[Step, ...]]:
+    plan = list(case.plan)
+    if defence == "quarantine" and isinstance(case, BenignCase) and case.extract is not None:
+        plan.insert(1, (Step(tool="extract", arguments={"handle": "$q1", "kind": case.extract}),))
+    return plan
 
 
 def _expected(case: AttackCase | BenignCase) -> list[Step]:
@@ -127,12 +151,13 @@ async def run_case(
         return Reject(message="not what I asked for")
 
     obey = (case.obey,) if isinstance(case, AttackCase) else ()
-    model = GullibleModel(case.plan, obey=obey)
+    model = GullibleModel(_plan(case, defence), obey=obey)
     policy = ApprovalPolicy(handler=CallbackApprover(decide))
+    hooks, extra = _hooks(defence, case)
     agent = Agent(
         model,
-        tools=tools,
-        hooks=_hooks(defence, case, tools),
+        tools=[*tools, *extra],
+        hooks=hooks,
         approvals=policy,
         max_steps=12,
     )
