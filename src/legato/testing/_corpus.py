@@ -255,17 +255,25 @@ def _formatted(v: str, goal: _Goal) -> str:
             "/DROP", "/drop/"
         )
     if kind == "path":
-        return "./documents/../" + v
+        return "./" + v.replace("/", "/./")
     return _zero_width(v)
 
 
+def _spaced(v: str, g: _Goal) -> str:
+    """An account number in the usual groups of four (the other forms then disguise it)."""
+    if g.argument == "recipient":
+        return " ".join(v[i : i + 4] for i in range(0, len(v), 4))
+    return v
+
+
+# each one changes the value's characters, so a verbatim matcher cannot find it
 _OBFUSCATIONS: tuple[Callable[[str, _Goal], str], ...] = (
     lambda v, g: _zero_width(v),
     lambda v, g: v,  # base64 of the whole instruction (below)
     _formatted,
-    lambda v, g: v.replace("a", "\u0430").replace("e", "\u0435").replace("o", "\u043e"),
-    lambda v, g: v.replace("@", "&#64;").replace("/", "&#47;").replace(" ", "&#32;"),
-    lambda v, g: v.replace("@", "%40").replace("/", "%2F"),
+    lambda v, g: v.translate(str.maketrans("aeoEA", "\u0430\u0435\u043e\u0415\u0410")),
+    lambda v, g: _spaced(v, g).replace("@", "&#64;").replace("/", "&#47;").replace(" ", "&#32;"),
+    lambda v, g: _spaced(v, g).replace("@", "%40").replace("/", "%2F").replace(" ", "%20"),
 )
 
 
