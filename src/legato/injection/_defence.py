@@ -323,7 +323,8 @@ class InjectionDefence(Hook):
             state.tools.setdefault(call.name, admission.tool)
         arguments = admission.arguments
         modified = False
-        if state.quarantined and isinstance(arguments, dict):
+        takes_handles = admission.tool is not None and admission.tool.metadata.get("takes_handles")
+        if state.quarantined and isinstance(arguments, dict) and not takes_handles:
             derefd = self._deref(state, arguments)
             modified = derefd != arguments
             arguments = derefd

@@ -70,4 +70,4 @@ def extraction_tool(
             values
         )
 
-    return Tool.from_function(extract, name=name)
+    return Tool.from_function(extract, name=name, metadata={"takes_handles": True})
