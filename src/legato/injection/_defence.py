@@ -387,17 +387,7 @@ class InjectionDefence(Hook):
         self, state: _RunState, tool: str, call_id: str, name: str, kind: str, value: str
     ) -> SinkDecision | None:
         if self.layers.normalise:
-            found, source = "trusted", None
-            atoms = sink_keys(value, kind)
-            if not atoms:
-                found = "nowhere"
-            for alternatives in atoms:
-                where, origin = state.index.find(alternatives)
-                if where == "untrusted":
-                    found, source = "untrusted", origin
-                    break
-                if where == "nowhere":
-                    found = "nowhere"
+            found, source = state.index.find_all(sink_keys(value, kind))
         else:
             found, source = state.raw.find_value(value)
         if found == "trusted":

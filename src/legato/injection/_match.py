@@ -236,7 +236,6 @@ def sink_keys(value: str, kind: str) -> list[list[str]]:
 
 
 def _word_atoms(text: str) -> list[list[str]]:
-    keys: set[str] = set()
     atoms: list[list[str]] = []
     for match in _EMAIL.finditer(text):
         email = normalise_email(match.group(0))
@@ -246,13 +245,9 @@ def _word_atoms(text: str) -> list[list[str]]:
         url = normalise_url(match.group(0).rstrip(_TRAILING))
         if url is not None:
             atoms.append([f"url:{url[0]}", f"host:{url[1]}"])
-    for token in _tokens(text):
-        if token not in keys:
-            keys.add(token)
-            alternatives = [f"tok:{token}"]
-            if "/" in token:
-                alternatives.append(f"tok:{_path(token)}")
-            atoms.append(alternatives)
+    tokens = set(_tokens(text))
+    atoms += [["tok:" + t] for t in tokens if "/" not in t]
+    atoms += [["tok:" + t, "tok:" + _path(t)] for t in tokens if "/" in t]
     return atoms
 
 
@@ -282,6 +277,24 @@ class ValueIndex:
             if source is not None:
                 return "untrusted", source
         return "nowhere", None
+
+    def find_all(self, atoms: list[list[str]]) -> tuple[Found, str | None]:
+        """Where a value of several atoms was seen: untrusted if any atom was only there,
+        trusted if every atom was in a trusted source, else nowhere."""
+        trusted, untrusted = self._trusted, self._untrusted
+        found: Found = "trusted" if atoms else "nowhere"
+        for alternatives in atoms:
+            where: Found = "nowhere"
+            for key in alternatives:
+                if key in trusted:
+                    where = "trusted"
+                    break
+                source = untrusted.get(key)
+                if source is not None:
+                    return "untrusted", source
+            if where == "nowhere":
+                found = "nowhere"
+        return found, None
 
     def __len__(self) -> int:
         return len(self._trusted) + len(self._untrusted)
