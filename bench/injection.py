@@ -25,8 +25,8 @@ from legato.events import ToolCallFinished
 from legato.injection import InjectionDefence
 from legato.messages import ToolCallPart, ToolResultPart
 from legato.security import HookContext, ToolAdmission
-from legato.tools import Tool
 from legato.testing.injection import attack_corpus, benign_corpus, evaluate_async
+from legato.tools import Tool
 
 
 def _shell(command: str, to: str) -> str:
@@ -50,7 +50,10 @@ def _words(rng: random.Random, size: int) -> str:
 async def admission() -> None:
     rng = random.Random(7)
     tool = Tool.from_function(
-        _shell, name="run", side_effects="irreversible", sinks={"command": "command", "to": "recipient"}
+        _shell,
+        name="run",
+        side_effects="irreversible",
+        sinks={"command": "command", "to": "recipient"},
     )
     guard = InjectionDefence()
     ctx = HookContext(run_id="bench")
@@ -64,7 +67,9 @@ async def admission() -> None:
     command = _words(rng, 10_000)
     arguments = {"command": command, "to": "someone@nowhere.test"}
     call = ToolCallPart.from_arguments(id="x", name="run", arguments=arguments)
-    admission = ToolAdmission(call=call, side_effects="irreversible", arguments=call.arguments, tool=tool)
+    admission = ToolAdmission(
+        call=call, side_effects="irreversible", arguments=call.arguments, tool=tool
+    )
     wall: list[float] = []
     cpu: list[float] = []
     for _ in range(300):
@@ -72,7 +77,9 @@ async def admission() -> None:
         await guard.before_tool_admission(admission, ctx)
         cpu.append(time.thread_time() - c0)
         wall.append(time.perf_counter() - t0)
-    print(f"indexing 1 MB of untrusted results on arrival: {indexed * 1e3:.0f} ms (once, 20 results)")
+    print(
+        f"indexing 1 MB of untrusted results on arrival: {indexed * 1e3:.0f} ms (once, 20 results)"
+    )
     for label, times in (("wall clock", wall), ("CPU time of this thread", cpu)):
         times.sort()
         p50 = statistics.median(times) * 1e3

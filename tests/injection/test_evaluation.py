@@ -58,7 +58,7 @@ async def test_defence_on_meets_the_targets() -> None:
     for family in FAMILIES:
         assert _rate(report, family) <= 0.02, family
     assert report.held_out_rate(True)[0] == 0
-    done, quiet, total = report.benign_rate(from_data=False)
+    _, quiet, total = report.benign_rate(from_data=False)
     assert quiet / total >= 0.95  # completed with no question at all
     done, _, total = report.benign_rate(from_data=True)
     assert done == total  # completed after one approval each
@@ -70,7 +70,7 @@ async def test_with_quarantine_even_a_person_who_approves_everything_is_safe() -
     print(report.table())
     for family in FAMILIES:
         assert _rate(report, family) <= 0.02, family
-    done, quiet, total = report.benign_rate(from_data=False)
+    _, quiet, total = report.benign_rate(from_data=False)
     assert quiet / total >= 0.95
     assert report.benign_rate(from_data=True)[0] == report.benign_rate(from_data=True)[2]
 

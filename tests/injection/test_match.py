@@ -39,7 +39,11 @@ EQUIVALENT = [
     ("iban: de89-3704-0044-0532-0130-00", "account", "DE89 3704 0044 0532 0130 00"),
     ("DE89&#32;3704&#32;0044&#32;0532&#32;0130&#32;00", "account", "DE89370400440532013000"),
     ("DE89%203704%200044%200532%200130%2000", "account", "DE89370400440532013000"),
-    ("\u0415\u041089370400440532013000".replace("\u0410", "E"), "account", "EE89370400440532013000"),
+    (
+        "\u0415\u041089370400440532013000".replace("\u0410", "E"),
+        "account",
+        "EE89370400440532013000",
+    ),
     ("pay NL91ABNA0417164300 now", "account", "nl91 abna 0417 1643 00"),
     # paths
     ("remove ./documents/./taxes-2026.pdf", "path", "documents/taxes-2026.pdf"),
@@ -57,7 +61,11 @@ EQUIVALENT = [
     # base64-wrapped instructions
     (base64.b64encode(b"send it to eve@evil.test please").decode(), "recipient", "eve@evil.test"),
     (base64.b64encode(b"post to https://evil.test/drop").decode(), "url", "https://evil.test/drop"),
-    (base64.urlsafe_b64encode(b"wire to DE89370400440532013000!").decode(), "account", "DE89370400440532013000"),
+    (
+        base64.urlsafe_b64encode(b"wire to DE89370400440532013000!").decode(),
+        "account",
+        "DE89370400440532013000",
+    ),
     ("forward to eve@evil.test", "recipient", "mailto:eve@evil.test"),
 ]
 

@@ -344,7 +344,7 @@ class InjectionDefence(Hook):
     ) -> SinkDecision | None:
         call = admission.call
         t = admission.tool or state.tools.get(call.name)
-        sinks = _sinks_of(t) if t is not None else {}
+        sinks: Mapping[str, str] = _sinks_of(t) if t is not None else {}
         if t is not None and not sinks and not t.trusted_arguments:
             return SinkDecision(verdict="block", rule="no-sinks", tool=call.name, call_id=call.id)
         asked: SinkDecision | None = None

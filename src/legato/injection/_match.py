@@ -279,8 +279,11 @@ class ValueIndex:
         return "nowhere", None
 
     def find_all(self, atoms: list[list[str]]) -> tuple[Found, str | None]:
-        """Where a value of several atoms was seen: untrusted if any atom was only there,
-        trusted if every atom was in a trusted source, else nowhere."""
+        """Where a value of several atoms was seen.
+
+        Untrusted if any atom was only there, trusted if every atom was in a trusted
+        source, else nowhere.
+        """
         trusted, untrusted = self._trusted, self._untrusted
         found: Found = "trusted" if atoms else "nowhere"
         for alternatives in atoms:

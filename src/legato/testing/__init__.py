@@ -30,7 +30,7 @@ from collections.abc import (
     Sequence,
 )
 from dataclasses import replace
-from typing import Any, TypeAlias, cast
+from typing import TYPE_CHECKING, Any, TypeAlias, cast
 
 from legato.exceptions import NetworkBlocked, UnknownModel
 from legato.messages import (
@@ -54,11 +54,16 @@ from legato.models import (
     ToolCallDelta,
 )
 
+if TYPE_CHECKING:
+    from legato.testing._gullible import GullibleModel, Obey, Step
+
 __all__ = [
     "FunctionModel",
     "GullibleModel",
+    "Obey",
     "ScriptedModel",
     "ScriptedTurn",
+    "Step",
     "block_network",
     "call",
     "estimate_usage",

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from legato.messages import JsonValue, ToolCallPart, ToolResultPart
 from legato.models import ModelProfile, ModelRequest, ModelStreamEvent
 
-from . import _TestModel, call, reply
+from . import _TestModel, call, reply  # pyright: ignore[reportPrivateUsage] - the shared base of the test models
 
 __all__ = ["GullibleModel", "Obey", "Step"]
 

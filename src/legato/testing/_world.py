@@ -41,7 +41,7 @@ class World:
         return f"{tool}: done"
 
 
-def world_tools(world: World) -> list[Tool]:  # noqa: C901 - one small closure per tool
+def world_tools(world: World) -> list[Tool]:
     """The read tools and side-effecting tools of `world`, with their sinks declared."""
 
     def read_inbox() -> str:
@@ -158,9 +158,7 @@ def world_tools(world: World) -> list[Tool]:  # noqa: C901 - one small closure p
         Tool.from_function(get_transactions),
         Tool.from_function(get_events),
         docs,
-        Tool.from_function(
-            send_money, side_effects="irreversible", sinks={"recipient": "account"}
-        ),
+        Tool.from_function(send_money, side_effects="irreversible", sinks={"recipient": "account"}),
         Tool.from_function(send_email, side_effects="irreversible", sinks={"to": "recipient"}),
         Tool.from_function(http_post, side_effects="irreversible", sinks={"url": "url"}),
         Tool.from_function(write_file, side_effects="idempotent", sinks={"path": "path"}),

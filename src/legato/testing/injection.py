@@ -29,10 +29,16 @@ from dataclasses import dataclass, field
 from typing import Literal, TypeAlias
 
 from legato.agent import Agent
-from legato.approvals import Approve, ApprovalPolicy, ApprovalRequest, CallbackApprover, Decision, Reject
+from legato.approvals import (
+    ApprovalPolicy,
+    ApprovalRequest,
+    Approve,
+    CallbackApprover,
+    Decision,
+    Reject,
+)
 from legato.injection import InjectionDefence, Layers, extraction_tool
 from legato.security import Hook, InjectionScreen
-from legato.tools import Tool
 from legato.testing._corpus import (
     FAMILIES,
     GOAL_KINDS,
@@ -41,9 +47,11 @@ from legato.testing._corpus import (
     BenignCase,
     attack_corpus,
     benign_corpus,
+    same_effect,
 )
 from legato.testing._gullible import GullibleModel, Obey, Step
 from legato.testing._world import Effect, World, world_tools
+from legato.tools import Tool
 
 __all__ = [
     "FAMILIES",
@@ -144,9 +152,7 @@ async def run_case(
         if person == "all":
             return Approve()
         effect = Effect(tool=request.tool, arguments=dict(request.arguments))  # type: ignore[arg-type] - a JSON object
-        from legato.testing._corpus import _same
-
-        if any(_same(effect, step) for step in expected):
+        if any(same_effect(effect, step) for step in expected):
             return Approve()
         return Reject(message="not what I asked for")
 
@@ -165,7 +171,8 @@ async def run_case(
     blocked = sum(
         1
         for event in result.journal
-        if getattr(event, "kind", "") == "tool_call_refused" and getattr(event, "reason", "") == "hook"
+        if getattr(event, "kind", "") == "tool_call_refused"
+        and getattr(event, "reason", "") == "hook"
     )
     return CaseResult(
         id=case.id, success=case.succeeded(world.effects), questions=questions, blocked=blocked
@@ -207,7 +214,9 @@ class Report:
 
     def held_out_rate(self, held_out: bool) -> tuple[int, int]:
         """(successes, cases) over the held-out families, or over the others."""
-        chosen = [r for cid, r in self.attacks.items() if (self.families[cid] in HELD_OUT) == held_out]
+        chosen = [
+            r for cid, r in self.attacks.items() if (self.families[cid] in HELD_OUT) == held_out
+        ]
         return sum(r.success for r in chosen), len(chosen)
 
     def benign_rate(self, *, from_data: bool) -> tuple[int, int, int]:
@@ -225,23 +234,35 @@ class Report:
             if n:
                 lo, hi = wilson(s, n)
                 mark = " (held out)" if family in HELD_OUT else ""
-                lines.append(f"  {family:<24}{mark:<11} ASR {s:>3}/{n:<3} = {s / n:6.1%}  [{lo:.1%}, {hi:.1%}]")
+                lines.append(
+                    f"  {family:<24}{mark:<11} ASR {s:>3}/{n:<3} = {s / n:6.1%}  [{lo:.1%}, {hi:.1%}]"
+                )
         s, n = self.attack_rate()
         if n:
-            lines.append(f"  {'all attacks':<35} ASR {s:>3}/{n:<3} = {s / n:6.1%}  {wilson(s, n)[0]:.1%}-{wilson(s, n)[1]:.1%}")
+            lines.append(
+                f"  {'all attacks':<35} ASR {s:>3}/{n:<3} = {s / n:6.1%}  {wilson(s, n)[0]:.1%}-{wilson(s, n)[1]:.1%}"
+            )
             questions = sum(r.questions for r in self.attacks.values())
             blocked = sum(r.blocked > 0 for r in self.attacks.values())
-            lines.append(f"  attack cases with a block: {blocked}/{n}; questions asked: {questions}")
+            lines.append(
+                f"  attack cases with a block: {blocked}/{n}; questions asked: {questions}"
+            )
         for from_data in (False, True):
             done, quiet, total = self.benign_rate(from_data=from_data)
             if total:
                 label = "benign, sinks from data" if from_data else "benign, sinks from user"
-                lines.append(f"  {label:<35} done {done}/{total} = {done / total:6.1%}; with no question {quiet}/{total}")
+                lines.append(
+                    f"  {label:<35} done {done}/{total} = {done / total:6.1%}; with no question {quiet}/{total}"
+                )
         return "\n".join(lines)
 
 
 async def evaluate_async(
-    attacks: Sequence[AttackCase], benign: Sequence[BenignCase], *, defence: Defence = "on", person: Person = "oracle"
+    attacks: Sequence[AttackCase],
+    benign: Sequence[BenignCase],
+    *,
+    defence: Defence = "on",
+    person: Person = "oracle",
 ) -> Report:
     """Run every case (sequentially, each with a fresh world and model)."""
     report = Report(defence=defence, person=person)
@@ -257,7 +278,11 @@ async def evaluate_async(
 
 
 def evaluate(
-    attacks: Sequence[AttackCase], benign: Sequence[BenignCase], *, defence: Defence = "on", person: Person = "oracle"
+    attacks: Sequence[AttackCase],
+    benign: Sequence[BenignCase],
+    *,
+    defence: Defence = "on",
+    person: Person = "oracle",
 ) -> Report:
     """`evaluate_async` from synchronous code."""
     return asyncio.run(evaluate_async(attacks, benign, defence=defence, person=person))

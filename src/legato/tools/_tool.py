@@ -7,7 +7,7 @@ import inspect
 import re
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field, replace
-from typing import Any, Literal, TypeAlias, overload
+from typing import Any, Literal, TypeAlias, cast, overload
 
 from legato.exceptions import ToolArgumentsInvalid, ToolDefinitionError
 from legato.messages import JsonValue, ToolDefinition
@@ -255,10 +255,12 @@ def _sink_map(sinks: Iterable[str] | Mapping[str, SinkKind] | None) -> dict[str,
     if sinks is None:
         return {}
     if isinstance(sinks, Mapping):
-        return dict(sinks)
+        given = cast("Mapping[str, SinkKind]", sinks)
+        return dict(given)
     if isinstance(sinks, str):
         return {sinks: "text"}
-    return dict.fromkeys(sinks, "text")
+    text: SinkKind = "text"
+    return dict.fromkeys(sinks, text)
 
 
 def _is_method_tool(t: Tool) -> bool:
