@@ -235,9 +235,9 @@ class InjectionDefence(Hook):
         server = t.metadata.get("mcp_server") if t is not None else None
         if isinstance(server, str):
             return Source(kind="mcp", name=server, call_id=call_id)
-        if name in ("recall", "search_memory"):
+        if name == "recall":
             return Source(kind="memory", name=name, call_id=call_id)
-        if t is not None and t.metadata.get("spawn"):
+        if name in ("spawn", "wait_children"):
             return Source(kind="child", name=name, call_id=call_id)
         return Source(kind="tool", name=name, call_id=call_id)
 
