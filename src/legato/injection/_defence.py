@@ -22,11 +22,11 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Collection, Iterator, Mapping
+from collections.abc import Callable, Collection, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Literal, TypeAlias
 
-from legato.events import JournalEvent, ToolCallFinished
+from legato.events import JournalEvent, ToolCallFinished, UserPrompt
 from legato.exceptions import CapabilityError, QuarantineError, ToolDefinitionError
 from legato.injection._grants import Grant
 from legato.injection._match import ValueIndex, clean_text, sink_keys
@@ -147,6 +147,7 @@ class _RunState:
     quarantined: dict[str, tuple[str, Source]] = field(default_factory=lambda: {})
     decisions: list[SinkDecision] = field(default_factory=lambda: [])
     ended: bool = False
+    prompted: bool = False
 
 
 class InjectionDefence(Hook):
@@ -158,6 +159,8 @@ class InjectionDefence(Hook):
         tools: The agent's tools, checked now: a side-effecting tool with no sinks and
             no `trusted_arguments` is a `ToolDefinitionError`, a grant naming an unknown
             tool a `PolicyError`.
+        grant_for: Derives a run's grant from the user's request (its first prompt),
+            before any untrusted content; the result is narrowed to `grant`.
         layers: Switch parts off (evaluation only).
     """
 
@@ -167,9 +170,11 @@ class InjectionDefence(Hook):
         grant: Grant | None = None,
         quarantine: Collection[str] = (),
         tools: Collection[Tool] | None = None,
+        grant_for: Callable[[str], Grant] | None = None,
         layers: Layers | None = None,
     ) -> None:
         self.grant = grant or Grant()
+        self.grant_for = grant_for
         self.quarantine = frozenset(quarantine)
         self.layers = layers or Layers()
         self._runs: dict[str, _RunState] = {}
@@ -256,6 +261,19 @@ class InjectionDefence(Hook):
         if not ctx.run_id:
             return
         state = self._state(ctx.run_id)
+        if (
+            isinstance(event, UserPrompt)
+            and self.grant_for is not None
+            and not state.prompted
+            and not event.retry
+        ):
+            state.prompted = True
+            asked = self.grant_for(event.message.text)
+            if state.grant.tools is not None:
+                asked = asked.narrow(tools=state.grant.tools)
+            if state.untrusted_seen is None:
+                state.grant = asked
+                self._add_grant_values(state, asked)
         if isinstance(event, ToolCallFinished) and event.call.id in state.quarantined:
             return  # the model saw only the handle; its text was indexed when it was made
         for labelled in sources_of(event, lambda n, c: self._source(state, n, c)):
@@ -263,10 +281,12 @@ class InjectionDefence(Hook):
                 self._index(state, labelled.text, labelled.source)
 
     async def on_run_end(self, end: RunEnd, ctx: HookContext) -> None:
-        """Mark the run's quarantine handles as expired."""
+        """Expire the run's quarantine handles and drop its index (its decisions stay)."""
         state = self._runs.get(ctx.run_id)
         if state is not None and end.status != "parked":
             state.ended = True
+            state.index, state.raw = ValueIndex(), _RawIndex()
+            state.quarantined = {h: ("", s) for h, (_, s) in state.quarantined.items()}
 
     # -- quarantine -------------------------------------------------------------------------------------
 
