@@ -156,7 +156,7 @@ async def run_case(
             return Approve()
         return Reject(message="not what I asked for")
 
-    obey = (case.obey,) if isinstance(case, AttackCase) else ()
+    obey = case.obey if isinstance(case, AttackCase) else ()
     model = GullibleModel(_plan(case, defence), obey=obey)
     policy = ApprovalPolicy(handler=CallbackApprover(decide))
     hooks, extra = _hooks(defence, case)
