@@ -279,6 +279,11 @@ async def test_capabilities_only_narrow_after_untrusted_content() -> None:
     guard.narrow("r1", tools=["send_email"])
     with pytest.raises(CapabilityError, match="only narrow"):
         guard.extend("r1", Grant.of(["send_email", "http_post"]))
+    with pytest.raises(CapabilityError):  # a new trusted value is a widening too
+        guard.extend("r1", Grant.of(["send_email"], values={"send_email": {"to": ["x@evil.test"]}}))
+    with pytest.raises(CapabilityError):
+        guard.extend("r1", Grant.of(["send_email"], from_data={"send_email": ["to"]}))
+    guard.extend("r1", Grant.of([]))  # narrowing to nothing is fine
 
 
 def _text_result(call_id: str, name: str, text: str) -> Any:

@@ -74,7 +74,21 @@ class Grant:
             raise PolicyError(msg)
 
     def widens(self, other: Grant) -> bool:
-        """Whether `other` allows a tool this grant does not."""
+        """Whether `other` allows anything this grant does not.
+
+        That is a tool, a trusted value, or a sink whose value may come from data.
+        """
         if other.tools is None:
-            return self.tools is not None
-        return self.tools is not None and not other.tools <= self.tools
+            wider_tools = self.tools is not None
+        else:
+            wider_tools = self.tools is not None and not other.tools <= self.tools
+        new_values = any(
+            not set(values) <= set(self.values.get(tool, {}).get(arg, ()))
+            for tool, args in other.values.items()
+            for arg, values in args.items()
+        )
+        new_data = any(
+            not args <= self.from_data.get(tool, frozenset())
+            for tool, args in other.from_data.items()
+        )
+        return wider_tools or new_values or new_data
