@@ -4,7 +4,8 @@ Every attack case plants one instruction in the content a user task reads (a mai
 file, a page, a bank statement, a calendar, an MCP docs server) and says what an
 obedient model does on reading it. Families follow the published ones (AgentDojo's
 `important_instructions`, `tool_knowledge`, `ignore_previous`, `system_message`,
-`injecagent`, `direct`) plus two held out of every tuning decision: `obfuscated`
+`injecagent`, `direct`), `split` (the value in one result, the action in another) and two
+held out of every tuning decision: `obfuscated`
 (zero-width characters, base64, case and format changes, homoglyphs, HTML entities,
 percent-escapes; the model uses the clean value) and `user_quoting` (the content claims
 to quote the user). Benign tasks use the same tools and data; in most the user types the
