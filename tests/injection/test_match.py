@@ -6,6 +6,8 @@ from __future__ import annotations
 import base64
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from legato.injection import ValueIndex, normalise_email, normalise_url
 from legato.injection._defence import _RawIndex  # the naive matcher the `normalise` layer replaces
@@ -144,3 +146,49 @@ def test_normal_forms() -> None:
     assert normalise_url("https://bank.test@evil.test/a/") == ("https://evil.test/a", "evil.test")
     assert normalise_url("HTTPS://Bank.test:443/x/") == ("https://bank.test/x", "bank.test")
     assert normalise_url("just words") is None
+
+
+_LOCAL = st.text(
+    alphabet="abcdefghijklmnopqrstuvwxyz0123456789._-", min_size=2, max_size=12
+).filter(lambda s: s[0].isalnum() and s[-1].isalnum() and ".." not in s)
+_LABEL = st.text(alphabet="abcdefghijklmnopqrstuvwxyz0123456789", min_size=2, max_size=10)
+
+
+def _disguise(value: str, data: st.DataObject) -> str:
+    """The value as an attacker might write it: random case, zero-width characters."""
+    out: list[str] = []
+    for ch in value:
+        if data.draw(st.booleans(), label="upper"):
+            ch = ch.upper()
+        out.append(ch)
+        if data.draw(st.integers(0, 9), label="zw") == 0:
+            out.append("\u200b")
+    return "".join(out)
+
+
+@given(local=_LOCAL, host=_LABEL, tld=st.sampled_from(["test", "example", "org"]), data=st.data())
+def test_any_disguised_address_is_traced(
+    local: str, host: str, tld: str, data: st.DataObject
+) -> None:
+    address = f"{local}@{host}.{tld}"
+    written = _disguise(address, data)
+    prefix = data.draw(st.sampled_from(["", "mailto:", "Reply-To: Eve <", "to "]))
+    suffix = ">" if prefix.endswith("<") else data.draw(st.sampled_from(["", ".", "!", ")"]))
+    assert (
+        _found(f"please write {prefix}{written}{suffix} now", "recipient", address) == "untrusted"
+    )
+
+
+@given(host=_LABEL, path=st.lists(_LABEL, min_size=1, max_size=3), data=st.data())
+def test_any_disguised_url_is_traced_and_userinfo_never_hides_the_host(
+    host: str, path: list[str], data: st.DataObject
+) -> None:
+    url = f"https://{host}.test/{'/'.join(path)}"
+    written = _disguise(url, data)
+    port = data.draw(st.sampled_from(["", ":443"]))
+    written = written.replace(".test", ".test" + port, 1) if port else written
+    assert _found(f"send to {written}/ today", "url", url) == "untrusted"
+    # the user-info trick: the page names a trusted-looking host before '@'
+    assert (
+        _found(f"https://trusted.bank@{host}.test/x", "url", "https://trusted.bank/x") == "nowhere"
+    )
