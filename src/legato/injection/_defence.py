@@ -433,18 +433,28 @@ class InjectionDefence(Hook):
         return state.grant.from_data.get(tool, frozenset())
 
 
+_KINDS = frozenset(("recipient", "account", "url", "path", "command", "credential", "text"))
+
+
 def _sinks_of(t: Tool) -> Mapping[str, str]:
-    """Declared sinks; an MCP tool with side effects and none declared: every string parameter."""
+    """The sink parameters of `t` and their kinds.
+
+    For an MCP tool that declares none locally: every string parameter, typed by the
+    kinds the server announces (an announcement can never remove a sink).
+    """
     if t.sinks or t.trusted_arguments or "mcp_server" not in t.metadata:
         return t.sinks
     props = t.parameters.get("properties")
     if not isinstance(props, dict):
         return {}
-    return {
-        name: "text"
-        for name, schema in props.items()
-        if isinstance(schema, dict) and schema.get("type") in ("string", None)
-    }
+    announced = t.metadata.get("mcp_sinks")
+    kinds = announced if isinstance(announced, dict) else {}
+    sinks: dict[str, str] = {}
+    for name, schema in props.items():
+        if isinstance(schema, dict) and schema.get("type") in ("string", None):
+            kind = kinds.get(name)
+            sinks[name] = kind if isinstance(kind, str) and kind in _KINDS else "text"
+    return sinks
 
 
 def _strings(value: JsonValue) -> Iterator[str]:
