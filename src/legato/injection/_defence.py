@@ -26,7 +26,7 @@ from collections.abc import Callable, Collection, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Literal, TypeAlias
 
-from legato.events import JournalEvent, ToolCallFinished, UserPrompt
+from legato.events import JournalEvent, SpawnStarted, ToolCallFinished, UserPrompt
 from legato.exceptions import CapabilityError, QuarantineError, ToolDefinitionError
 from legato.injection._grants import Grant
 from legato.injection._match import ValueIndex, clean_text, sink_keys
@@ -178,6 +178,8 @@ class InjectionDefence(Hook):
         self.quarantine = frozenset(quarantine)
         self.layers = layers or Layers()
         self._runs: dict[str, _RunState] = {}
+        self._parent: dict[str, str] = {}
+        """Child run id -> parent run id (children share their parent's hooks)."""
         self._known: dict[str, Tool] = {}
         if tools is not None:
             self.check(tools)
@@ -225,7 +227,16 @@ class InjectionDefence(Hook):
             state = _RunState(grant=self.grant, tools=dict(self._known))
             self._add_grant_values(state, self.grant)
             self._runs[run_id] = state
+            parent = self._parent.get(run_id)
+            if parent is not None:
+                self._inherit(state, self._state(parent))
         return state
+
+    def _inherit(self, child: _RunState, parent: _RunState) -> None:
+        """A child sees what its parent saw, under the same labels, and no more trust."""
+        child.index, child.raw = parent.index, parent.raw
+        child.grant = parent.grant
+        child.untrusted_seen = parent.untrusted_seen
 
     def _add_grant_values(self, state: _RunState, grant: Grant) -> None:
         for args in grant.values.values():
@@ -260,7 +271,15 @@ class InjectionDefence(Hook):
         """Index what `event` brings into the run, under its source."""
         if not ctx.run_id:
             return
+        if isinstance(event, SpawnStarted):
+            child = event.lineage.run_id
+            self._parent[child] = ctx.run_id
+            if child in self._runs:  # the child's first events came first
+                self._inherit(self._runs[child], self._state(ctx.run_id))
+            return
         state = self._state(ctx.run_id)
+        if isinstance(event, UserPrompt) and ctx.run_id in self._parent:
+            return  # a child's task is its parent model's words: its values keep their sources
         if (
             isinstance(event, UserPrompt)
             and self.grant_for is not None
