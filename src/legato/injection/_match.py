@@ -131,7 +131,7 @@ def _compact(value: str) -> str:
 
 
 def _tokens(text: str) -> Iterator[str]:
-    for raw in text.split():
+    for raw in set(text.split()):
         token = raw.strip(_STRIP).rstrip(".")
         if len(token) >= MIN_TOKEN:
             yield token
@@ -169,10 +169,13 @@ def _typed_keys(text: str, keys: set[str]) -> None:
         keys.add(f"acct:{_compact(match.group(0))}")
     for match in _PHONE.finditer(text):
         keys.add(f"phone:{_phone(match.group(0))}")
-    for token in _tokens(text):
-        keys.add(f"tok:{token}")
+    tokens = set(_tokens(text))
+    keys.update(["tok:" + t for t in tokens])
+    for token in tokens:
         if "/" in token:
             keys.add(f"tok:{_path(token)}")
+        if "." not in token:
+            continue
         if _DOMAIN.match(token):
             keys.add(f"host:{_idna(token)}")
         elif "://" not in token and "@" not in token and _DOMAIN.match(token.split("/", 1)[0]):
