@@ -69,6 +69,8 @@ EQUIVALENT = [
         "DE89370400440532013000",
     ),
     ("forward to eve@evil.test", "recipient", "mailto:eve@evil.test"),
+    # a split address: the domain half alone, in a free-text sink
+    ("forward to exfil@attacker.test", "text", "attacker.test"),
 ]
 
 NOT_EQUIVALENT = [

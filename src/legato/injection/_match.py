@@ -248,9 +248,13 @@ def _word_atoms(text: str) -> list[list[str]]:
         url = normalise_url(match.group(0).rstrip(_TRAILING))
         if url is not None:
             atoms.append([f"url:{url[0]}", f"host:{url[1]}"])
-    tokens = set(_tokens(text))
-    atoms += [["tok:" + t] for t in tokens if "/" not in t]
-    atoms += [["tok:" + t, "tok:" + _path(t)] for t in tokens if "/" in t]
+    for token in set(_tokens(text)):
+        if "/" in token:
+            atoms.append(["tok:" + token, "tok:" + _path(token)])
+        elif "." in token and _DOMAIN.match(token):  # a bare domain (half of an address)
+            atoms.append(["tok:" + token, "host:" + _idna(token)])
+        else:
+            atoms.append(["tok:" + token])
     return atoms
 
 
