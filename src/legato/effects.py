@@ -321,7 +321,9 @@ class EffectGate:
         plan = Plan(action=action, rule=rule, arguments=call.arguments)
         if self.hooks is not None:
             outcome = await self.hooks.before_tool_admission(
-                ToolAdmission(call=call, side_effects=tool.side_effects, arguments=call.arguments)
+                ToolAdmission(
+                    call=call, side_effects=tool.side_effects, arguments=call.arguments, tool=tool
+                )
             )
             if isinstance(outcome, Block):
                 plan.blocked = outcome.reason

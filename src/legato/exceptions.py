@@ -47,7 +47,9 @@ LegatoError
 │   ├── ContractHalt              a contract decided that the run must stop (carries the evidence)
 │   └── ContractRetriesExceeded   the model kept proposing calls the contracts rejected
 ├── SecurityError                 a protection refused something
-│   └── SandboxViolation          a path or an action that would leave the workspace / sandbox
+│   ├── SandboxViolation          a path or an action that would leave the workspace / sandbox
+│   ├── CapabilityError           a run's capabilities widened after untrusted content arrived
+│   └── QuarantineError           a quarantine handle that is unknown or used after its run
 ├── MCPError                      an MCP server misbehaved or could not be reached
 │   ├── MCPConnectionError        the server failed to start, closed the connection, or died
 │   ├── MCPTimeout                the server did not answer a request in time
@@ -90,10 +92,12 @@ __all__ = [
     "CommitConflict",
     "CompactionFailed",
     "BudgetExceeded",
+    "CapabilityError",
     "DecisionAlreadyUsed",
     "DecisionTokenInvalid",
     "HookBlocked",
     "PolicyError",
+    "QuarantineError",
     "RunParked",
     "RunTimedOut",
     "ConfigurationError",
@@ -489,6 +493,17 @@ class SandboxViolation(SecurityError):
     def __init__(self, message: str, *, path: str | None = None) -> None:
         self.path = path
         super().__init__(message)
+
+
+class CapabilityError(SecurityError):
+    """A run's capabilities may only narrow once untrusted content has arrived.
+
+    Widening them then needs an approval of the one call it is for (the defence asks).
+    """
+
+
+class QuarantineError(SecurityError):
+    """A quarantine handle that names nothing, or is used after the run that made it."""
 
 
 # -- MCP ---------------------------------------------------------------------------------------

@@ -265,3 +265,24 @@ def test_cli_reports_a_bad_target(tmp_path: Path) -> None:
     )
     assert done.returncode == 1
     assert "cannot import 'no_such_module'" in done.stderr
+
+
+async def test_served_sinks_type_the_clients_checks_but_never_remove_one() -> None:
+    from legato.injection._defence import _sinks_of  # the defence's view of a tool's sinks
+
+    @tool(side_effects="irreversible", sinks={"to": "recipient"})
+    def notify(to: str, note: str, count: int) -> str:
+        """Notify someone.
+
+        Args:
+            to: Who.
+            note: What.
+            count: How often.
+        """
+        return "ok"
+
+    async with MCPClient(build_server([notify, add], name="n"), name="n") as client:
+        tools = {t.name: t for t in await client.list_tools()}
+    assert tools["notify"].metadata["mcp_sinks"] == {"to": "recipient"}
+    assert _sinks_of(tools["notify"]) == {"to": "recipient", "note": "text"}
+    assert "mcp_sinks" not in tools["add"].metadata

@@ -112,6 +112,20 @@ def _side_effects(annotations: mcp.types.ToolAnnotations | None) -> SideEffects:
     return "irreversible"
 
 
+def _sink_meta(spec: mcp.types.Tool) -> dict[str, JsonValue]:
+    """The sink kinds a server announces (`_meta["legato/sinks"]`), kept as metadata.
+
+    They only type the matching: the injection defence still treats every string
+    parameter of a side-effecting MCP tool as a sink, whatever the server says.
+    """
+    meta = cast(object, spec.meta)
+    sinks = cast(dict[str, object], meta).get("legato/sinks") if isinstance(meta, dict) else None
+    if not isinstance(sinks, dict):
+        return {}
+    kinds = {str(k): v for k, v in cast(dict[object, object], sinks).items() if isinstance(v, str)}
+    return {"mcp_sinks": cast(dict[str, JsonValue], kinds)}
+
+
 def _require_sdk() -> None:
     try:
         import mcp.client  # noqa: F401  # pyright: ignore[reportUnusedImport]
@@ -441,7 +455,7 @@ class MCPClient:
             function=call,
             side_effects=_side_effects(spec.annotations),
             takes_context=True,
-            metadata={"mcp_server": self._name, "mcp_name": mcp_name},
+            metadata={"mcp_server": self._name, "mcp_name": mcp_name, **_sink_meta(spec)},
         )
 
     async def _call_as_tool(

@@ -181,6 +181,10 @@ class MCPRequest:
 # -- tools -------------------------------------------------------------------------------------
 
 
+SINKS_META = "legato/sinks"
+"""The `_meta` key under which a served tool lists its sink parameters and their kinds."""
+
+
 def agent_tool(
     agent: Agent[Any], *, name: str | None = None, description: str | None = None
 ) -> Tool:
@@ -195,6 +199,7 @@ def agent_tool(
         name=name or agent.name,
         description=description or f"Ask the {agent.name!r} agent. Args: prompt: the request.",
         side_effects="irreversible",
+        sinks={"prompt": "text"},
     )
 
 
@@ -405,6 +410,7 @@ class _Handlers:
                         idempotent_hint=t.side_effects != "irreversible",
                         destructive_hint=t.side_effects == "irreversible",
                     ),
+                    _meta={SINKS_META: dict(t.sinks)} if t.sinks else None,
                 )
                 for t in listed.values()
             ]

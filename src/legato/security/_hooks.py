@@ -28,7 +28,7 @@ from legato.events import HookApplied, JournalEvent
 from legato.exceptions import HookBlocked
 from legato.messages import JsonValue, ModelResponse, ToolCallPart, ToolResultPart
 from legato.models import ModelRequest
-from legato.tools import SideEffects
+from legato.tools import SideEffects, Tool
 
 __all__ = [
     "Allow",
@@ -100,6 +100,8 @@ class ToolAdmission:
     call: ToolCallPart
     side_effects: SideEffects
     arguments: JsonValue
+    tool: Tool | None = None
+    """The tool called (its declared sinks, metadata), when the gate knows it."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -241,7 +243,10 @@ class HookRunner:
                 arguments = outcome.value
                 modified = True
                 admission = ToolAdmission(
-                    call=admission.call, side_effects=admission.side_effects, arguments=arguments
+                    call=admission.call,
+                    side_effects=admission.side_effects,
+                    arguments=arguments,
+                    tool=admission.tool,
                 )
         return Modify(dict(arguments)) if modified and isinstance(arguments, dict) else ALLOW
 

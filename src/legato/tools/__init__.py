@@ -6,7 +6,7 @@ from legato.tools._contract import Conditions, StateAccess, ToolContract
 from legato.tools._reconcile import Reconciled, Reconciler
 from legato.tools._results import to_content
 from legato.tools._schema import DocstringFormat, FunctionSchema, function_schema
-from legato.tools._tool import SideEffects, Tool, tool
+from legato.tools._tool import SideEffects, SinkKind, Tool, tool
 from legato.tools._toolset import Toolset, ToolSource, as_tool
 
 __all__ = [
@@ -19,6 +19,7 @@ __all__ = [
     "Reconciler",
     "RunScope",
     "SideEffects",
+    "SinkKind",
     "StateAccess",
     "Tool",
     "ToolCatalog",

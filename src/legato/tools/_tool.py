@@ -7,7 +7,7 @@ import inspect
 import re
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field, replace
-from typing import Any, Literal, TypeAlias, overload
+from typing import Any, Literal, TypeAlias, cast, overload
 
 from legato.exceptions import ToolArgumentsInvalid, ToolDefinitionError
 from legato.messages import JsonValue, ToolDefinition
@@ -16,11 +16,22 @@ from legato.tools._contract import Postcondition, Precondition, ToolContract, co
 from legato.tools._reconcile import Reconciler
 from legato.tools._schema import DocstringFormat, function_schema
 
-__all__ = ["SideEffects", "Tool", "tool"]
+__all__ = ["SideEffects", "SinkKind", "Tool", "tool"]
 
 SideEffects: TypeAlias = Literal["none", "idempotent", "irreversible"]
 """What calling a tool does to the world: `none` (read-only), `idempotent` (safe to
 repeat), `irreversible` (must happen at most once)."""
+
+SinkKind: TypeAlias = Literal[
+    "recipient", "account", "url", "path", "command", "credential", "text"
+]
+"""What a sink parameter decides: who a message or payment reaches (`recipient`,
+`account`), where data goes (`url`), what is written or deleted (`path`), what runs
+(`command`), a secret that is set (`credential`), or any other value (`text`)."""
+
+SINK_KINDS: frozenset[str] = frozenset(
+    ("recipient", "account", "url", "path", "command", "credential", "text")
+)
 
 _NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
 
@@ -70,9 +81,17 @@ class Tool:
     reconcile: Reconciler | None = field(default=None, repr=False)
     """For an irreversible tool: finds out whether a call whose outcome a crash left unknown
     took effect (`legato.tools.Reconciled`); without it, a person is asked."""
+    sinks: Mapping[str, SinkKind] = field(default_factory=lambda: {})
+    """Parameters whose values decide who or what a side effect reaches, by kind; the
+    injection defence checks where their values came from (`legato.injection`)."""
+    trusted_arguments: bool = False
+    """The tool's arguments cannot steer its effect anywhere harmful (it declares no sinks
+    on purpose); without this, a side-effecting tool with no sinks is refused when the
+    injection defence is on."""
 
     def __post_init__(self) -> None:
         _check_name(self.name)
+        _check_sinks(self.name, self.parameters, self.sinks)
         if self.max_retries < 0:
             msg = f"tool {self.name!r}: max_retries must be >= 0"
             raise ToolDefinitionError(msg)
@@ -99,6 +118,8 @@ class Tool:
         skip_self: bool = False,
         contract: ToolContract | None = None,
         reconcile: Reconciler | None = None,
+        sinks: Iterable[str] | Mapping[str, SinkKind] | None = None,
+        trusted_arguments: bool = False,
     ) -> Tool:
         """Build a tool from a function's signature, type hints and docstring.
 
@@ -124,6 +145,8 @@ class Tool:
             metadata=dict(metadata or {}),
             contract=contract,
             reconcile=reconcile,
+            sinks=_sink_map(sinks),
+            trusted_arguments=trusted_arguments,
         )
 
     @classmethod
@@ -142,6 +165,8 @@ class Tool:
         strict: bool | None = None,
         metadata: Mapping[str, JsonValue] | None = None,
         contract: ToolContract | None = None,
+        sinks: Iterable[str] | Mapping[str, SinkKind] | None = None,
+        trusted_arguments: bool = False,
     ) -> Tool:
         """Build a tool from a raw JSON schema and a callable (MCP servers, catalogs).
 
@@ -169,6 +194,8 @@ class Tool:
             strict=strict,
             metadata=dict(metadata or {}),
             contract=contract,
+            sinks=_sink_map(sinks),
+            trusted_arguments=trusted_arguments,
         )
 
     # -- use -----------------------------------------------------------------------------------------
@@ -211,6 +238,35 @@ class Tool:
             return self
         bound = self.function.__get__(instance, owner)
         return replace(self, function=bound, metadata={**self.metadata, "_method": False})
+
+
+def _check_sinks(name: str, parameters: Mapping[str, JsonValue], sinks: Mapping[str, str]) -> None:
+    """`ToolDefinitionError` for a sink naming no parameter, or of an unknown kind."""
+    props = parameters.get("properties")
+    known = set(props) if isinstance(props, dict) else set[str]()
+    for param, kind in sinks.items():
+        if param not in known:
+            msg = (
+                f"tool {name!r}: sink {param!r} is not a parameter "
+                f"(parameters: {', '.join(sorted(known)) or 'none'})"
+            )
+            raise ToolDefinitionError(msg)
+        if kind not in SINK_KINDS:
+            msg = f"tool {name!r}: sink {param!r} has unknown kind {kind!r} (kinds: {', '.join(sorted(SINK_KINDS))})"
+            raise ToolDefinitionError(msg)
+
+
+def _sink_map(sinks: Iterable[str] | Mapping[str, SinkKind] | None) -> dict[str, SinkKind]:
+    """Sinks given as a mapping (parameter -> kind) or as names (kind `text`)."""
+    if sinks is None:
+        return {}
+    if isinstance(sinks, Mapping):
+        given = cast("Mapping[str, SinkKind]", sinks)
+        return dict(given)
+    if isinstance(sinks, str):
+        return {sinks: "text"}
+    text: SinkKind = "text"
+    return dict.fromkeys(sinks, text)
 
 
 def _is_method_tool(t: Tool) -> bool:
@@ -295,6 +351,8 @@ def tool(
     writes: Iterable[str] | None = None,
     contract: ToolContract | None = None,
     reconcile: Reconciler | None = None,
+    sinks: Iterable[str] | Mapping[str, SinkKind] | None = None,
+    trusted_arguments: bool = False,
 ) -> Callable[[ToolFunction], Tool]: ...
 
 
@@ -316,6 +374,8 @@ def tool(
     writes: Iterable[str] | None = None,
     contract: ToolContract | None = None,
     reconcile: Reconciler | None = None,
+    sinks: Iterable[str] | Mapping[str, SinkKind] | None = None,
+    trusted_arguments: bool = False,
 ) -> Tool | Callable[[ToolFunction], Tool]:
     """Turn a function (sync or async) or a method into a `Tool`.
 
@@ -323,7 +383,9 @@ def tool(
     On a method defined in a class body, the tool binds to the instance it is read from.
     `requires`, `ensures`, `reads` and `writes` give the tool a contract over the run's
     verified state (or pass a ready `contract`; see `legato.contracts`). `reconcile` tells,
-    after a crash, whether an irreversible call that never finished took effect.
+    after a crash, whether an irreversible call that never finished took effect. `sinks` names the
+    parameters that decide where a side effect lands (`{"to": "recipient"}`, or names for
+    kind `text`); `trusted_arguments=True` says a side-effecting tool has none on purpose.
     """
     spec = conditions(requires=requires, ensures=ensures, reads=reads, writes=writes)
     if spec is not None and contract is not None:
@@ -347,6 +409,8 @@ def tool(
             skip_self=method,
             contract=tool_contract,
             reconcile=reconcile,
+            sinks=sinks,
+            trusted_arguments=trusted_arguments,
         )
 
     if function is not None:

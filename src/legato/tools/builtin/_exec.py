@@ -44,10 +44,13 @@ def exec_tools(runner: Runner, *, limits: Limits, interpreter: str | None = None
     timeout = limits.timeout + _GRACE
     hint = f"Runs {note}and stops after {limits.timeout:g} seconds."
     return [
-        Tool.from_function(shell, side_effects="irreversible", timeout=timeout).replace(
-            description=f"{shell.__doc__.splitlines()[0] if shell.__doc__ else ''} {hint}"
-        ),
-        Tool.from_function(python, side_effects="irreversible", timeout=timeout).replace(
-            description=f"{python.__doc__.splitlines()[0] if python.__doc__ else ''} {hint}"
-        ),
+        Tool.from_function(
+            shell,
+            side_effects="irreversible",
+            timeout=timeout,
+            sinks={"command": "command", "cwd": "path"},
+        ).replace(description=f"{shell.__doc__.splitlines()[0] if shell.__doc__ else ''} {hint}"),
+        Tool.from_function(
+            python, side_effects="irreversible", timeout=timeout, sinks={"code": "command"}
+        ).replace(description=f"{python.__doc__.splitlines()[0] if python.__doc__ else ''} {hint}"),
     ]

@@ -163,7 +163,9 @@ def _write(ws: Workspace, opts: FileToolOptions) -> Tool:
             rel = ws.write_bytes(path, data)
         return f"wrote {len(data)} bytes ({_line_count(content)} lines) to {rel}"
 
-    return Tool.from_function(write_file, side_effects="idempotent", timeout=30)
+    return Tool.from_function(
+        write_file, side_effects="idempotent", timeout=30, sinks={"path": "path"}
+    )
 
 
 def _edit(ws: Workspace, opts: FileToolOptions) -> Tool:
@@ -215,7 +217,9 @@ def _edit(ws: Workspace, opts: FileToolOptions) -> Tool:
         where = f"from line {first}" if count == 1 else f"{count} occurrences"
         return f"edited {rel}: replaced {where}"
 
-    return Tool.from_function(edit_file, side_effects="irreversible", timeout=30)
+    return Tool.from_function(
+        edit_file, side_effects="irreversible", timeout=30, sinks={"path": "path"}
+    )
 
 
 def _list(ws: Workspace, opts: FileToolOptions) -> Tool:

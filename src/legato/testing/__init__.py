@@ -30,7 +30,7 @@ from collections.abc import (
     Sequence,
 )
 from dataclasses import replace
-from typing import Any, TypeAlias, cast
+from typing import TYPE_CHECKING, Any, TypeAlias, cast
 
 from legato.exceptions import NetworkBlocked, UnknownModel
 from legato.messages import (
@@ -54,10 +54,16 @@ from legato.models import (
     ToolCallDelta,
 )
 
+if TYPE_CHECKING:
+    from legato.testing._gullible import GullibleModel, Obey, Step
+
 __all__ = [
     "FunctionModel",
+    "GullibleModel",
+    "Obey",
     "ScriptedModel",
     "ScriptedTurn",
+    "Step",
     "block_network",
     "call",
     "estimate_usage",
@@ -317,3 +323,13 @@ def block_network() -> Generator[None]:
         socket.socket.connect = original_connect
         socket.socket.connect_ex = original_connect_ex
         socket.getaddrinfo = original_getaddrinfo
+
+
+def __getattr__(name: str) -> Any:
+    # the obeying model lives in its own module (it builds on `_TestModel` above)
+    if name in ("GullibleModel", "Obey", "Step"):
+        from legato.testing import _gullible
+
+        return getattr(_gullible, name)
+    msg = f"module 'legato.testing' has no attribute {name!r}"
+    raise AttributeError(msg)

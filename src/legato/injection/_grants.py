@@ -1,0 +1,94 @@
+"""Capabilities of a run: which tools it may use and which values they may take.
+
+A `Grant` is fixed from the configuration and the user's request. Once the first
+untrusted result has arrived it can only narrow (`Grant.narrow`); a call outside it is
+asked, and the approval admits that one call, never the grant itself.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Iterable, Mapping
+from dataclasses import dataclass, field
+
+from legato.exceptions import PolicyError
+
+__all__ = ["Grant"]
+
+
+def _frozen(
+    values: Mapping[str, Mapping[str, Iterable[str]]],
+) -> dict[str, dict[str, tuple[str, ...]]]:
+    return {t: {a: tuple(v) for a, v in args.items()} for t, args in values.items()}
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Grant:
+    """What a run may do before anyone is asked.
+
+    Args:
+        tools: The side-effecting tools the run may call (None: every tool of the agent).
+        values: Per tool and argument, the values the user supplied (they count as
+            trusted; a side-effecting call with another value for a listed argument is asked).
+        from_data: Per tool, the sink arguments whose values may come from tool content
+            (the user asked for that: "pay the bill in my inbox"); such a value is asked,
+            not blocked.
+    """
+
+    tools: frozenset[str] | None = None
+    values: Mapping[str, Mapping[str, tuple[str, ...]]] = field(default_factory=lambda: {})
+    from_data: Mapping[str, frozenset[str]] = field(default_factory=lambda: {})
+
+    @classmethod
+    def of(
+        cls,
+        tools: Iterable[str] | None = None,
+        *,
+        values: Mapping[str, Mapping[str, Iterable[str]]] | None = None,
+        from_data: Mapping[str, Iterable[str]] | None = None,
+    ) -> Grant:
+        """A grant from plain collections."""
+        return cls(
+            tools=None if tools is None else frozenset(tools),
+            values=_frozen(values or {}),
+            from_data={t: frozenset(a) for t, a in (from_data or {}).items()},
+        )
+
+    def allows_tool(self, name: str) -> bool:
+        """Whether `name` is granted."""
+        return self.tools is None or name in self.tools
+
+    def narrow(self, *, tools: Collection[str]) -> Grant:
+        """This grant without the tools not in `tools` (never adds one)."""
+        kept = frozenset(tools) if self.tools is None else self.tools & frozenset(tools)
+        return Grant(tools=kept, values=self.values, from_data=self.from_data)
+
+    def check(self, known: Collection[str]) -> None:
+        """`PolicyError` for a grant naming a tool that is not one of `known`."""
+        named = set(self.tools or ()) | set(self.values) | set(self.from_data)
+        unknown = sorted(named - set(known))
+        if unknown:
+            msg = (
+                f"grant names unknown tool(s) {', '.join(unknown)}; "
+                f"tools: {', '.join(sorted(known)) or 'none'}"
+            )
+            raise PolicyError(msg)
+
+    def widens(self, other: Grant) -> bool:
+        """Whether `other` allows anything this grant does not.
+
+        That is a tool, a trusted value, or a sink whose value may come from data.
+        """
+        if other.tools is None:
+            wider_tools = self.tools is not None
+        else:
+            wider_tools = self.tools is not None and not other.tools <= self.tools
+        new_values = any(
+            not set(values) <= set(self.values.get(tool, {}).get(arg, ()))
+            for tool, args in other.values.items()
+            for arg, values in args.items()
+        )
+        new_data = any(
+            not args <= self.from_data.get(tool, frozenset())
+            for tool, args in other.from_data.items()
+        )
+        return wider_tools or new_values or new_data

@@ -1,0 +1,310 @@
+"""Typed, normalised matching of sink values against what entered a run.
+
+Content is indexed once, when it arrives (`ValueIndex.add`), so an admission check is a
+handful of dictionary lookups however large the context is. Every key is typed
+(`email:`, `url:`, `host:`, `acct:`, `phone:`, `tok:`) and normalised the same way on
+both sides:
+
+- text: NFKC, zero-width and soft-hyphen characters removed, common homoglyphs folded to
+  Latin, case folded; HTML entities and percent-escapes decoded (both forms indexed);
+  base64 runs that decode to text are indexed too (a value hidden in base64 is still
+  where it came from);
+- e-mail: `mailto:` and display names dropped, case folded, `+tag` removed;
+- URL: scheme and host lower-cased, IDNA applied, default port, user-info and trailing
+  slash dropped; the host is indexed on its own, so `https://bank.test@evil.test` is
+  matched as `evil.test`, never as `bank.test`;
+- account numbers (IBAN-shaped): spaces and dashes removed, case folded;
+- phone numbers: digits only (with a leading `+` kept as part of the value);
+- paths: `.`/`..` segments resolved, `./` dropped.
+
+Tokens shorter than `MIN_TOKEN` characters are never matched: "1", "yes" or "to" occur
+everywhere by chance.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import html
+import posixpath
+import re
+import unicodedata
+from collections.abc import Iterator
+from typing import Literal
+from urllib.parse import unquote, urlsplit
+
+__all__ = [
+    "MIN_TOKEN",
+    "Found",
+    "ValueIndex",
+    "clean_text",
+    "normalise_email",
+    "normalise_url",
+    "sink_keys",
+]
+
+MIN_TOKEN = 4
+"""Shorter tokens are too common to say where a value came from."""
+
+Found = Literal["trusted", "untrusted", "nowhere"]
+"""Where a value was seen: in some trusted source, only in untrusted ones, or in none."""
+
+_INVISIBLE = dict.fromkeys(
+    map(ord, "\u00ad\u180e\u200b\u200c\u200d\u200e\u200f\u2060\u2061\u2062\u2063\u2064\ufeff"),
+    None,
+)
+# letters that look Latin (Cyrillic, Greek) -> the Latin letter they imitate
+_HOMOGLYPHS = str.maketrans(
+    "аеорсухіјѕԁԛԝѵАВЕКМНОРСТХІЈЅαοτνкмтвн" + "ɑ",
+    "aeopcyxijsdqwvABEKMHOPCTXIJSaotvkmtbh" + "a",
+)
+
+_EMAIL = re.compile(r"(?<![\w.+-])[\w.+-]+@[\w-]+(?:\.[\w-]+)+")
+_URL = re.compile(r"(?:https?|ftp)://[^\s<>\"'`)\]}]+", re.IGNORECASE)
+_IBAN = re.compile(r"\b[a-z]{2}\d{2}(?:[ -]?[a-z0-9]{4}){2,7}(?:[ -]?[a-z0-9]{1,4})?\b")
+_PHONE = re.compile(r"(?<![\w+])\+?\d[\d ().-]{6,}\d(?!\w)")
+_DOMAIN = re.compile(r"^(?:[a-z0-9-]+\.)+[a-z]{2,}$")
+_B64 = re.compile(r"[A-Za-z0-9+/_-]{16,}={0,2}")
+_STRIP = "\"'`()[]{}<>,;:!?*“”‘’«»"  # quotes models and mail clients use
+_TRAILING = _STRIP + "."
+_QUOTES = "\"'`()[]{}<>,;“”‘’«»"  # quotes models and mail clients use
+
+
+def clean_text(text: str) -> str:
+    """NFKC, invisible characters removed, homoglyphs folded, case folded."""
+    folded = unicodedata.normalize("NFKC", text).translate(_INVISIBLE).translate(_HOMOGLYPHS)
+    return folded.casefold()
+
+
+def normalise_email(value: str) -> str | None:
+    """The comparable form of an e-mail address, or None if `value` is not one."""
+    text = clean_text(value).strip()
+    if "<" in text and text.endswith(">"):
+        text = text[text.rindex("<") + 1 : -1]
+    text = text.removeprefix("mailto:").strip(_TRAILING)
+    match = _EMAIL.fullmatch(text)
+    if match is None:
+        return None
+    local, _, domain = text.rpartition("@")
+    local = local.split("+", 1)[0]
+    return f"{local}@{_idna(domain)}"
+
+
+def normalise_url(value: str) -> tuple[str, str] | None:
+    """The comparable `(url, host)` of a URL, or None if `value` has no host."""
+    text = clean_text(value).strip().strip(_STRIP)
+    if "://" not in text:
+        if not _DOMAIN.match(text.split("/", 1)[0]):
+            return None
+        text = "https://" + text
+    try:
+        parts = urlsplit(text)
+        port = parts.port
+    except ValueError:
+        return None
+    host = _idna(parts.hostname or "")
+    if not host:
+        return None
+    scheme = "https" if parts.scheme in ("http", "https") else parts.scheme
+    default = {"http": 80, "https": 443, "ftp": 21}.get(parts.scheme)
+    netloc = host if port is None or port == default else f"{host}:{port}"
+    path = unquote(parts.path).rstrip("/")
+    query = f"?{unquote(parts.query)}" if parts.query else ""
+    return f"{scheme}://{netloc}{path}{query}", host
+
+
+def _idna(host: str) -> str:
+    host = host.strip(".")
+    try:
+        return host.encode("idna").decode("ascii")
+    except UnicodeError:
+        return host
+
+
+def _path(token: str) -> str:
+    normal = posixpath.normpath(token)
+    return normal.removeprefix("./")
+
+
+def _compact(value: str) -> str:
+    return re.sub(r"[\s-]", "", value)
+
+
+def _tokens(text: str) -> Iterator[str]:
+    for raw in set(text.split()):
+        token = raw.strip(_STRIP).rstrip(".")
+        if len(token) >= MIN_TOKEN:
+            yield token
+        light = raw.strip(_QUOTES).rstrip(".")  # keeps a final "!" or "?" a secret may end in
+        if light != token and len(light) >= MIN_TOKEN:
+            yield light
+
+
+def content_keys(text: str) -> set[str]:
+    """Every typed key `text` supplies (what an index records for it)."""
+    keys: set[str] = set()
+    base = clean_text(text)
+    variants = {base, html.unescape(base), unquote(base)}
+    for variant in variants:
+        _typed_keys(variant, keys)
+    for blob in _B64.findall(text):
+        decoded = _decode_b64(blob)
+        if decoded is not None:
+            _typed_keys(clean_text(decoded), keys)
+    return keys
+
+
+def _typed_keys(text: str, keys: set[str]) -> None:
+    for match in _EMAIL.finditer(text):
+        email = normalise_email(match.group(0))
+        if email is not None:
+            keys.add(f"email:{email}")
+            keys.add(f"host:{email.rpartition('@')[2]}")
+    for match in _URL.finditer(text):
+        url = normalise_url(match.group(0).rstrip(_TRAILING))
+        if url is not None:
+            keys.add(f"url:{url[0]}")
+            keys.add(f"host:{url[1]}")
+    for match in _IBAN.finditer(text):
+        keys.add(f"acct:{_compact(match.group(0))}")
+    for match in _PHONE.finditer(text):
+        keys.add(f"phone:{_phone(match.group(0))}")
+    tokens = set(_tokens(text))
+    keys.update(["tok:" + t for t in tokens])
+    for token in tokens:
+        if "/" in token:
+            keys.add(f"tok:{_path(token)}")
+        if "." not in token:
+            continue
+        if _DOMAIN.match(token):
+            keys.add(f"host:{_idna(token)}")
+        elif "://" not in token and "@" not in token and _DOMAIN.match(token.split("/", 1)[0]):
+            url = normalise_url(token)  # a bare `host/path` the user typed
+            if url is not None:
+                keys.add(f"url:{url[0]}")
+                keys.add(f"host:{url[1]}")
+
+
+def _phone(value: str) -> str:
+    digits = re.sub(r"\D", "", value)
+    return ("+" if value.strip().startswith("+") else "") + digits
+
+
+def _decode_b64(blob: str) -> str | None:
+    padded = blob + "=" * (-len(blob) % 4)
+    try:
+        data = base64.b64decode(padded, altchars=b"-_" if "-" in blob or "_" in blob else None)
+        text = data.decode("utf-8")
+    except (binascii.Error, ValueError):
+        return None
+    printable = sum(ch.isprintable() or ch.isspace() for ch in text)
+    return text if text and printable == len(text) else None
+
+
+def sink_keys(value: str, kind: str) -> list[list[str]]:
+    """The keys a sink value is looked up by: a list of atoms, each a list of alternatives.
+
+    An atom is found where any of its alternatives is (the first, most exact, wins); a
+    value of several atoms (a command, a free-text sink) is judged on every atom.
+    """
+    text = clean_text(value).strip()
+    if not text:
+        return []
+    match kind:
+        case "recipient":
+            email = normalise_email(text)
+            if email is not None:
+                return [[f"email:{email}"]]
+            if _PHONE.fullmatch(text):
+                return [[f"phone:{_phone(text)}"]]
+            return _word_atoms(text)
+        case "account":
+            if _IBAN.fullmatch(text) or len(_compact(text)) >= MIN_TOKEN:
+                return [[f"acct:{_compact(text)}", f"tok:{_compact(text)}"]]
+            return []
+        case "url":
+            url = normalise_url(text)
+            if url is None:
+                return _word_atoms(text)
+            return [[f"url:{url[0]}", f"host:{url[1]}"]]
+        case "path":
+            path = _path(text)
+            return [[f"tok:{path}", f"tok:{text}"]] if len(path) >= MIN_TOKEN else []
+        case "credential":
+            if any(ch.isspace() for ch in text):
+                return _word_atoms(text)
+            return [[f"tok:{text}"]] if len(text) >= MIN_TOKEN else []
+        case _:
+            return _word_atoms(text)
+
+
+def _word_atoms(text: str) -> list[list[str]]:
+    atoms: list[list[str]] = []
+    for match in _EMAIL.finditer(text):
+        email = normalise_email(match.group(0))
+        if email is not None:
+            atoms.append([f"email:{email}"])
+    for match in _URL.finditer(text):
+        url = normalise_url(match.group(0).rstrip(_TRAILING))
+        if url is not None:
+            atoms.append([f"url:{url[0]}", f"host:{url[1]}"])
+    for token in set(_tokens(text)):
+        if "/" in token:
+            atoms.append(["tok:" + token, "tok:" + _path(token)])
+        elif "." in token and _DOMAIN.match(token):  # a bare domain (half of an address)
+            atoms.append(["tok:" + token, "host:" + _idna(token)])
+        else:
+            atoms.append(["tok:" + token])
+    return atoms
+
+
+class ValueIndex:
+    """Where each normalised value was seen: trusted sources, and the first untrusted one."""
+
+    def __init__(self) -> None:
+        self._trusted: set[str] = set()
+        self._untrusted: dict[str, str] = {}
+        """Key -> the id of the first untrusted source it came from."""
+
+    def add(self, text: str, *, source: str, trusted: bool) -> None:
+        """Record the values in `text`, which came from `source`."""
+        keys = content_keys(text)
+        if trusted:
+            self._trusted |= keys
+            return
+        for key in keys:
+            self._untrusted.setdefault(key, source)
+
+    def find(self, alternatives: list[str]) -> tuple[Found, str | None]:
+        """Where an atom was seen, and the untrusted source when that is the only place."""
+        for key in alternatives:
+            if key in self._trusted:
+                return "trusted", None
+            source = self._untrusted.get(key)
+            if source is not None:
+                return "untrusted", source
+        return "nowhere", None
+
+    def find_all(self, atoms: list[list[str]]) -> tuple[Found, str | None]:
+        """Where a value of several atoms was seen.
+
+        Untrusted if any atom was only there, trusted if every atom was in a trusted
+        source, else nowhere.
+        """
+        trusted, untrusted = self._trusted, self._untrusted
+        found: Found = "trusted" if atoms else "nowhere"
+        for alternatives in atoms:
+            where: Found = "nowhere"
+            for key in alternatives:
+                if key in trusted:
+                    where = "trusted"
+                    break
+                source = untrusted.get(key)
+                if source is not None:
+                    return "untrusted", source
+            if where == "nowhere":
+                found = "nowhere"
+        return found, None
+
+    def __len__(self) -> int:
+        return len(self._trusted) + len(self._untrusted)
