@@ -27,6 +27,7 @@ from typing import Any
 import pytest
 from sandbox_helpers import Scene, children_of_this_process, processes_with
 
+import legato.sandbox._runner as runner_module
 from legato.exceptions import ToolError
 from legato.sandbox import Limits, SandboxKind, Workspace
 from legato.tools import RunContext, Tool, Toolset
@@ -392,11 +393,13 @@ async def test_escape_corpus(tmp_path: Path, capsys: pytest.CaptureFixture[str])
 
 
 async def test_escape_corpus_twin_without_protection(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """With the protections off the same attacks get through: the corpus can fail."""
     if os.geteuid() != 0:
         pytest.skip("reading /etc/shadow unprotected needs root")
+    # sandbox="none" reaps every descendant now; its twin runs without the subreaper
+    monkeypatch.setattr(runner_module, "_REAP_TREE", False)
 
     def naive(scene: Scene) -> Call:
         return NaiveTools(scene.root)

@@ -6,7 +6,10 @@ private `/tmp`, its own PID, IPC, UTS and network namespaces (no network unless 
 a user namespace with every capability dropped, and no other part of the host file system:
 home directories and anything planted beside the workspace are simply not there. When the
 command's main process exits, the PID namespace ends and every process it left behind is
-killed with it.
+killed with it. A seccomp filter refuses set-user-id and set-group-id bits on any file
+(`legato.sandbox._seccomp`): as root, the files a command writes belong to the host's root.
+The private `/tmp` is a tmpfs of bounded size, and the call's memory and task count are
+bounded together by a cgroup where the host allows one (`legato.sandbox._cgroup`).
 """
 
 from __future__ import annotations
@@ -16,14 +19,18 @@ import importlib
 import logging
 import os
 import shutil
+import signal
 import sys
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Literal, Protocol, TypeAlias, runtime_checkable
 
 from legato.exceptions import ConfigurationError, SandboxUnavailable
-from legato.sandbox._limits import Limits, PidsCgroup, prlimit_prefix, rlimit_setter
+from legato.sandbox._cgroup import CallCgroup
+from legato.sandbox._limits import Limits, prlimit_prefix, rlimit_setter
 from legato.sandbox._process import CommandResult, execute
+from legato.sandbox._reaper import reaped
+from legato.sandbox._seccomp import setid_filter
 from legato.sandbox._workspace import Workspace
 
 __all__ = [
@@ -71,6 +78,13 @@ _RESOLVER_PATHS = ("/run/systemd/resolve", "/run/resolvconf")
 """Where `/etc/resolv.conf` often points; mounted when the network is granted."""
 
 _PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+
+_SETID_FILTER = True
+"""Load the seccomp filter that refuses set-id bits (tests turn it off for their twin)."""
+_CALL_CGROUP = True
+"""Bound each call's memory with a cgroup where possible (tests turn it off for their twin)."""
+_REAP_TREE = True
+"""`sandbox="none"`: kill every descendant, not just the process group (off in twins)."""
 
 
 @runtime_checkable
@@ -189,8 +203,19 @@ class BubblewrapRunner:
         """The default limits."""
         return self._limits
 
-    def command_line(self, argv: Sequence[str], *, cwd: str = ".") -> list[str]:
-        """The full bubblewrap command line for `argv` (without resource limits)."""
+    def command_line(
+        self,
+        argv: Sequence[str],
+        *,
+        cwd: str = ".",
+        tmp_bytes: int | None = None,
+        seccomp_fd: int | None = None,
+    ) -> list[str]:
+        """The full bubblewrap command line for `argv` (without per-process limits).
+
+        `tmp_bytes` sizes the private `/tmp` and `/var/tmp`; `seccomp_fd` is a descriptor the
+        child inherits holding the set-id filter.
+        """
         root = str(self._ws.root)
         workdir = str(self._ws.resolve(cwd))
         args = [self._bwrap, "--die-with-parent", "--new-session", "--unshare-all"]
@@ -205,8 +230,13 @@ class BubblewrapRunner:
             if Path(path).exists():
                 args += ["--ro-bind", path, path]
         args += _hide(self._hidden)
-        args += ["--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp", "--tmpfs", "/var/tmp"]
-        args += ["--bind", root, root, "--chdir", workdir, "--hostname", "sandbox", "--"]
+        args += ["--dev", "/dev", "--proc", "/proc"]
+        for tmp in ("/tmp", "/var/tmp"):
+            args += [*(["--size", str(tmp_bytes)] if tmp_bytes is not None else []), "--tmpfs", tmp]
+        args += ["--bind", root, root, "--chdir", workdir, "--hostname", "sandbox"]
+        if seccomp_fd is not None:
+            args += ["--seccomp", str(seccomp_fd)]
+        args.append("--")
         return [*args, *argv]
 
     async def run(
@@ -230,21 +260,22 @@ class BubblewrapRunner:
         if not self._probed:
             await self._probe()
         prefix = prlimit_prefix(lim)
-        command = self.command_line([*(prefix or []), *argv], cwd=cwd)
         setters: list[Callable[[], None]] = []
         if prefix is None:
             setters.append(rlimit_setter(lim))
-        cgroup = None
-        if lim.max_processes is not None and os.geteuid() == 0:
-            cgroup = PidsCgroup.create(lim.max_processes + 4)  # + bwrap, its init, prlimit
-            if cgroup is None:
-                _log.warning(
-                    "running as root without a writable pids cgroup: max_processes=%d "
-                    "cannot be enforced (the kernel exempts root from RLIMIT_NPROC)",
-                    lim.max_processes,
-                )
-            else:
-                command = cgroup.entering(command)
+        program = setid_filter() if _SETID_FILTER else None
+        if program is None and _SETID_FILTER and os.geteuid() == 0:
+            _log.warning(
+                "no set-id seccomp filter for this architecture: as root, a sandboxed command "
+                "can leave a root-owned set-id file in the workspace"
+            )
+        seccomp_fd = _sealed(program) if program is not None else None
+        command = self.command_line(
+            [*(prefix or []), *argv], cwd=cwd, tmp_bytes=lim.tmp_bytes, seccomp_fd=seccomp_fd
+        )
+        cgroup = self._cgroup(lim)
+        if cgroup is not None:
+            command = cgroup.entering(command)
         try:
             return await execute(
                 command,
@@ -255,10 +286,38 @@ class BubblewrapRunner:
                 output_bytes=lim.output_bytes,
                 preexec_fn=_chain(setters),
                 sandbox="bwrap",
+                pass_fds=() if seccomp_fd is None else (seccomp_fd,),
             )
         finally:
+            if seccomp_fd is not None:
+                os.close(seccomp_fd)
             if cgroup is not None:
                 await asyncio.to_thread(cgroup.close)
+
+    def _cgroup(self, lim: Limits) -> CallCgroup | None:
+        """The call's cgroup: memory for everyone, tasks for root; downgrades are logged."""
+        root = os.geteuid() == 0
+        memory = lim.memory_bytes if _CALL_CGROUP else None
+        tasks = lim.max_processes + 4 if root and lim.max_processes is not None else None
+        # + 4: bwrap, its init, prlimit and the shell that joins the group
+        if memory is None and tasks is None:
+            return None
+        cgroup = CallCgroup.create(memory_bytes=memory, max_tasks=tasks)
+        enforced_memory = cgroup is not None and cgroup.memory
+        enforced_tasks = cgroup is not None and cgroup.pids_limited
+        if memory is not None and not enforced_memory:
+            _log.warning(
+                "no writable memory cgroup: memory_bytes=%d is enforced per process "
+                "(RLIMIT_AS), not for the whole call",
+                memory,
+            )
+        if tasks is not None and not enforced_tasks:
+            _log.warning(
+                "running as root without a writable pids cgroup: max_processes=%d "
+                "cannot be enforced (the kernel exempts root from RLIMIT_NPROC)",
+                lim.max_processes,
+            )
+        return cgroup
 
     async def _probe(self) -> None:
         """Start a trivial sandbox once, so setup failures are reported as such."""
@@ -286,7 +345,9 @@ class BubblewrapRunner:
 class UnsandboxedRunner:
     """Runs commands directly on the host: no isolation and no resource limits.
 
-    Only the timeout (with a process-group kill) and the output cap apply. Creating one
+    Only the timeout and the output cap apply. Commands run under a subreaper
+    (`legato.sandbox._reaper`), so that on every way out — exit, timeout, output cap,
+    cancellation — every descendant is killed, including those that left the process group. Creating one
     logs a warning; choose it explicitly with `sandbox="none"`.
     """
 
@@ -336,13 +397,14 @@ class UnsandboxedRunner:
             raise ConfigurationError(msg)
         lim = limits or self._limits
         return await execute(
-            list(argv),
+            reaped(argv) if _REAP_TREE else list(argv),
             cwd=str(self._ws.resolve(cwd)),
             env=_base_env(str(self._ws.root), self._env),
             stdin=stdin,
             time_limit=lim.timeout,
             output_bytes=lim.output_bytes,
             sandbox="none",
+            stop_signal=signal.SIGTERM if _REAP_TREE else None,
         )
 
 
@@ -401,6 +463,14 @@ def _hide(paths: Sequence[str]) -> list[str]:
         else:
             args += ["--ro-bind", "/dev/null", path]
     return args
+
+
+def _sealed(program: bytes) -> int:
+    """A descriptor holding `program`, read from its start (bubblewrap reads it to the end)."""
+    fd = os.memfd_create("legato-seccomp", os.MFD_CLOEXEC)
+    os.write(fd, program)
+    os.lseek(fd, 0, os.SEEK_SET)
+    return fd
 
 
 def _chain(setters: Sequence[Callable[[], None]]) -> Callable[[], None] | None:
