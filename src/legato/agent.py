@@ -84,6 +84,10 @@ class AgentOptions(TypedDict, total=False):
     """When and how to compact the conversation (see `legato.context`)."""
     memory: Memory | None
     """Long-term memory: recall into the instructions and memory tools."""
+    isolate_irreversible: bool
+    """Run irreversible sync tools that leave `isolation` unset in a worker process that is
+    killed on cancellation or timeout (default False: a thread, whose effect may land after
+    the call was abandoned). See `Tool.isolation`."""
 
 
 class RunOptions(TypedDict, total=False):
@@ -189,6 +193,8 @@ class Agent(Generic[OutputT]):
         self._output = cast(OutputSchema[OutputT], OutputSchema.build(output_type, output_mode))
         tools = options.get("tools", ())
         loose = [t for t in tools if isinstance(t, Tool) or not isinstance(t, ToolSource)]
+        if options.get("isolate_irreversible", False):
+            loose = [t.isolated_if_irreversible() if isinstance(t, Tool) else t for t in loose]
         sources = [t for t in tools if not isinstance(t, Tool) and isinstance(t, ToolSource)]
         self.toolset = Toolset(loose, name=f"{name}-tools")
         self.tool_sources: list[ToolSource] = [self.toolset, *sources]

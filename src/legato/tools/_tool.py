@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import inspect
 import re
 from collections.abc import Callable, Iterable, Mapping
@@ -13,6 +12,7 @@ from legato.exceptions import ToolArgumentsInvalid, ToolDefinitionError
 from legato.messages import JsonValue, ToolDefinition
 from legato.tools._context import RunContext
 from legato.tools._contract import Postcondition, Precondition, ToolContract, conditions
+from legato.tools._isolation import Isolation, call_in_process, call_in_thread, check_isolatable
 from legato.tools._schema import DocstringFormat, function_schema
 
 __all__ = ["SideEffects", "Tool", "tool"]
@@ -66,6 +66,12 @@ class Tool:
     metadata: Mapping[str, JsonValue] = field(default_factory=lambda: {})
     contract: ToolContract | None = None
     """Pre/postconditions over the run's verified state (see `legato.contracts`)."""
+    isolation: Isolation | None = None
+    """Where a sync function runs: `thread` (cannot be stopped: a cancelled or timed-out
+    call's effect may still land) or `process` (a worker process killed on cancellation or
+    timeout; arguments and results cross by value). `None`: the agent's default, which is
+    `thread` unless the agent was made with `isolate_irreversible=True` and the tool is
+    irreversible. Async functions run in the event loop and are cancelled there."""
 
     def __post_init__(self) -> None:
         _check_name(self.name)
@@ -74,6 +80,16 @@ class Tool:
             raise ToolDefinitionError(msg)
         if self.timeout is not None and self.timeout <= 0:
             msg = f"tool {self.name!r}: timeout must be positive"
+            raise ToolDefinitionError(msg)
+        if self.isolation == "process":
+            check_isolatable(
+                self.name,
+                self.function,
+                context_parameter=self.context_parameter,
+                is_async=_is_async(self.function),
+            )
+        elif self.isolation not in ("thread", None):
+            msg = f"tool {self.name!r}: isolation must be 'thread' or 'process'"
             raise ToolDefinitionError(msg)
 
     # -- construction -----------------------------------------------------------------------------
@@ -94,6 +110,7 @@ class Tool:
         metadata: Mapping[str, JsonValue] | None = None,
         skip_self: bool = False,
         contract: ToolContract | None = None,
+        isolation: Isolation | None = None,
     ) -> Tool:
         """Build a tool from a function's signature, type hints and docstring.
 
@@ -118,6 +135,7 @@ class Tool:
             strict=strict,
             metadata=dict(metadata or {}),
             contract=contract,
+            isolation=isolation,
         )
 
     @classmethod
@@ -184,13 +202,19 @@ class Tool:
         return self.validator(arguments)
 
     async def invoke(self, arguments: Mapping[str, Any], ctx: RunContext[Any]) -> Any:
-        """Call the function with validated arguments; sync functions run in a worker thread."""
+        """Call the function with validated arguments.
+
+        Sync functions run on a daemon thread, or in a worker process with
+        `isolation="process"` (see `legato.tools._isolation`).
+        """
         kwargs = dict(arguments)
         if self.context_parameter is not None:
             kwargs[self.context_parameter] = ctx
         if _is_async(self.function):
             return await self.function(**kwargs)
-        result = await asyncio.to_thread(self.function, **kwargs)
+        if self.isolation == "process":
+            return await call_in_process(self.name, self.function, kwargs)
+        result = await call_in_thread(self.function, kwargs)
         if inspect.isawaitable(result):
             return await result
         return result
@@ -198,6 +222,23 @@ class Tool:
     def replace(self, **changes: Any) -> Tool:
         """A copy with some fields changed (name, description, side_effects, ...)."""
         return replace(self, **changes)
+
+    def isolated_if_irreversible(self) -> Tool:
+        """This tool, in a worker process if it is an irreversible sync tool left to the default.
+
+        What `Agent(isolate_irreversible=True)` applies to its tools.
+
+        Raises:
+            ToolDefinitionError: the tool is such a tool and cannot cross into a process
+                (a lambda, a local function, a method, or it takes the `RunContext`).
+        """
+        if (
+            self.side_effects != "irreversible"
+            or self.isolation is not None
+            or _is_async(self.function)
+        ):
+            return self
+        return replace(self, isolation="process")
 
     def __get__(self, instance: object, owner: type | None = None) -> Tool:
         """Bind a tool defined on a class to the instance it is read from."""
@@ -288,6 +329,7 @@ def tool(
     reads: Iterable[str] | None = None,
     writes: Iterable[str] | None = None,
     contract: ToolContract | None = None,
+    isolation: Isolation | None = None,
 ) -> Callable[[ToolFunction], Tool]: ...
 
 
@@ -308,6 +350,7 @@ def tool(
     reads: Iterable[str] | None = None,
     writes: Iterable[str] | None = None,
     contract: ToolContract | None = None,
+    isolation: Isolation | None = None,
 ) -> Tool | Callable[[ToolFunction], Tool]:
     """Turn a function (sync or async) or a method into a `Tool`.
 
@@ -315,6 +358,8 @@ def tool(
     On a method defined in a class body, the tool binds to the instance it is read from.
     `requires`, `ensures`, `reads` and `writes` give the tool a contract over the run's
     verified state (or pass a ready `contract`; see `legato.contracts`).
+    `isolation="process"` runs a sync function in a worker process that is killed when the
+    call is cancelled or times out (see `Tool.isolation`).
     """
     spec = conditions(requires=requires, ensures=ensures, reads=reads, writes=writes)
     if spec is not None and contract is not None:
@@ -337,6 +382,7 @@ def tool(
             metadata={"_method": True} if method else None,
             skip_self=method,
             contract=tool_contract,
+            isolation=isolation,
         )
 
     if function is not None:
