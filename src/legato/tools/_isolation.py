@@ -198,7 +198,7 @@ async def call_in_process(name: str, function: Callable[..., Any], kwargs: dict[
     except Exception as exc:
         msg = f'tool {name!r} (isolation="process"): its arguments cannot be pickled: {exc}'
         raise ToolIsolationError(msg) from exc
-    worker = _POOL.take() or await asyncio.to_thread(_Worker)
+    worker = _POOL.take() or await _spawn()
     finished = False
     try:
         worker.conn.send_bytes(payload)
@@ -215,6 +215,21 @@ async def call_in_process(name: str, function: Callable[..., Any], kwargs: dict[
         raise value
     msg = f'tool {name!r} (isolation="process"): {value}'
     raise ToolIsolationError(msg)
+
+
+async def _spawn() -> _Worker:
+    """A new worker; one still starting when the call is abandoned goes to the pool."""
+    starting = asyncio.ensure_future(asyncio.to_thread(_Worker))
+    try:
+        return await asyncio.shield(starting)
+    except asyncio.CancelledError:
+
+        def keep(done: asyncio.Future[_Worker]) -> None:
+            if not done.cancelled() and done.exception() is None:
+                _POOL.give_back(done.result())
+
+        starting.add_done_callback(keep)
+        raise
 
 
 async def _reply(worker: _Worker) -> tuple[str, Any]:
