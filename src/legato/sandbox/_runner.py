@@ -166,7 +166,17 @@ class BubblewrapRunner:
         SandboxUnavailable: bubblewrap is not installed.
     """
 
-    __slots__ = ("_bwrap", "_env", "_hidden", "_limits", "_network", "_probed", "_ro", "_ws")
+    __slots__ = (
+        "_bwrap",
+        "_env",
+        "_hidden",
+        "_limits",
+        "_network",
+        "_probed",
+        "_ro",
+        "_warned",
+        "_ws",
+    )
 
     def __init__(
         self,
@@ -187,6 +197,8 @@ class BubblewrapRunner:
         self._hidden = tuple(hidden_paths)
         self._env = dict(env or {})
         self._probed = False
+        self._warned: set[str] = set()
+        """Downgrades already logged by this runner (each is logged once)."""
 
     @property
     def kind(self) -> SandboxKind:
@@ -264,7 +276,7 @@ class BubblewrapRunner:
         if prefix is None:
             setters.append(rlimit_setter(lim))
         program = setid_filter() if _SETID_FILTER else None
-        if program is None and _SETID_FILTER and os.geteuid() == 0:
+        if program is None and _SETID_FILTER and os.geteuid() == 0 and self._first("setid"):
             _log.warning(
                 "no set-id seccomp filter for this architecture: as root, a sandboxed command "
                 "can leave a root-owned set-id file in the workspace"
@@ -294,6 +306,12 @@ class BubblewrapRunner:
             if cgroup is not None:
                 await asyncio.to_thread(cgroup.close)
 
+    def _first(self, downgrade: str) -> bool:
+        """True the first time this runner meets `downgrade` (it is logged once)."""
+        first = downgrade not in self._warned
+        self._warned.add(downgrade)
+        return first
+
     def _cgroup(self, lim: Limits) -> CallCgroup | None:
         """The call's cgroup: memory for everyone, tasks for root; downgrades are logged."""
         root = os.geteuid() == 0
@@ -305,13 +323,13 @@ class BubblewrapRunner:
         cgroup = CallCgroup.create(memory_bytes=memory, max_tasks=tasks)
         enforced_memory = cgroup is not None and cgroup.memory
         enforced_tasks = cgroup is not None and cgroup.pids_limited
-        if memory is not None and not enforced_memory:
+        if memory is not None and not enforced_memory and self._first("memory"):
             _log.warning(
                 "no writable memory cgroup: memory_bytes=%d is enforced per process "
                 "(RLIMIT_AS), not for the whole call",
                 memory,
             )
-        if tasks is not None and not enforced_tasks:
+        if tasks is not None and not enforced_tasks and self._first("pids"):
             _log.warning(
                 "running as root without a writable pids cgroup: max_processes=%d "
                 "cannot be enforced (the kernel exempts root from RLIMIT_NPROC)",
