@@ -26,18 +26,18 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import contextvars
-import multiprocessing
 import os
-import pickle
 import signal
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
-from multiprocessing.connection import Connection
-from multiprocessing.process import BaseProcess
-from typing import Any, Literal, TypeAlias
+from typing import TYPE_CHECKING, Any, Literal, TypeAlias
 
 from legato.exceptions import ToolDefinitionError, ToolIsolationError
+
+if TYPE_CHECKING:  # multiprocessing and pickle load only when a worker is needed
+    from multiprocessing.connection import Connection
+    from multiprocessing.process import BaseProcess
 
 __all__ = [
     "Isolation",
@@ -108,6 +108,8 @@ def _resolve(ref: _FunctionRef) -> Callable[..., Any]:
 
 def _serve(conn: Connection) -> None:
     """A worker's main loop: one call at a time until the parent closes the pipe."""
+    import pickle
+
     os.setsid()  # its own process group, killed with it
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is for the run to handle
     while True:
@@ -134,6 +136,8 @@ class _Worker:
     __slots__ = ("conn", "process")
 
     def __init__(self) -> None:
+        import multiprocessing
+
         context = multiprocessing.get_context("spawn")
         parent, child = context.Pipe(duplex=True)
         self.process: BaseProcess = context.Process(
@@ -193,6 +197,8 @@ async def call_in_process(name: str, function: Callable[..., Any], kwargs: dict[
         ToolIsolationError: the arguments or the result cannot cross by value, or the worker
             died (killed by the OOM killer, `os._exit`, a crash).
     """
+    import pickle
+
     try:
         payload = pickle.dumps((_ref(function), kwargs))
     except Exception as exc:
@@ -233,6 +239,8 @@ async def _spawn() -> _Worker:
 
 
 async def _reply(worker: _Worker) -> tuple[str, Any]:
+    import pickle
+
     loop = asyncio.get_running_loop()
     ready: asyncio.Future[None] = loop.create_future()
 
