@@ -85,9 +85,9 @@ class AgentOptions(TypedDict, total=False):
     memory: Memory | None
     """Long-term memory: recall into the instructions and memory tools."""
     isolate_irreversible: bool
-    """Run irreversible sync tools that leave `isolation` unset in a worker process that is
-    killed on cancellation or timeout (default False: a thread, whose effect may land after
-    the call was abandoned). See `Tool.isolation`."""
+    """Run irreversible sync tools that leave `isolation` unset (given directly or in a
+    `Toolset`) in a worker process that is killed on cancellation or timeout (default False:
+    a thread, whose effect may land after the call was abandoned). See `Tool.isolation`."""
 
 
 class RunOptions(TypedDict, total=False):
@@ -193,9 +193,15 @@ class Agent(Generic[OutputT]):
         self._output = cast(OutputSchema[OutputT], OutputSchema.build(output_type, output_mode))
         tools = options.get("tools", ())
         loose = [t for t in tools if isinstance(t, Tool) or not isinstance(t, ToolSource)]
+        sources = [t for t in tools if not isinstance(t, Tool) and isinstance(t, ToolSource)]
         if options.get("isolate_irreversible", False):
             loose = [t.isolated_if_irreversible() if isinstance(t, Tool) else t for t in loose]
-        sources = [t for t in tools if not isinstance(t, Tool) and isinstance(t, ToolSource)]
+            sources = [
+                Toolset([t.isolated_if_irreversible() for t in s], name=s.name)
+                if isinstance(s, Toolset)
+                else s
+                for s in sources
+            ]
         self.toolset = Toolset(loose, name=f"{name}-tools")
         self.tool_sources: list[ToolSource] = [self.toolset, *sources]
         self.store = options.get("store")

@@ -22,7 +22,7 @@ from isolated_tools import (
     unpicklable_result,
 )
 
-from legato import Agent, RunContext, Tool, tool
+from legato import Agent, RunContext, Tool, Toolset, tool
 from legato.events import ToolCallFinished
 from legato.exceptions import (
     RunCancelled,
@@ -208,3 +208,8 @@ def test_agent_default_refuses_an_irreversible_tool_that_cannot_cross() -> None:
     agent = Agent(ScriptedModel(["x"]), tools=[explicitly_threaded], isolate_irreversible=True)
     kept = agent.toolset.get("explicitly_threaded")
     assert kept is not None and kept.isolation == "thread"
+    grouped = Agent(
+        ScriptedModel(["x"]), tools=[Toolset([transfer_by_default])], isolate_irreversible=True
+    )
+    isolated = [t for s in grouped.tool_sources if isinstance(s, Toolset) for t in s]
+    assert [t.isolation for t in isolated if t.name == "transfer_by_default"] == ["process"]
