@@ -30,6 +30,8 @@ import threading
 from collections.abc import AsyncIterator, Callable, Coroutine, Generator, Iterator
 from typing import Any, Generic, TypeVar, cast
 
+from legato.exceptions import RunCancelled
+
 __all__ = ["iterate_sync", "run_sync"]
 
 T = TypeVar("T")
@@ -116,12 +118,14 @@ def _running_loop() -> asyncio.AbstractEventLoop | None:
 class _Call(Generic[T]):
     """One coroutine submitted to a loop in another thread: its future, and its cancel."""
 
-    __slots__ = ("_lock", "_loop", "_requested", "_task", "future")
+    __slots__ = ("_lock", "_loop", "_requested", "_task", "future", "reason")
 
     def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
         self._loop = loop
         self._task: asyncio.Task[T] | None = None
         self._requested = False
+        self.reason: str | None = None
+        """Why another thread cancelled the call (None: not cancelled from elsewhere)."""
         self._lock = threading.Lock()
         self.future: concurrent.futures.Future[T] = concurrent.futures.Future()
 
@@ -131,7 +135,7 @@ class _Call(Generic[T]):
             self._task = task
             return not self._requested
 
-    def cancel(self) -> None:
+    def cancel(self, reason: str | None = None) -> None:
         """Cancel the task on its loop (or before it starts), from any thread.
 
         `Future.cancel()` cannot do this: a future whose work began is RUNNING, and
@@ -139,6 +143,7 @@ class _Call(Generic[T]):
         """
         with self._lock:
             self._requested = True
+            self.reason = reason
             task = self._task
         if task is not None:
             with contextlib.suppress(RuntimeError):  # the loop closed meanwhile
@@ -192,6 +197,10 @@ def _wait(call: _Call[T]) -> T:
     """
     try:
         return call.future.result()
+    except concurrent.futures.CancelledError:
+        if call.reason is not None:  # cancelled from another thread: say why, in legato's terms
+            raise RunCancelled(call.reason) from None
+        raise
     except BaseException:
         if not call.future.done():
             call.cancel()
@@ -209,7 +218,7 @@ def _cancel_in_flight() -> None:
     with _IN_FLIGHT_LOCK:
         calls = list(_IN_FLIGHT)
     for call in calls:
-        call.cancel()
+        call.cancel("the interpreter is shutting down (Ctrl-C on the main thread?)")
     for call in calls:
         with contextlib.suppress(Exception):
             call.future.result(timeout=_FENCE_WAIT)
