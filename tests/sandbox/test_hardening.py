@@ -180,6 +180,18 @@ async def test_private_tmp_is_bounded(scene: Scene) -> None:
     assert "No space left on device" in result.stderr
 
 
+async def test_a_bubblewrap_without_size_is_a_logged_downgrade(
+    scene: Scene, caplog: pytest.LogCaptureFixture
+) -> None:
+    runner = BubblewrapRunner(Workspace(scene.root))
+    assert (await runner.run([SH, "-c", "true"])).ok  # probed: this one can size a tmpfs
+    runner._sized = False  # as an older bubblewrap would be
+    with caplog.at_level("WARNING", logger="legato.sandbox"):
+        result = await runner.run([SH, "-c", "df -k /tmp | tail -1"])
+    assert result.ok, result.render()
+    assert "cannot size a tmpfs" in caplog.text
+
+
 async def test_private_tmp_twin_unbounded(scene: Scene) -> None:
     runner = BubblewrapRunner(Workspace(scene.root))
     command = (

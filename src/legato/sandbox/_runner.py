@@ -174,6 +174,7 @@ class BubblewrapRunner:
         "_network",
         "_probed",
         "_ro",
+        "_sized",
         "_warned",
         "_ws",
     )
@@ -197,6 +198,8 @@ class BubblewrapRunner:
         self._hidden = tuple(hidden_paths)
         self._env = dict(env or {})
         self._probed = False
+        self._sized = True
+        """Whether this bubblewrap can size a tmpfs (`--size`, bubblewrap 0.10 and later)."""
         self._warned: set[str] = set()
         """Downgrades already logged by this runner (each is logged once)."""
 
@@ -282,8 +285,15 @@ class BubblewrapRunner:
                 "can leave a root-owned set-id file in the workspace"
             )
         seccomp_fd = _sealed(program) if program is not None else None
+        tmp_bytes = lim.tmp_bytes if self._sized else None
+        if lim.tmp_bytes is not None and not self._sized and self._first("tmp"):
+            _log.warning(
+                "bubblewrap %s cannot size a tmpfs (--size needs 0.10 or later): the private "
+                "/tmp is bounded only by the call's memory cgroup, where there is one",
+                self._bwrap,
+            )
         command = self.command_line(
-            [*(prefix or []), *argv], cwd=cwd, tmp_bytes=lim.tmp_bytes, seccomp_fd=seccomp_fd
+            [*(prefix or []), *argv], cwd=cwd, tmp_bytes=tmp_bytes, seccomp_fd=seccomp_fd
         )
         cgroup = self._cgroup(lim)
         if cgroup is not None:
@@ -357,6 +367,15 @@ class BubblewrapRunner:
                 ' or root; pass sandbox="none" to run without isolation.'
             )
             raise SandboxUnavailable(msg)
+        usage = await execute(
+            [self._bwrap, "--help"],
+            cwd=str(self._ws.root),
+            env=_base_env("/tmp", {}),
+            stdin=None,
+            time_limit=30,
+            output_bytes=64 << 10,
+        )
+        self._sized = "--size" in usage.stdout + usage.stderr
         self._probed = True
 
 
