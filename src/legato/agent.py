@@ -63,7 +63,8 @@ class AgentOptions(TypedDict, total=False):
     tool_timeout: float | None
     """Seconds any tool call may take unless the tool sets its own (default 300; None: no
     limit). A timed-out call becomes an error result; a sync tool's worker thread cannot
-    be killed, so its late result is discarded."""
+    be killed, so its late result is discarded (and its effect may still land), unless the
+    tool runs in a worker process (`isolation="process"`), which is killed."""
     approvals: ApprovalPolicy | Mapping[str, Action] | None
     """Which calls run freely, wait for a decision, or never run (`legato.approvals`); a
     mapping is shorthand: `{"send_email": "ask"}`."""
