@@ -24,7 +24,7 @@ import subprocess
 import sys
 import time
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from contextvars import ContextVar
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -59,6 +59,7 @@ from legato.models import ModelRequest
 from legato.run._handle import RunHandle
 from legato.security import Hook, HookContext
 from legato.testing import FunctionModel, ScriptedModel, call, reply
+from legato.tools._isolation import close_workers
 
 DELAYS = (0.0, 0.0, 0.0002, 0.0005, 0.001)
 
@@ -384,6 +385,15 @@ async def test_twin_without_the_protection_detects_violations(
 # -- sync tools: no effect after the call was abandoned (issue 13) ------------------------------
 
 SYNC_DELAYS = (0.3, 0.45, 0.6)
+
+
+@pytest.fixture(autouse=True)
+def _no_workers_left() -> Iterator[None]:
+    """Warm worker processes are stopped after each test (other tests count children)."""
+    yield
+    close_workers()
+
+
 """Seconds a sync tool works before its effect (always longer than a cancel or timeout takes)."""
 
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+from collections.abc import Iterator
 from pathlib import Path
 
 import isolated_tools
@@ -31,9 +32,16 @@ from legato.exceptions import (
     ToolIsolationError,
 )
 from legato.testing import ScriptedModel, call, reply
-from legato.tools._isolation import call_in_process
+from legato.tools._isolation import call_in_process, close_workers
 
 TRIALS = 3
+
+
+@pytest.fixture(autouse=True)
+def _no_workers_left() -> Iterator[None]:
+    """Warm worker processes are stopped after each test (other tests count children)."""
+    yield
+    close_workers()
 
 
 def _alive(pid: int) -> bool:
@@ -213,3 +221,32 @@ def test_agent_default_refuses_an_irreversible_tool_that_cannot_cross() -> None:
     )
     isolated = [t for s in grouped.tool_sources if isinstance(s, Toolset) for t in s]
     assert [t.isolation for t in isolated if t.name == "transfer_by_default"] == ["process"]
+
+
+_SCRIPT = """
+import asyncio, os
+from legato import RunContext, tool
+
+
+@tool(isolation="process")
+def where() -> int:
+    \"\"\"The worker's pid.\"\"\"
+    return os.getpid()
+
+
+if __name__ == "__main__":
+    pid = asyncio.run(where.invoke({}, RunContext(deps=None, run_id="script")))
+    print("worker", pid != os.getpid())
+"""
+
+
+def test_a_tool_defined_in_the_script_being_run(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    script = tmp_path / "agent_script.py"
+    script.write_text(_SCRIPT)
+    done = subprocess.run(
+        [sys.executable, str(script)], capture_output=True, text=True, timeout=110, check=False
+    )
+    assert done.stdout.strip() == "worker True", done.stderr

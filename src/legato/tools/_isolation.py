@@ -10,9 +10,12 @@ function had not done yet never happens.
   pickled (an open file, a lambda, a lock) fails the call with `ToolIsolationError`; the
   function itself must be importable by name (a module-level `def`, not a lambda, a local
   function or a method), which `@tool` checks when the tool is made.
-- Workers are started with the `spawn` method (a fresh interpreter, never a `fork` of a
-  threaded process) and kept warm: a worker that finished a call is reused by the next one;
-  only a killed one is replaced. Each worker leads its own process group.
+- Workers are fresh interpreters (`sys.executable`, never a `fork` of a threaded process)
+  given this interpreter's import path, and kept warm: a worker that finished a call is
+  reused by the next one; only a killed one is replaced. Each worker leads its own process
+  group. A tool defined in the script being run (`__main__`) is found by loading that
+  script again under another name, so its top level must be guarded by
+  `if __name__ == "__main__":`, as for `multiprocessing`.
 - The function sees a copy of its arguments; it cannot take the `RunContext` (the run's
   state, scope and journal stay in the run's process).
 
@@ -28,22 +31,22 @@ import contextlib
 import contextvars
 import os
 import signal
+import struct
+import sys
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Literal, TypeAlias
+from typing import Any, Literal, TypeAlias
 
 from legato.exceptions import ToolDefinitionError, ToolIsolationError
-
-if TYPE_CHECKING:  # multiprocessing and pickle load only when a worker is needed
-    from multiprocessing.connection import Connection
-    from multiprocessing.process import BaseProcess
 
 __all__ = [
     "Isolation",
     "call_in_process",
     "call_in_thread",
     "check_isolatable",
+    "close_workers",
+    "serve_worker",
 ]
 
 Isolation: TypeAlias = Literal["thread", "process"]
@@ -93,33 +96,100 @@ def _ref(function: Callable[..., Any]) -> _FunctionRef:
 
 # -- the worker --------------------------------------------------------------------------------
 
+_BOOT = """
+import os, pickle, struct, sys
+r, w = int(sys.argv[1]), int(sys.argv[2])
+def read(n):
+    data = b""
+    while len(data) < n:
+        chunk = os.read(r, n - len(data))
+        if not chunk:
+            raise SystemExit(0)
+        data += chunk
+    return data
+path, main = pickle.loads(read(struct.unpack(">Q", read(8))[0]))
+sys.path[:] = path
+from legato.tools._isolation import serve_worker
+serve_worker(r, w, main)
+"""
+"""A worker's first lines: take the parent's import path, then serve calls."""
 
-def _resolve(ref: _FunctionRef) -> Callable[..., Any]:
+_HEADER = struct.Struct(">Q")
+"""Each message on the pipes: its length (8 bytes, big-endian), then a pickle."""
+
+
+def _main_module() -> tuple[str, str] | None:
+    """How a worker can load this interpreter's `__main__` (for tools defined in a script)."""
+    main = sys.modules.get("__main__")
+    spec = getattr(main, "__spec__", None)
+    if spec is not None and getattr(spec, "name", None):
+        return ("module", str(spec.name))
+    path = getattr(main, "__file__", None)
+    return ("path", str(path)) if path else None
+
+
+def _resolve(ref: _FunctionRef, main: tuple[str, str] | None) -> Callable[..., Any]:
     import importlib
+    import importlib.util
 
     from legato.tools._tool import Tool
 
-    target: Any = importlib.import_module(ref.module)
+    target: Any
+    if ref.module != "__main__":
+        target = importlib.import_module(ref.module)
+    elif main is not None and main[0] == "module":
+        target = importlib.import_module(main[1])
+    elif main is not None and "__legato_main__" in sys.modules:
+        target = sys.modules["__legato_main__"]
+    elif main is not None:  # the parent's script, run again under another name (guarded code)
+        spec = importlib.util.spec_from_file_location("__legato_main__", main[1])
+        if spec is None or spec.loader is None:
+            msg = f"cannot load {main[1]}"
+            raise ImportError(msg)
+        target = importlib.util.module_from_spec(spec)
+        sys.modules["__legato_main__"] = target
+        spec.loader.exec_module(target)
+    else:
+        msg = "the tool is defined in __main__ of an interactive session"
+        raise ImportError(msg)
     for part in ref.qualname.split("."):
         target = getattr(target, part)
     # `@tool` leaves a `Tool` under the function's name; the function is inside it
     return target.function if isinstance(target, Tool) else target
 
 
-def _serve(conn: Connection) -> None:
-    """A worker's main loop: one call at a time until the parent closes the pipe."""
+def _read_message(fd: int) -> bytes | None:
+    """One message from a blocking pipe; None at its end."""
+    data = b""
+    need = _HEADER.size
+    size = None
+    while True:
+        while len(data) < need:
+            chunk = os.read(fd, need - len(data))
+            if not chunk:
+                return None
+            data += chunk
+        if size is not None:
+            return data[_HEADER.size :]
+        size = _HEADER.unpack(data)[0]
+        need = _HEADER.size + size
+
+
+def _write_message(fd: int, data: bytes) -> None:
+    view = memoryview(_HEADER.pack(len(data)) + data)
+    while view:
+        view = view[os.write(fd, view) :]
+
+
+def serve_worker(requests: int, replies: int, main: tuple[str, str] | None) -> None:
+    """A worker's main loop (its entry point): one call at a time until the parent closes its pipe."""
     import pickle
 
-    os.setsid()  # its own process group, killed with it
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is for the run to handle
-    while True:
-        try:
-            payload = conn.recv_bytes()
-        except (EOFError, OSError):
-            return
+    while (payload := _read_message(requests)) is not None:
         try:
             ref, kwargs = pickle.loads(payload)
-            reply = ("ok", _resolve(ref)(**kwargs))
+            reply = ("ok", _resolve(ref, main)(**kwargs))
         except BaseException as exc:  # the tool's own error goes back to the run
             reply = ("error", exc)
         try:
@@ -129,35 +199,44 @@ def _serve(conn: Connection) -> None:
         except Exception as exc:
             what = "result" if reply[0] == "ok" else f"error ({type(reply[1]).__name__})"
             data = pickle.dumps(("unpicklable", f"its {what} cannot be pickled: {exc}"))
-        conn.send_bytes(data)
+        _write_message(replies, data)
 
 
 class _Worker:
-    __slots__ = ("conn", "process")
+    """A worker process leading its own process group, with a request and a reply pipe."""
+
+    __slots__ = ("process", "replies", "requests")
 
     def __init__(self) -> None:
-        import multiprocessing
+        import pickle
+        import subprocess
 
-        context = multiprocessing.get_context("spawn")
-        parent, child = context.Pipe(duplex=True)
-        self.process: BaseProcess = context.Process(
-            target=_serve, args=(child,), name="legato-tool-worker", daemon=True
-        )
-        self.process.start()
-        child.close()
-        self.conn: Connection = parent
+        their_requests, self.requests = os.pipe()
+        self.replies, their_replies = os.pipe()
+        try:
+            self.process = subprocess.Popen(
+                [sys.executable, "-c", _BOOT, str(their_requests), str(their_replies)],
+                stdin=subprocess.DEVNULL,
+                pass_fds=(their_requests, their_replies),
+                start_new_session=True,  # its own group, killed with it
+            )
+        finally:
+            os.close(their_requests)
+            os.close(their_replies)
+        _write_message(self.requests, pickle.dumps((list(sys.path), _main_module())))
+
+    def alive(self) -> bool:
+        return self.process.poll() is None
 
     def kill(self) -> None:
-        pid = self.process.pid
-        if pid is not None:
-            with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.killpg(pid, signal.SIGKILL)
-            with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.kill(pid, signal.SIGKILL)
-        self.process.join(5)
-        self.conn.close()
-        with contextlib.suppress(ValueError):
-            self.process.close()
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(self.process.pid, signal.SIGKILL)
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            self.process.kill()
+        self.process.wait()
+        for fd in (self.requests, self.replies):
+            with contextlib.suppress(OSError):
+                os.close(fd)
 
 
 class _Pool:
@@ -174,10 +253,18 @@ class _Pool:
                 self._idle, self._pid = [], os.getpid()
             while self._idle:
                 worker = self._idle.pop()
-                if worker.process.is_alive():
+                if worker.alive():
                     return worker
                 worker.kill()
         return None
+
+    def close(self) -> None:
+        with self._lock:
+            idle, self._idle = self._idle, []
+            mine = self._pid == os.getpid()
+        if mine:
+            for worker in idle:
+                worker.kill()
 
     def give_back(self, worker: _Worker) -> None:
         with self._lock:
@@ -188,6 +275,14 @@ class _Pool:
 
 
 _POOL = _Pool()
+
+
+def close_workers() -> None:
+    """Stop the idle worker processes (busy ones end with their calls; new calls start more).
+
+    Idle workers also end on their own when this interpreter exits.
+    """
+    _POOL.close()
 
 
 async def call_in_process(name: str, function: Callable[..., Any], kwargs: dict[str, Any]) -> Any:
@@ -207,7 +302,7 @@ async def call_in_process(name: str, function: Callable[..., Any], kwargs: dict[
     worker = _POOL.take() or await _spawn()
     finished = False
     try:
-        worker.conn.send_bytes(payload)
+        _write_message(worker.requests, payload)
         reply = await _reply(worker)
         finished = True
     finally:
@@ -239,29 +334,41 @@ async def _spawn() -> _Worker:
 
 
 async def _reply(worker: _Worker) -> tuple[str, Any]:
+    """The worker's answer, read without blocking the loop; its end means it died."""
     import pickle
 
     loop = asyncio.get_running_loop()
-    ready: asyncio.Future[None] = loop.create_future()
+    done: asyncio.Future[bytes | None] = loop.create_future()
+    buffer = bytearray()
 
-    def wake() -> None:
-        if not ready.done():
-            ready.set_result(None)
+    def readable() -> None:
+        try:
+            chunk = os.read(worker.replies, 65536)
+        except BlockingIOError:
+            return
+        except OSError:
+            chunk = b""
+        if not chunk:
+            if not done.done():
+                done.set_result(None)
+            return
+        buffer.extend(chunk)
+        if len(buffer) >= _HEADER.size:
+            size = _HEADER.unpack_from(buffer)[0]
+            if len(buffer) >= _HEADER.size + size and not done.done():
+                done.set_result(bytes(buffer[_HEADER.size : _HEADER.size + size]))
 
-    fds = [worker.conn.fileno(), worker.process.sentinel]
-    for fd in fds:
-        loop.add_reader(fd, wake)
+    os.set_blocking(worker.replies, False)
+    loop.add_reader(worker.replies, readable)
     try:
-        await ready
+        data = await done
     finally:
-        for fd in fds:
-            loop.remove_reader(fd)
-    if worker.conn.poll():
-        with contextlib.suppress(EOFError, OSError):
-            reply: tuple[str, Any] = pickle.loads(worker.conn.recv_bytes())
-            return reply
-    worker.process.join(5)
-    msg = f"the worker process died (exit code {worker.process.exitcode}) before answering"
+        loop.remove_reader(worker.replies)
+    if data is not None:
+        reply: tuple[str, Any] = pickle.loads(data)
+        return reply
+    code = worker.process.wait()
+    msg = f"the worker process died (exit code {code}) before answering"
     raise ToolIsolationError(msg)
 
 
