@@ -94,6 +94,20 @@ async def test_set_id_plant_twin_without_the_filter(
     assert through, out
 
 
+@needs_root
+async def test_without_a_filter_set_id_bits_are_stripped_after_the_call(
+    scene: Scene, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """On an architecture without the filter (simulated here), the documented downgrade."""
+    monkeypatch.setattr(runner_module, "setid_filter", lambda: None)
+    with caplog.at_level("WARNING", logger="legato.sandbox"):
+        through, out = await _plant(scene, PLANTS["chmod 4755"])
+    assert not through, out
+    assert "exit code 0" in out  # the command itself succeeded in making it...
+    assert "cleared set-id bits" in caplog.text  # ...and the runner cleared it afterwards
+    assert "stripped from the workspace after each command" in caplog.text
+
+
 async def test_set_id_filter_leaves_ordinary_modes_alone(scene: Scene) -> None:
     runner = BubblewrapRunner(Workspace(scene.root))
     result = await runner.run(

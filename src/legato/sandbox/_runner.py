@@ -20,6 +20,7 @@ import logging
 import os
 import shutil
 import signal
+import stat
 import sys
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
@@ -279,10 +280,12 @@ class BubblewrapRunner:
         if prefix is None:
             setters.append(rlimit_setter(lim))
         program = setid_filter() if _SETID_FILTER else None
-        if program is None and _SETID_FILTER and os.geteuid() == 0 and self._first("setid"):
+        strip = program is None and _SETID_FILTER and os.geteuid() == 0
+        if strip and self._first("setid"):
             _log.warning(
-                "no set-id seccomp filter for this architecture: as root, a sandboxed command "
-                "can leave a root-owned set-id file in the workspace"
+                "no set-id seccomp filter for this architecture: as root, set-id bits are "
+                "stripped from the workspace after each command (while it runs, a set-id "
+                "file it made can exist)"
             )
         seccomp_fd = _sealed(program) if program is not None else None
         tmp_bytes = lim.tmp_bytes if self._sized else None
@@ -315,6 +318,8 @@ class BubblewrapRunner:
                 os.close(seccomp_fd)
             if cgroup is not None:
                 await asyncio.to_thread(cgroup.close)
+            if strip:
+                await asyncio.to_thread(_strip_set_id, self._ws.root)
 
     def _first(self, downgrade: str) -> bool:
         """True the first time this runner meets `downgrade` (it is logged once)."""
@@ -500,6 +505,21 @@ def _hide(paths: Sequence[str]) -> list[str]:
         else:
             args += ["--ro-bind", "/dev/null", path]
     return args
+
+
+def _strip_set_id(root: Path) -> None:
+    """Clear set-user-id and set-group-id bits under `root` (without following symlinks)."""
+    # the command's processes are all dead by now: nothing can swap a path meanwhile
+    for directory, dirs, files in os.walk(root):
+        for name in [*dirs, *files]:
+            path = Path(directory) / name
+            try:
+                st = path.lstat()
+                if st.st_mode & (stat.S_ISUID | stat.S_ISGID) and not stat.S_ISLNK(st.st_mode):
+                    path.chmod(stat.S_IMODE(st.st_mode) & ~(stat.S_ISUID | stat.S_ISGID))
+                    _log.warning("cleared set-id bits on %s, left by a sandboxed command", path)
+            except OSError:
+                continue
 
 
 def _sealed(program: bytes) -> int:
