@@ -6,6 +6,11 @@ policy, and the same through whole agent runs (a step of 20 parallel side-effect
 vs 20 read-only ones). Target: well under 1 ms per effect (journal in memory; the SQLite
 store adds its write when it lands).
 
+Then the cost of where a sync tool runs: a daemon thread (the default), the event loop's
+thread pool (`asyncio.to_thread`, what legato used before), and a worker process
+(`isolation="process"`, which can be killed on cancel or timeout): a warm worker, and the
+first call that has to start one.
+
 Run: python bench/effects.py
 """
 
@@ -15,7 +20,7 @@ import asyncio
 import statistics
 import time
 
-from legato import Agent, tool
+from legato import Agent, RunContext, Tool, tool
 from legato.approvals import ApprovalPolicy, Rule
 from legato.budgets import Budget
 from legato.effects import Admitted, EffectGate
@@ -54,6 +59,59 @@ async def gate_loop(n: int, *, policy: ApprovalPolicy | None, budget: Budget | N
         assert isinstance(admitted, Admitted)
         await gate.settle(admitted, _result(c), "ok")
     return (time.perf_counter() - started) / n
+
+
+@tool(side_effects="irreversible", isolation="process")
+def sync_write(key: str, value: str) -> str:
+    """A sync in-memory effect."""
+    return key + value
+
+
+sync_in_thread = sync_write.replace(name="sync_in_thread", isolation="thread")
+
+
+async def sync_calls(t: Tool, n: int) -> float:
+    ctx: RunContext[None] = RunContext(deps=None, run_id="bench")
+    times: list[float] = []
+    for i in range(n):
+        started = time.perf_counter()
+        await t.invoke({"key": f"k{i}", "value": "v" * 40}, ctx)
+        times.append(time.perf_counter() - started)
+    return statistics.median(times)
+
+
+async def pooled_calls(n: int) -> float:
+    times: list[float] = []
+    for i in range(n):
+        started = time.perf_counter()
+        await asyncio.to_thread(sync_write.function, key=f"k{i}", value="v" * 40)
+        times.append(time.perf_counter() - started)
+    return statistics.median(times)
+
+
+async def cold_process_calls(n: int) -> float:
+    from legato.tools import _isolation
+
+    times: list[float] = []
+    for i in range(n):
+        while (worker := _isolation._POOL.take()) is not None:  # pyright: ignore[reportPrivateUsage]
+            worker.kill()
+        started = time.perf_counter()
+        await sync_write.invoke({"key": f"k{i}", "value": "v"}, RunContext(deps=None, run_id="b"))
+        times.append(time.perf_counter() - started)
+    return statistics.median(times)
+
+
+async def sync_tool_costs() -> None:
+    await sync_calls(sync_write, 20)  # warm up: a worker started
+    rows = [
+        ("sync tool, daemon thread", await sync_calls(sync_in_thread, 500)),
+        ("sync tool, asyncio.to_thread", await pooled_calls(500)),
+        ("sync tool, worker process (warm)", await sync_calls(sync_write, 500)),
+        ("sync tool, worker process (cold)", await cold_process_calls(5)),
+    ]
+    for label, seconds in rows:
+        print(f"{label:<34} {seconds * 1e6:10.1f} us per call (median)")
 
 
 def _result(c: ToolCallPart) -> ToolResultPart:
@@ -103,6 +161,7 @@ async def main() -> None:
         f"agent run, 20 parallel calls:    side-effecting {e * 1e3:.2f} ms, read-only {r * 1e3:.2f} ms "
         f"-> {(e - r) / 20 * 1e6:.1f} us extra per effect (median of 30)"
     )
+    await sync_tool_costs()
 
 
 if __name__ == "__main__":

@@ -62,7 +62,8 @@ class AgentOptions(TypedDict, total=False):
     tool_timeout: float | None
     """Seconds any tool call may take unless the tool sets its own (default 300; None: no
     limit). A timed-out call becomes an error result; a sync tool's worker thread cannot
-    be killed, so its late result is discarded."""
+    be killed, so its late result is discarded (and its effect may still land), unless the
+    tool runs in a worker process (`isolation="process"`), which is killed."""
     approvals: ApprovalPolicy | Mapping[str, Action] | None
     """Which calls run freely, wait for a decision, or never run (`legato.approvals`); a
     mapping is shorthand: `{"send_email": "ask"}`."""
@@ -83,6 +84,10 @@ class AgentOptions(TypedDict, total=False):
     """When and how to compact the conversation (see `legato.context`)."""
     memory: Memory | None
     """Long-term memory: recall into the instructions and memory tools."""
+    isolate_irreversible: bool
+    """Run irreversible sync tools that leave `isolation` unset (given directly or in a
+    `Toolset`) in a worker process that is killed on cancellation or timeout (default False:
+    a thread, whose effect may land after the call was abandoned). See `Tool.isolation`."""
 
 
 class RunOptions(TypedDict, total=False):
@@ -194,6 +199,14 @@ class Agent(Generic[OutputT]):
         tools = options.get("tools", ())
         loose = [t for t in tools if isinstance(t, Tool) or not isinstance(t, ToolSource)]
         sources = [t for t in tools if not isinstance(t, Tool) and isinstance(t, ToolSource)]
+        if options.get("isolate_irreversible", False):
+            loose = [t.isolated_if_irreversible() if isinstance(t, Tool) else t for t in loose]
+            sources = [
+                Toolset([t.isolated_if_irreversible() for t in s], name=s.name)
+                if isinstance(s, Toolset)
+                else s
+                for s in sources
+            ]
         self.toolset = Toolset(loose, name=f"{name}-tools")
         self.tool_sources: list[ToolSource] = [self.toolset, *sources]
         self.store = options.get("store")

@@ -34,6 +34,7 @@ LegatoError
 │   └── HookBlocked               a security hook blocked the run
 ├── ToolError                     raise in a tool to send the model an error message it can act on
 │   ├── ToolArgumentsInvalid      the model's arguments do not match the tool's schema
+│   ├── ToolIsolationError        a process-isolated call whose arguments or result cannot cross
 │   ├── SpawnRefused              a spawn request beyond the parent's tools, skills, budget or depth
 │   ├── ChildFailed               a child run failed, timed out or used up its budget (says why)
 │   ├── CommitConflict            a write based on a stale read: re-read and retry
@@ -378,6 +379,14 @@ class ToolArgumentsInvalid(ToolError):
         self.problems = problems
         listing = "\n".join(f"- {p}" for p in problems)
         super().__init__(f"invalid arguments for tool {tool!r}:\n{listing}")
+
+
+class ToolIsolationError(ToolError):
+    """A call of a tool with `isolation="process"` could not cross into its worker process.
+
+    Its arguments or its result cannot be pickled (an open file, a lambda, a lock), or the
+    worker died before answering (killed by the OOM killer, `os._exit`, a crash).
+    """
 
 
 # -- verified state and contracts ---------------------------------------------------------------

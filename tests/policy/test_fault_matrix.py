@@ -16,13 +16,15 @@ must detect violations, so the checks are shown able to fail. The counts are pri
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import random
 import signal
 import subprocess
 import sys
+import time
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from contextvars import ContextVar
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -48,6 +50,8 @@ from legato.events import (
     JournalEvent,
     RunFinished,
     ToolCallAdmitted,
+    ToolCallFinished,
+    ToolCallStarted,
 )
 from legato.exceptions import RunCancelled, RunParked, ToolRetriesExceeded
 from legato.messages import Message, ToolCallPart
@@ -55,6 +59,7 @@ from legato.models import ModelRequest
 from legato.run._handle import RunHandle
 from legato.security import Hook, HookContext
 from legato.testing import FunctionModel, ScriptedModel, call, reply
+from legato.tools._isolation import close_workers
 
 DELAYS = (0.0, 0.0, 0.0002, 0.0005, 0.001)
 
@@ -385,3 +390,98 @@ async def test_twin_without_the_protection_detects_violations(
     with capsys.disabled():
         print(f"\ntwin {prop} {off}: {sum(runs.values())} runs; violations {dict(+violations)}")
     assert violations[prop] > 0
+
+
+# -- sync tools: no effect after the call was abandoned (issue 13) ------------------------------
+
+SYNC_DELAYS = (0.3, 0.45, 0.6)
+
+
+@pytest.fixture(autouse=True)
+def _no_workers_left() -> Iterator[None]:
+    """Warm worker processes are stopped after each test (other tests count children)."""
+    yield
+    close_workers()
+
+
+"""Seconds a sync tool works before its effect (always longer than a cancel or timeout takes)."""
+
+
+@tool(side_effects="irreversible", isolation="process")
+def sync_write(ledger: str, key: str, delay: float) -> str:
+    """A sync effect: works `delay` seconds, then appends `key` to the ledger file."""
+    time.sleep(delay)
+    with Path(ledger).open("a", encoding="utf-8") as out:
+        out.write(key + "\n")
+    return f"wrote {key}"
+
+
+sync_write_in_thread = sync_write.replace(name="sync_write_in_thread", isolation="thread")
+
+
+async def _started(handle: RunHandle[str]) -> None:
+    while not any(isinstance(e, ToolCallStarted) for e in handle.journal):  # noqa: ASYNC110
+        await asyncio.sleep(0.002)
+
+
+async def sync_run(tool_: Tool, ledger: Path, key: str, rng: random.Random) -> str:
+    """Cancel, time out or let finish one sync call; the call's outcome."""
+    delay = rng.choice(SYNC_DELAYS)
+    mode = rng.choice(["cancel", "cancel", "timeout", "timeout", "finish"])
+    args = {"ledger": str(ledger), "key": key, "delay": delay}
+    limit = {"timeout": rng.choice((0.05, 0.1, 0.2)), "finish": 60.0}.get(mode)
+    agent = Agent(
+        ScriptedModel([reply(call(tool_.name, args, id=f"c_{key}")), "done"]),
+        tools=[tool_],
+        tool_timeout=limit,
+    )
+    handle = agent.start("go")
+    if mode == "cancel":
+        await _started(handle)
+        await asyncio.sleep(rng.choice((0.0, 0.02, 0.1)))
+        handle.cancel("stop pressed")
+    with contextlib.suppress(RunCancelled):
+        await handle.result()
+    finished = [e for e in handle.journal if isinstance(e, ToolCallFinished)]
+    return finished[0].outcome if finished else "cancelled"
+
+
+def _ledger(ledger: Path) -> Counter[str]:
+    return Counter(ledger.read_text().split()) if ledger.exists() else Counter[str]()
+
+
+async def sync_matrix(tool_: Tool, ledger: Path, runs: int, *, seed: int) -> Counter[str]:
+    """Abandoned calls whose effect landed anyway ("late"), and legitimate effects ("ok")."""
+    rng = random.Random(seed)
+    outcomes = {f"k{i}": await sync_run(tool_, ledger, f"k{i}", rng) for i in range(runs)}
+    # an abandoned thread lands its effect within its delay: wait that long once, at the end
+    await asyncio.sleep(max(SYNC_DELAYS) + 0.5)
+    landed = _ledger(ledger)
+    counts: Counter[str] = Counter(outcomes.values())
+    for key, outcome in outcomes.items():
+        if outcome == "ok":
+            counts["ok effects"] += landed[key]
+        else:
+            counts["late effects"] += landed[key]
+    counts["runs"] = runs
+    return counts
+
+
+async def test_sync_tools_in_a_process_never_land_after_cancel_or_timeout(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    counts = await sync_matrix(sync_write, tmp_path / "ledger", 20, seed=13)
+    with capsys.disabled():
+        print(f"\nsync tools, isolation=process: {dict(counts)}")
+    assert counts["late effects"] == 0
+    assert counts["cancelled"] + counts["timeout"] > 10
+    assert counts["ok effects"] == counts["ok"] > 0  # legitimate effects still happen, once
+
+
+async def test_sync_tools_twin_in_threads_land_after_cancel_or_timeout(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    counts = await sync_matrix(sync_write_in_thread, tmp_path / "ledger", 20, seed=13)
+    with capsys.disabled():
+        print(f"\ntwin sync tools, isolation=thread: {dict(counts)}")
+    assert counts["late effects"] == counts["cancelled"] + counts["timeout"] > 10

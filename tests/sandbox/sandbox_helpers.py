@@ -51,3 +51,14 @@ def children_of_this_process() -> list[tuple[int, str]]:
             if fields is not None and fields[1] == me:
                 out.append((int(entry), fields[0]))
     return out
+
+
+def memory_cgroup_available() -> bool:
+    """Whether this host lets legato make a memory cgroup for a call."""
+    from legato.sandbox._cgroup import CallCgroup
+
+    group = CallCgroup.create(memory_bytes=64 << 20)
+    if group is None:
+        return False
+    group.close()
+    return group.memory

@@ -15,6 +15,7 @@ get through, so the detection itself is shown to work.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import random
 import socket
@@ -25,8 +26,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from sandbox_helpers import Scene, children_of_this_process, processes_with
+from sandbox_helpers import (
+    Scene,
+    children_of_this_process,
+    memory_cgroup_available,
+    processes_with,
+)
 
+import legato.sandbox._runner as runner_module
 from legato.exceptions import ToolError
 from legato.sandbox import Limits, SandboxKind, Workspace
 from legato.tools import RunContext, Tool, Toolset
@@ -39,6 +46,7 @@ LIMITS = Limits(
     max_processes=32,
     file_size_bytes=8 << 20,
     output_bytes=64 << 10,
+    tmp_bytes=32 << 20,
 )
 FORKS = 200
 """Processes the fork bomb tries to hold at once (bounded, so the unprotected twin is safe)."""
@@ -46,6 +54,12 @@ BOMB_BYTES = 768 << 20
 """Memory the memory bomb touches (three times the limit)."""
 FLOOD_BYTES = 4 << 20
 """Bytes the endless-output attack gets through without the output cap."""
+HOLDERS = 4
+HOLD_BYTES = 96 << 20
+"""Memory each of the holder processes touches: each fits the limit, together they do not."""
+TMP_FILES = 24
+TMP_FILE_BYTES = 4 << 20
+"""Files written to the private /tmp: 96 MiB in all, three times its size."""
 
 
 # -- calling tools the way the loop does -------------------------------------------------------
@@ -321,6 +335,71 @@ async def shell_process_left_running(tools: Call, s: Scene) -> tuple[bool, str]:
     return bool(survivors), out
 
 
+async def shell_set_uid_plant(tools: Call, s: Scene) -> tuple[bool, str]:
+    out = await tools("shell", command="cp /bin/sh rootsh && chmod 4755 rootsh; ls -l rootsh")
+    plant = s.root / "rootsh"
+    if not plant.exists():
+        return False, out
+    st = plant.lstat()
+    plant.unlink()  # never leave one behind (the unprotected twin makes a real one)
+    # as root the workspace's files belong to the host's root: a set-uid root shell
+    return bool(st.st_mode & 0o6000) and st.st_uid == 0, out
+
+
+async def python_memory_across_processes(tools: Call, s: Scene) -> tuple[bool, str]:
+    code = (
+        "import os, time\n"
+        "kids = []\n"
+        f"for _ in range({HOLDERS}):\n"
+        "    pid = os.fork()\n"
+        "    if pid == 0:\n"
+        f"        block = b'x' * {HOLD_BYTES}\n"
+        "        time.sleep(2)\n"
+        "        os._exit(0)\n"
+        "    kids.append(pid)\n"
+        "held = sum(os.waitpid(k, 0)[1] == 0 for k in kids)\n"
+        "print('held together', held)\n"
+    )
+    out = await tools("python", code=code)
+    return f"held together {HOLDERS}" in out, out
+
+
+async def shell_fills_private_tmp(tools: Call, s: Scene) -> tuple[bool, str]:
+    where = f"/tmp/corpus-{random.getrandbits(64):016x}"
+    command = (
+        f"mkdir -p {where}; n=0; while [ $n -lt {TMP_FILES} ]; do "
+        f"head -c {TMP_FILE_BYTES} /dev/zero > {where}/f$n || break; n=$((n + 1)); done; "
+        f"echo tmp files $n; rm -rf {where}"
+    )
+    out = await tools("shell", command=command)
+    return f"tmp files {TMP_FILES}" in out, out
+
+
+def _exists(path: Path) -> bool:
+    return path.exists()
+
+
+async def shell_grandchild_survives_cancel(tools: Call, s: Scene) -> tuple[bool, str]:
+    tag = f"{random.randint(500, 900)}.{random.randint(10**8, 10**9)}"
+    command = f"(setsid sh -c 'touch .detached; exec sleep {tag}' > /dev/null 2>&1 &); sleep {tag}"
+
+    async def call() -> str:
+        return await tools("shell", command=command)
+
+    task = asyncio.create_task(call())
+    for _ in range(3000):  # the grandchild announces itself once it left the group
+        if _exists(s.root / ".detached") or task.done():
+            break
+        await asyncio.sleep(0.01)
+    task.cancel()
+    with contextlib.suppress(asyncio.CancelledError):
+        await task
+    survivors = processes_with(tag)
+    for pid in survivors:  # clean up what the unprotected twin left, by pid
+        os.kill(pid, 9)
+    return bool(survivors), "cancelled once the grandchild had detached"
+
+
 COMMAND_ATTACKS = [
     Attack("shell reads a planted host secret", shell_secret_read, "No such file or directory"),
     Attack("shell reads /etc/shadow", shell_shadow_read, "cat: /etc/shadow:"),
@@ -338,7 +417,20 @@ COMMAND_ATTACKS = [
     Attack("memory bomb", python_memory_bomb, "MemoryError"),
     Attack("endless output", shell_endless_output, "output limit reached"),
     Attack("process left running after the tool returns", shell_process_left_running, "started"),
+    Attack("shell plants a set-uid copy of /bin/sh", shell_set_uid_plant, "not permitted"),
+    Attack("processes together past the memory limit", python_memory_across_processes, "held"),
+    Attack("files in the private /tmp past its size", shell_fills_private_tmp, "No space left"),
+    Attack("a setsid grandchild outlives a cancel", shell_grandchild_survives_cancel, "cancelled"),
 ]
+NEEDS_MEMORY_CGROUP = {"processes together past the memory limit"}
+"""Stopped only where the host delegates a memory cgroup (elsewhere, a logged downgrade)."""
+
+
+def command_attacks() -> list[Attack]:
+    """The command attacks this host can stop (the others are named in the output)."""
+    if memory_cgroup_available():
+        return COMMAND_ATTACKS
+    return [a for a in COMMAND_ATTACKS if a.name not in NEEDS_MEMORY_CGROUP]
 
 
 # -- running the corpus ------------------------------------------------------------------------
@@ -381,22 +473,27 @@ def report(
 
 async def test_escape_corpus(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     results = await run_corpus(FILE_ATTACKS, protected, tmp_path / "files")
-    results |= await run_corpus(COMMAND_ATTACKS, protected, tmp_path / "commands")
+    commands = command_attacks()
+    results |= await run_corpus(commands, protected, tmp_path / "commands")
     stopped = sum(not through for through, _ in results.values())
-    report(capsys, f"escape corpus: {stopped}/{len(results)} stopped", results)
+    skipped = len(COMMAND_ATTACKS) - len(commands)
+    note = f" ({skipped} left out: no memory cgroup on this host)" if skipped else ""
+    report(capsys, f"escape corpus: {stopped}/{len(results)} stopped{note}", results)
     assert [name for name, (through, _) in results.items() if through] == []
     # each attack really ran and was stopped for the expected reason
-    for attack in FILE_ATTACKS + COMMAND_ATTACKS:
+    for attack in FILE_ATTACKS + commands:
         assert attack.evidence in results[attack.name][1], (attack.name, results[attack.name][1])
     assert children_of_this_process() == []
 
 
 async def test_escape_corpus_twin_without_protection(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """With the protections off the same attacks get through: the corpus can fail."""
     if os.geteuid() != 0:
         pytest.skip("reading /etc/shadow unprotected needs root")
+    # sandbox="none" reaps every descendant now; its twin runs without the subreaper
+    monkeypatch.setattr(runner_module, "_REAP_TREE", False)
 
     def naive(scene: Scene) -> Call:
         return NaiveTools(scene.root)

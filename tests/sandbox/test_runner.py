@@ -198,20 +198,21 @@ def test_command_line_shape(scene: Scene) -> None:
 
 
 def test_pids_cgroup_caps_tasks_and_cleans_up() -> None:
-    from legato.sandbox._limits import PidsCgroup
+    from legato.sandbox._cgroup import CallCgroup
 
-    group = PidsCgroup.create(5)
+    group = CallCgroup.create(max_tasks=5)
     if group is None:
         pytest.skip("no writable pids cgroup on this machine")
-    assert (group.path / "pids.max").read_text().strip() == "5"
-    stale = PidsCgroup.create(5)
+    (path,) = group.paths
+    assert group.pids_limited and (path / "pids.max").read_text().strip() == "5"
+    stale = CallCgroup.create(max_tasks=5)
     assert stale is not None
-    os.utime(stale.path, (0, 0))  # looks abandoned long ago, and is empty
-    fresh = PidsCgroup.create(5)  # creating a group sweeps the stale one
-    assert fresh is not None and not stale.path.exists() and group.path.exists()
+    os.utime(stale.paths[0], (0, 0))  # looks abandoned long ago, and is empty
+    fresh = CallCgroup.create(max_tasks=5)  # creating a group sweeps the stale one
+    assert fresh is not None and not stale.paths[0].exists() and path.exists()
     for g in (group, fresh):
         g.close()
-        assert not g.path.exists()
+        assert not any(p.exists() for p in g.paths)
 
 
 @pytest.mark.parametrize("granted", [False, True])

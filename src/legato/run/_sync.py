@@ -25,9 +25,12 @@ import concurrent.futures
 import contextlib
 import contextvars
 import os
+import signal
 import threading
-from collections.abc import AsyncIterator, Callable, Coroutine, Iterator
-from typing import Any, TypeVar, cast
+from collections.abc import AsyncIterator, Callable, Coroutine, Generator, Iterator
+from typing import Any, Generic, TypeVar, cast
+
+from legato.exceptions import RunCancelled
 
 __all__ = ["iterate_sync", "run_sync"]
 
@@ -112,49 +115,156 @@ def _running_loop() -> asyncio.AbstractEventLoop | None:
         return None
 
 
-def _submit(
-    coro: Coroutine[Any, Any, T], loop: asyncio.AbstractEventLoop
-) -> concurrent.futures.Future[T]:
+class _Call(Generic[T]):
+    """One coroutine submitted to a loop in another thread: its future, and its cancel."""
+
+    __slots__ = ("_lock", "_loop", "_requested", "_task", "future", "reason")
+
+    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+        self._loop = loop
+        self._task: asyncio.Task[T] | None = None
+        self._requested = False
+        self.reason: str | None = None
+        """Why another thread cancelled the call (None: not cancelled from elsewhere)."""
+        self._lock = threading.Lock()
+        self.future: concurrent.futures.Future[T] = concurrent.futures.Future()
+
+    def started(self, task: asyncio.Task[T]) -> bool:
+        """Record the task (on the loop); False when a cancel came first."""
+        with self._lock:
+            self._task = task
+            return not self._requested
+
+    def cancel(self, reason: str | None = None) -> None:
+        """Cancel the task on its loop (or before it starts), from any thread.
+
+        `Future.cancel()` cannot do this: a future whose work began is RUNNING, and
+        cancelling a running future always fails.
+        """
+        with self._lock:
+            self._requested = True
+            self.reason = reason
+            task = self._task
+        if task is not None:
+            with contextlib.suppress(RuntimeError):  # the loop closed meanwhile
+                self._loop.call_soon_threadsafe(task.cancel)
+        else:
+            self.future.cancel()  # not started yet: it never will be
+
+
+_IN_FLIGHT: set[_Call[Any]] = set()
+"""Calls on the background loop not finished yet (cancelled at interpreter shutdown)."""
+_IN_FLIGHT_LOCK = threading.Lock()
+_EXIT_HOOK: list[int] = []
+"""The pid that registered the shutdown hook (a forked child registers its own)."""
+
+
+def _submit(coro: Coroutine[Any, Any, T], loop: asyncio.AbstractEventLoop) -> _Call[T]:
     """`run_coroutine_threadsafe`, with the task running in a copy of the caller's context."""
     context = contextvars.copy_context()
-    future: concurrent.futures.Future[T] = concurrent.futures.Future()
+    call: _Call[T] = _Call(loop)
+    future = call.future
 
     def start() -> None:
         if not future.set_running_or_notify_cancel():
             coro.close()
             return
         task = loop.create_task(coro, context=context)
+        if not call.started(task):
+            task.cancel()
 
         def settle(done: asyncio.Task[T]) -> None:
             if done.cancelled():
-                future.cancel()
+                # the future is RUNNING, which `Future.cancel()` refuses: set the error
+                future.set_exception(concurrent.futures.CancelledError())
             elif (error := done.exception()) is not None:
                 future.set_exception(error)
             else:
                 future.set_result(done.result())
 
-        def cancel_task(f: concurrent.futures.Future[T]) -> None:
-            if f.cancelled():
-                with contextlib.suppress(RuntimeError):  # the loop closed meanwhile
-                    loop.call_soon_threadsafe(task.cancel)
-
         task.add_done_callback(settle)
-        future.add_done_callback(cancel_task)
 
     loop.call_soon_threadsafe(start)
-    return future
+    return call
 
 
-def _wait(future: concurrent.futures.Future[T]) -> T:
-    """The future's result; an interrupt of the caller (Ctrl-C) cancels the work first."""
+def _wait(call: _Call[T]) -> T:
+    """The call's result; an interrupt of the caller (Ctrl-C) cancels the work first.
+
+    After an interrupt the task is cancelled on its loop and the caller waits for the
+    cancellation to finish (the run's fence: nothing is admitted after it, and the journal
+    records it) before the interrupt goes on. A second interrupt stops waiting.
+    """
     try:
-        return future.result()
-    except BaseException:
-        if not future.done():
-            future.cancel()
-            with contextlib.suppress(BaseException):
-                future.result(timeout=5)
+        return call.future.result()
+    except concurrent.futures.CancelledError:
+        if call.reason is not None:  # cancelled from another thread: say why, in legato's terms
+            raise RunCancelled(call.reason) from None
         raise
+    except BaseException:
+        if not call.future.done():
+            call.cancel()
+            with contextlib.suppress(Exception):
+                call.future.result()
+        raise
+
+
+def _cancel_in_flight() -> None:
+    """At interpreter shutdown: cancel the background loop's runs, wait for their fences.
+
+    A Ctrl-C reaches the main thread only; a run started by `run_sync` in a worker thread
+    would go on (and its tools' effects land) while the interpreter waits for that thread.
+    """
+    with _IN_FLIGHT_LOCK:
+        calls = list(_IN_FLIGHT)
+    for call in calls:
+        call.cancel("the interpreter is shutting down (Ctrl-C on the main thread?)")
+    for call in calls:
+        with contextlib.suppress(Exception):
+            call.future.result(timeout=_FENCE_WAIT)
+
+
+_FENCE_WAIT = 30.0
+"""Seconds shutdown waits for each cancelled run to reach its fence."""
+
+
+def _register_exit_hook() -> None:
+    """Run `_cancel_in_flight` before the interpreter joins non-daemon threads at exit."""
+    if _EXIT_HOOK and _EXIT_HOOK[0] == os.getpid():
+        return
+    _EXIT_HOOK[:] = [os.getpid()]
+    register = getattr(threading, "_register_atexit", None)  # the hook concurrent.futures uses
+    if register is not None:
+        with contextlib.suppress(RuntimeError):  # already shutting down
+            register(_cancel_in_flight)
+
+
+@contextlib.contextmanager
+def _interruptible() -> Generator[None]:
+    """On the main thread inside `asyncio.run`, let the first Ctrl-C interrupt the wait.
+
+    `asyncio.run` installs a SIGINT handler that only cancels its main task, which is
+    blocked in this very wait; the interrupt would be seen once the run had finished.
+    While the wait lasts, Ctrl-C raises `KeyboardInterrupt` here instead.
+    """
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    current = signal.getsignal(signal.SIGINT)
+    if not _is_asyncio_handler(current):
+        yield
+        return
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, current)
+
+
+def _is_asyncio_handler(handler: object) -> bool:
+    function = getattr(handler, "func", handler)  # asyncio.Runner binds it with partial
+    owner = getattr(function, "__self__", None)
+    return isinstance(owner, asyncio.Runner)
 
 
 def _run_privately(coro: Coroutine[Any, Any, T]) -> T:
@@ -166,7 +276,16 @@ def _run_privately(coro: Coroutine[Any, Any, T]) -> T:
 
 
 def _on_background(coro: Coroutine[Any, Any, T]) -> T:
-    return _wait(_submit(coro, _BACKGROUND.get()))
+    _register_exit_hook()
+    call = _submit(coro, _BACKGROUND.get())
+    with _IN_FLIGHT_LOCK:
+        _IN_FLIGHT.add(call)
+    try:
+        with _interruptible():
+            return _wait(call)
+    finally:
+        with _IN_FLIGHT_LOCK:
+            _IN_FLIGHT.discard(call)
 
 
 def _runner() -> _Run | None:
@@ -226,18 +345,18 @@ def _iterate_privately(iterator: AsyncIterator[T]) -> Iterator[T]:
     thread.start()
     try:
         while True:
-            done, item = _submit(_next(iterator), loop).result()
+            done, item = _submit(_next(iterator), loop).future.result()
             if done:
                 return
             yield cast(T, item)
     finally:
         aclose = getattr(iterator, "aclose", None)
         if aclose is not None:
-            _submit(aclose(), loop).result()
+            _submit(aclose(), loop).future.result()
         # Finish async generators and the default executor as `asyncio.run` does, so that
         # resources tied to this loop (e.g. a provider's HTTP client) are closed with it.
-        _submit(loop.shutdown_asyncgens(), loop).result()
-        _submit(loop.shutdown_default_executor(), loop).result()
+        _submit(loop.shutdown_asyncgens(), loop).future.result()
+        _submit(loop.shutdown_default_executor(), loop).future.result()
         loop.call_soon_threadsafe(loop.stop)
         thread.join()
         loop.close()

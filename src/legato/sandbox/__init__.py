@@ -3,8 +3,10 @@
 - `Workspace(root)`: path confinement for file tools (descriptor-based, race-free).
 - `BubblewrapRunner` / `sandbox_runner(workspace, "bwrap")`: commands under bubblewrap with
   a read-only system, the workspace writable, no network unless granted, a new PID
-  namespace and resource `Limits`.
-- `UnsandboxedRunner` / `sandbox="none"`: an explicit, logged opt-out.
+  namespace, no set-id bits on any file (a seccomp filter), a sized private `/tmp`, and
+  resource `Limits` (memory for the whole call in a cgroup where the host allows one).
+- `UnsandboxedRunner` / `sandbox="none"`: an explicit, logged opt-out; its commands run
+  under a subreaper, so every descendant dies with them.
 """
 
 from legato.sandbox._limits import Limits

@@ -1,33 +1,24 @@
-"""Resource limits for sandboxed commands, and the pids cgroup used when the caller is root.
+"""Resource limits for sandboxed commands.
 
-Limits are set with `prlimit` inside the sandbox (after bubblewrap has created the user
-namespace, so the process count is the sandbox's own), or with `setrlimit` in the child
-before `exec` when `prlimit` is not installed. The kernel never applies `RLIMIT_NPROC` to
-processes of the host's root user, so when legato runs as root the process limit is
-enforced with a `pids` cgroup instead (v2, or v1 where that is what the machine has).
+Per-process limits are set with `prlimit` inside the sandbox (after bubblewrap has created
+the user namespace, so the process count is the sandbox's own), or with `setrlimit` in the
+child before `exec` when `prlimit` is not installed. Memory and, for the host's root user
+(whom the kernel exempts from `RLIMIT_NPROC`), the process count are also enforced for the
+whole call by a cgroup where the host allows one (see `legato.sandbox._cgroup`); where it
+does not, memory is bounded per process only (`RLIMIT_AS`), with a logged warning.
 """
 
 from __future__ import annotations
 
-import contextlib
-import errno
-import logging
-import os
 import resource
 import shutil
-import signal
-import time
-import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass, replace
-from pathlib import Path
 from typing import Any
 
 from legato.exceptions import ConfigurationError
 
-__all__ = ["Limits", "PidsCgroup"]
-
-_log = logging.getLogger("legato.sandbox")
+__all__ = ["Limits", "prlimit_prefix", "rlimit_setter"]
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -39,7 +30,11 @@ class Limits:
     cpu_seconds: int | None = 60
     """CPU seconds per process (`RLIMIT_CPU`)."""
     memory_bytes: int | None = 1 << 30
-    """Address space per process (`RLIMIT_AS`)."""
+    """Memory of the whole call: every process together, and what they leave in the
+    sandbox's `/tmp`, under one cgroup limit (`memory.max`, or `memory.limit_in_bytes` on
+    cgroup v1); the OOM killer ends processes of the call past it. Each process's address
+    space is also capped at this size (`RLIMIT_AS`), which is all that is enforced, with a
+    logged warning, where the host delegates no memory cgroup."""
     max_processes: int | None = 64
     """Processes and threads in the sandbox (`RLIMIT_NPROC`, or a pids cgroup as root)."""
     file_size_bytes: int | None = 64 << 20
@@ -48,6 +43,9 @@ class Limits:
     """Open file descriptors per process (`RLIMIT_NOFILE`)."""
     output_bytes: int = 1 << 20
     """Bytes of stdout and stderr kept together; past that the command is killed."""
+    tmp_bytes: int | None = 64 << 20
+    """Size of the sandbox's private `/tmp` and `/var/tmp` (each a tmpfs of this size;
+    `None`: the kernel's default, half of the host's memory)."""
 
     def __post_init__(self) -> None:
         if self.timeout <= 0:
@@ -56,7 +54,7 @@ class Limits:
         if self.output_bytes < 0:
             msg = f"Limits.output_bytes must be >= 0, got {self.output_bytes}"
             raise ConfigurationError(msg)
-        for name, value in self._rlimits():
+        for name, value in self._checked_sizes():
             if value is not None and value < 1:
                 msg = f"Limits.{name} must be at least 1 (or None), got {value}"
                 raise ConfigurationError(msg)
@@ -73,6 +71,9 @@ class Limits:
             ("file_size_bytes", self.file_size_bytes),
             ("open_files", self.open_files),
         ]
+
+    def _checked_sizes(self) -> list[tuple[str, int | None]]:
+        return [*self._rlimits(), ("tmp_bytes", self.tmp_bytes)]
 
 
 _PRLIMIT_FLAGS = {
@@ -91,146 +92,26 @@ _RESOURCES = {
 }
 
 
+def _per_process(limits: Limits) -> list[tuple[str, int]]:
+    pairs = limits._rlimits()  # pyright: ignore[reportPrivateUsage]
+    return [(n, v) for n, v in pairs if v is not None]
+
+
 def prlimit_prefix(limits: Limits) -> list[str] | None:
     """`prlimit --cpu=N ... --` to put before the command, or None when prlimit is missing."""
     binary = shutil.which("prlimit")
     if binary is None:
         return None
-    args = [f"{_PRLIMIT_FLAGS[n]}={v}" for n, v in limits._rlimits() if v is not None]  # pyright: ignore[reportPrivateUsage]
+    args = [f"{_PRLIMIT_FLAGS[n]}={v}" for n, v in _per_process(limits)]
     return [binary, *args, "--"]
 
 
 def rlimit_setter(limits: Limits) -> Callable[[], None]:
     """A function for the child, before `exec`, that sets the limits with `setrlimit`."""
-    pairs = [(_RESOURCES[n], v) for n, v in limits._rlimits() if v is not None]  # pyright: ignore[reportPrivateUsage]
+    pairs = [(_RESOURCES[n], v) for n, v in _per_process(limits)]
 
     def apply() -> None:
         for res, value in pairs:
             resource.setrlimit(res, (value, value))
 
     return apply
-
-
-class PidsCgroup:
-    """A fresh `pids` cgroup capping how many tasks a sandbox may hold (used as root).
-
-    `create` returns None when no writable pids controller exists; `entering` wraps a command
-    line so that it runs inside; `close` kills what is left and removes the group.
-    """
-
-    __slots__ = ("_dir",)
-
-    def __init__(self, directory: Path) -> None:
-        self._dir = directory
-
-    @property
-    def path(self) -> Path:
-        """The cgroup's directory."""
-        return self._dir
-
-    @classmethod
-    def create(cls, max_tasks: int) -> PidsCgroup | None:
-        """A new cgroup with `pids.max = max_tasks`, or None when none can be made."""
-        for parent in _pids_parents():
-            _sweep(parent)
-            directory = parent / f"legato-{uuid.uuid4().hex[:16]}"
-            try:
-                directory.mkdir()
-            except OSError:
-                continue
-            try:
-                (directory / "pids.max").write_text(str(max_tasks), encoding="ascii")
-            except OSError:
-                with contextlib.suppress(OSError):
-                    directory.rmdir()
-                continue
-            return cls(directory)
-        return None
-
-    def entering(self, argv: Sequence[str]) -> list[str]:
-        """`argv` prefixed by a shell that moves itself into the group, then execs `argv`.
-
-        The process joins before anything runs, so every descendant is counted; and no
-        `preexec_fn` is needed (which would force a slow `fork` of the whole interpreter).
-        """
-        script = 'echo $$ > "$0" && exec "$@"'
-        return ["/bin/sh", "-c", script, str(self._dir / "cgroup.procs"), *argv]
-
-    def pids(self) -> list[int]:
-        """The processes currently in the group."""
-        try:
-            text = (self._dir / "cgroup.procs").read_text(encoding="ascii")
-        except OSError:
-            return []
-        return [int(line) for line in text.split()]
-
-    def close(self, *, wait: float = 5.0) -> None:
-        """Kill every process left in the group and remove it."""
-        deadline = time.monotonic() + wait
-        while True:
-            for pid in self.pids():
-                with contextlib.suppress(ProcessLookupError, PermissionError):
-                    os.kill(pid, signal.SIGKILL)
-            try:
-                self._dir.rmdir()
-            except OSError as exc:
-                if exc.errno == errno.ENOENT:
-                    return
-                if exc.errno != errno.EBUSY or time.monotonic() > deadline:
-                    _log.warning("could not remove cgroup %s: %s", self._dir, exc)
-                    return
-                time.sleep(0.001)
-            else:
-                return
-
-
-_STALE_SECONDS = 300.0
-
-
-def _sweep(parent: Path) -> None:
-    """Remove empty legato cgroups left by processes that were killed before cleaning up."""
-    now = time.time()
-    with contextlib.suppress(OSError):
-        for stale in parent.glob("legato-*"):
-            with contextlib.suppress(OSError):
-                if now - stale.stat().st_mtime > _STALE_SECONDS and not PidsCgroup(stale).pids():
-                    stale.rmdir()
-
-
-def _pids_parents() -> list[Path]:
-    """Directories where a child pids cgroup of this process could be created."""
-    try:
-        mounts = Path("/proc/self/mountinfo").read_text(encoding="utf-8").splitlines()
-        groups = Path("/proc/self/cgroup").read_text(encoding="utf-8").splitlines()
-    except OSError:
-        return []
-    own: dict[str, str] = {}
-    for line in groups:
-        hierarchy, _, rest = line.partition(":")
-        controllers, _, path = rest.partition(":")
-        key = "v2" if hierarchy == "0" and not controllers else controllers
-        own[key] = path
-    found: list[Path] = []
-    for line in mounts:
-        fields, _, tail = line.partition(" - ")
-        parts, tails = fields.split(), tail.split()
-        if len(parts) < 5 or len(tails) < 3:
-            continue
-        mount_root, mount_point, fstype, options = parts[3], parts[4], tails[0], tails[2]
-        if fstype == "cgroup2" and "v2" in own:
-            base = _join(mount_point, mount_root, own["v2"])
-            controls = base / "cgroup.subtree_control"
-            with contextlib.suppress(OSError):
-                if "pids" in controls.read_text(encoding="ascii").split():
-                    found.insert(0, base)
-        elif fstype == "cgroup" and "pids" in options.split(","):
-            key = next((k for k in own if "pids" in k.split(",")), None)
-            if key is not None:
-                found.append(_join(mount_point, mount_root, own[key]))
-    return found
-
-
-def _join(mount_point: str, mount_root: str, path: str) -> Path:
-    if mount_root != "/" and (path == mount_root or path.startswith(mount_root + "/")):
-        path = path[len(mount_root) :]
-    return Path(mount_point) / path.lstrip("/")

@@ -119,6 +119,22 @@ def kill_group(pgid: int) -> None:
         os.killpg(pgid, signal.SIGKILL)
 
 
+_STOP_GRACE = 5.0
+"""Seconds a child sent its stop signal has to end its descendants before the group kill."""
+
+
+async def _stop(proc: subprocess.Popen[bytes], stop_signal: int | None) -> None:
+    """Ask the child to stop (when it takes a signal for that), then kill its group."""
+    try:
+        if stop_signal is not None and proc.poll() is None:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(proc.pid, stop_signal)
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                await asyncio.shield(asyncio.to_thread(proc.wait, _STOP_GRACE))
+    finally:
+        kill_group(proc.pid)
+
+
 async def _exited(proc: subprocess.Popen[bytes]) -> int:
     """Wait for the child without blocking the loop (a pidfd where the OS has one)."""
     loop = asyncio.get_running_loop()
@@ -146,8 +162,14 @@ async def execute(
     output_bytes: int,
     preexec_fn: Callable[[], None] | None = None,
     sandbox: str = "bwrap",
+    pass_fds: Sequence[int] = (),
+    stop_signal: int | None = None,
 ) -> CommandResult:
-    """Run `argv`, capture capped output, kill its process group on every way out."""
+    """Run `argv`, capture capped output, kill its process group on every way out.
+
+    With `stop_signal`, the child is first sent that signal and given a moment to end its
+    own descendants (the subreaper of `sandbox="none"` does), then the group is killed.
+    """
     loop = asyncio.get_running_loop()
     started = time.monotonic()
     proc = subprocess.Popen(  # noqa: ASYNC220 - fork+exec is brief; the wait is async
@@ -159,6 +181,7 @@ async def execute(
         env=dict(env),
         start_new_session=True,
         preexec_fn=preexec_fn,  # only setrlimit calls and a cgroup write
+        pass_fds=tuple(pass_fds),
     )
     capture = _Capture(loop, output_bytes)
     pipes = [p for p in (proc.stdin, proc.stdout, proc.stderr) if p is not None]
@@ -175,7 +198,7 @@ async def execute(
                 return_when=asyncio.FIRST_COMPLETED,
             )
             timed_out = not done
-            kill_group(proc.pid)
+            await _stop(proc, stop_signal)
             await exit_task
             await capture.drained(_DRAIN_GRACE)
         finally:
@@ -185,7 +208,7 @@ async def execute(
             with contextlib.suppress(asyncio.CancelledError):
                 await exit_task
     finally:
-        kill_group(proc.pid)
+        await _stop(proc, stop_signal)
         capture.close()
         for pipe in pipes:
             pipe.close()

@@ -6,7 +6,10 @@ private `/tmp`, its own PID, IPC, UTS and network namespaces (no network unless 
 a user namespace with every capability dropped, and no other part of the host file system:
 home directories and anything planted beside the workspace are simply not there. When the
 command's main process exits, the PID namespace ends and every process it left behind is
-killed with it.
+killed with it. A seccomp filter refuses set-user-id and set-group-id bits on any file
+(`legato.sandbox._seccomp`): as root, the files a command writes belong to the host's root.
+The private `/tmp` is a tmpfs of bounded size, and the call's memory and task count are
+bounded together by a cgroup where the host allows one (`legato.sandbox._cgroup`).
 """
 
 from __future__ import annotations
@@ -16,14 +19,19 @@ import importlib
 import logging
 import os
 import shutil
+import signal
+import stat
 import sys
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Literal, Protocol, TypeAlias, runtime_checkable
 
 from legato.exceptions import ConfigurationError, SandboxUnavailable
-from legato.sandbox._limits import Limits, PidsCgroup, prlimit_prefix, rlimit_setter
+from legato.sandbox._cgroup import CallCgroup
+from legato.sandbox._limits import Limits, prlimit_prefix, rlimit_setter
 from legato.sandbox._process import CommandResult, execute
+from legato.sandbox._reaper import reaped
+from legato.sandbox._seccomp import setid_filter
 from legato.sandbox._workspace import Workspace
 
 __all__ = [
@@ -71,6 +79,13 @@ _RESOLVER_PATHS = ("/run/systemd/resolve", "/run/resolvconf")
 """Where `/etc/resolv.conf` often points; mounted when the network is granted."""
 
 _PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+
+_SETID_FILTER = True
+"""Load the seccomp filter that refuses set-id bits (tests turn it off for their twin)."""
+_CALL_CGROUP = True
+"""Bound each call's memory with a cgroup where possible (tests turn it off for their twin)."""
+_REAP_TREE = True
+"""`sandbox="none"`: kill every descendant, not just the process group (off in twins)."""
 
 
 @runtime_checkable
@@ -152,7 +167,18 @@ class BubblewrapRunner:
         SandboxUnavailable: bubblewrap is not installed.
     """
 
-    __slots__ = ("_bwrap", "_env", "_hidden", "_limits", "_network", "_probed", "_ro", "_ws")
+    __slots__ = (
+        "_bwrap",
+        "_env",
+        "_hidden",
+        "_limits",
+        "_network",
+        "_probed",
+        "_ro",
+        "_sized",
+        "_warned",
+        "_ws",
+    )
 
     def __init__(
         self,
@@ -173,6 +199,10 @@ class BubblewrapRunner:
         self._hidden = tuple(hidden_paths)
         self._env = dict(env or {})
         self._probed = False
+        self._sized = True
+        """Whether this bubblewrap can size a tmpfs (`--size`, bubblewrap 0.10 and later)."""
+        self._warned: set[str] = set()
+        """Downgrades already logged by this runner (each is logged once)."""
 
     @property
     def kind(self) -> SandboxKind:
@@ -189,8 +219,19 @@ class BubblewrapRunner:
         """The default limits."""
         return self._limits
 
-    def command_line(self, argv: Sequence[str], *, cwd: str = ".") -> list[str]:
-        """The full bubblewrap command line for `argv` (without resource limits)."""
+    def command_line(
+        self,
+        argv: Sequence[str],
+        *,
+        cwd: str = ".",
+        tmp_bytes: int | None = None,
+        seccomp_fd: int | None = None,
+    ) -> list[str]:
+        """The full bubblewrap command line for `argv` (without per-process limits).
+
+        `tmp_bytes` sizes the private `/tmp` and `/var/tmp`; `seccomp_fd` is a descriptor the
+        child inherits holding the set-id filter.
+        """
         root = str(self._ws.root)
         workdir = str(self._ws.resolve(cwd))
         args = [self._bwrap, "--die-with-parent", "--new-session", "--unshare-all"]
@@ -205,8 +246,13 @@ class BubblewrapRunner:
             if Path(path).exists():
                 args += ["--ro-bind", path, path]
         args += _hide(self._hidden)
-        args += ["--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp", "--tmpfs", "/var/tmp"]
-        args += ["--bind", root, root, "--chdir", workdir, "--hostname", "sandbox", "--"]
+        args += ["--dev", "/dev", "--proc", "/proc"]
+        for tmp in ("/tmp", "/var/tmp"):
+            args += [*(["--size", str(tmp_bytes)] if tmp_bytes is not None else []), "--tmpfs", tmp]
+        args += ["--bind", root, root, "--chdir", workdir, "--hostname", "sandbox"]
+        if seccomp_fd is not None:
+            args += ["--seccomp", str(seccomp_fd)]
+        args.append("--")
         return [*args, *argv]
 
     async def run(
@@ -230,21 +276,31 @@ class BubblewrapRunner:
         if not self._probed:
             await self._probe()
         prefix = prlimit_prefix(lim)
-        command = self.command_line([*(prefix or []), *argv], cwd=cwd)
         setters: list[Callable[[], None]] = []
         if prefix is None:
             setters.append(rlimit_setter(lim))
-        cgroup = None
-        if lim.max_processes is not None and os.geteuid() == 0:
-            cgroup = PidsCgroup.create(lim.max_processes + 4)  # + bwrap, its init, prlimit
-            if cgroup is None:
-                _log.warning(
-                    "running as root without a writable pids cgroup: max_processes=%d "
-                    "cannot be enforced (the kernel exempts root from RLIMIT_NPROC)",
-                    lim.max_processes,
-                )
-            else:
-                command = cgroup.entering(command)
+        program = setid_filter() if _SETID_FILTER else None
+        strip = program is None and _SETID_FILTER and os.geteuid() == 0
+        if strip and self._first("setid"):
+            _log.warning(
+                "no set-id seccomp filter for this architecture: as root, set-id bits are "
+                "stripped from the workspace after each command (while it runs, a set-id "
+                "file it made can exist)"
+            )
+        seccomp_fd = _sealed(program) if program is not None else None
+        tmp_bytes = lim.tmp_bytes if self._sized else None
+        if lim.tmp_bytes is not None and not self._sized and self._first("tmp"):
+            _log.warning(
+                "bubblewrap %s cannot size a tmpfs (--size needs 0.10 or later): the private "
+                "/tmp is bounded only by the call's memory cgroup, where there is one",
+                self._bwrap,
+            )
+        command = self.command_line(
+            [*(prefix or []), *argv], cwd=cwd, tmp_bytes=tmp_bytes, seccomp_fd=seccomp_fd
+        )
+        cgroup = self._cgroup(lim)
+        if cgroup is not None:
+            command = cgroup.entering(command)
         try:
             return await execute(
                 command,
@@ -255,10 +311,46 @@ class BubblewrapRunner:
                 output_bytes=lim.output_bytes,
                 preexec_fn=_chain(setters),
                 sandbox="bwrap",
+                pass_fds=() if seccomp_fd is None else (seccomp_fd,),
             )
         finally:
+            if seccomp_fd is not None:
+                os.close(seccomp_fd)
             if cgroup is not None:
                 await asyncio.to_thread(cgroup.close)
+            if strip:
+                await asyncio.to_thread(_strip_set_id, self._ws.root)
+
+    def _first(self, downgrade: str) -> bool:
+        """True the first time this runner meets `downgrade` (it is logged once)."""
+        first = downgrade not in self._warned
+        self._warned.add(downgrade)
+        return first
+
+    def _cgroup(self, lim: Limits) -> CallCgroup | None:
+        """The call's cgroup: memory for everyone, tasks for root; downgrades are logged."""
+        root = os.geteuid() == 0
+        memory = lim.memory_bytes if _CALL_CGROUP else None
+        tasks = lim.max_processes + 4 if root and lim.max_processes is not None else None
+        # + 4: bwrap, its init, prlimit and the shell that joins the group
+        if memory is None and tasks is None:
+            return None
+        cgroup = CallCgroup.create(memory_bytes=memory, max_tasks=tasks)
+        enforced_memory = cgroup is not None and cgroup.memory
+        enforced_tasks = cgroup is not None and cgroup.pids_limited
+        if memory is not None and not enforced_memory and self._first("memory"):
+            _log.warning(
+                "no writable memory cgroup: memory_bytes=%d is enforced per process "
+                "(RLIMIT_AS), not for the whole call",
+                memory,
+            )
+        if tasks is not None and not enforced_tasks and self._first("pids"):
+            _log.warning(
+                "running as root without a writable pids cgroup: max_processes=%d "
+                "cannot be enforced (the kernel exempts root from RLIMIT_NPROC)",
+                lim.max_processes,
+            )
+        return cgroup
 
     async def _probe(self) -> None:
         """Start a trivial sandbox once, so setup failures are reported as such."""
@@ -280,13 +372,24 @@ class BubblewrapRunner:
                 ' or root; pass sandbox="none" to run without isolation.'
             )
             raise SandboxUnavailable(msg)
+        usage = await execute(
+            [self._bwrap, "--help"],
+            cwd=str(self._ws.root),
+            env=_base_env("/tmp", {}),
+            stdin=None,
+            time_limit=30,
+            output_bytes=64 << 10,
+        )
+        self._sized = "--size" in usage.stdout + usage.stderr
         self._probed = True
 
 
 class UnsandboxedRunner:
     """Runs commands directly on the host: no isolation and no resource limits.
 
-    Only the timeout (with a process-group kill) and the output cap apply. Creating one
+    Only the timeout and the output cap apply. Commands run under a subreaper
+    (`legato.sandbox._reaper`), so that on every way out — exit, timeout, output cap,
+    cancellation — every descendant is killed, including those that left the process group. Creating one
     logs a warning; choose it explicitly with `sandbox="none"`.
     """
 
@@ -336,13 +439,14 @@ class UnsandboxedRunner:
             raise ConfigurationError(msg)
         lim = limits or self._limits
         return await execute(
-            list(argv),
+            reaped(argv) if _REAP_TREE else list(argv),
             cwd=str(self._ws.resolve(cwd)),
             env=_base_env(str(self._ws.root), self._env),
             stdin=stdin,
             time_limit=lim.timeout,
             output_bytes=lim.output_bytes,
             sandbox="none",
+            stop_signal=signal.SIGTERM if _REAP_TREE else None,
         )
 
 
@@ -401,6 +505,29 @@ def _hide(paths: Sequence[str]) -> list[str]:
         else:
             args += ["--ro-bind", "/dev/null", path]
     return args
+
+
+def _strip_set_id(root: Path) -> None:
+    """Clear set-user-id and set-group-id bits under `root` (without following symlinks)."""
+    # the command's processes are all dead by now: nothing can swap a path meanwhile
+    for directory, dirs, files in os.walk(root):
+        for name in [*dirs, *files]:
+            path = Path(directory) / name
+            try:
+                st = path.lstat()
+                if st.st_mode & (stat.S_ISUID | stat.S_ISGID) and not stat.S_ISLNK(st.st_mode):
+                    path.chmod(stat.S_IMODE(st.st_mode) & ~(stat.S_ISUID | stat.S_ISGID))
+                    _log.warning("cleared set-id bits on %s, left by a sandboxed command", path)
+            except OSError:
+                continue
+
+
+def _sealed(program: bytes) -> int:
+    """A descriptor holding `program`, read from its start (bubblewrap reads it to the end)."""
+    fd = os.memfd_create("legato-seccomp", os.MFD_CLOEXEC)
+    os.write(fd, program)
+    os.lseek(fd, 0, os.SEEK_SET)
+    return fd
 
 
 def _chain(setters: Sequence[Callable[[], None]]) -> Callable[[], None] | None:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import inspect
 import re
 from collections.abc import Callable, Iterable, Mapping
@@ -13,6 +12,7 @@ from legato.exceptions import ToolArgumentsInvalid, ToolDefinitionError
 from legato.messages import JsonValue, ToolDefinition
 from legato.tools._context import RunContext
 from legato.tools._contract import Postcondition, Precondition, ToolContract, conditions
+from legato.tools._isolation import Isolation, call_in_process, call_in_thread, check_isolatable
 from legato.tools._reconcile import Reconciler
 from legato.tools._schema import DocstringFormat, function_schema
 
@@ -88,6 +88,12 @@ class Tool:
     """The tool's arguments cannot steer its effect anywhere harmful (it declares no sinks
     on purpose); without this, a side-effecting tool with no sinks is refused when the
     injection defence is on."""
+    isolation: Isolation | None = None
+    """Where a sync function runs: `thread` (cannot be stopped: a cancelled or timed-out
+    call's effect may still land) or `process` (a worker process killed on cancellation or
+    timeout; arguments and results cross by value). `None`: the agent's default, which is
+    `thread` unless the agent was made with `isolate_irreversible=True` and the tool is
+    irreversible. Async functions run in the event loop and are cancelled there."""
 
     def __post_init__(self) -> None:
         _check_name(self.name)
@@ -97,6 +103,16 @@ class Tool:
             raise ToolDefinitionError(msg)
         if self.timeout is not None and self.timeout <= 0:
             msg = f"tool {self.name!r}: timeout must be positive"
+            raise ToolDefinitionError(msg)
+        if self.isolation == "process":
+            check_isolatable(
+                self.name,
+                self.function,
+                context_parameter=self.context_parameter,
+                is_async=_is_async(self.function),
+            )
+        elif self.isolation not in ("thread", None):
+            msg = f"tool {self.name!r}: isolation must be 'thread' or 'process'"
             raise ToolDefinitionError(msg)
 
     # -- construction -----------------------------------------------------------------------------
@@ -120,6 +136,7 @@ class Tool:
         reconcile: Reconciler | None = None,
         sinks: Iterable[str] | Mapping[str, SinkKind] | None = None,
         trusted_arguments: bool = False,
+        isolation: Isolation | None = None,
     ) -> Tool:
         """Build a tool from a function's signature, type hints and docstring.
 
@@ -147,6 +164,7 @@ class Tool:
             reconcile=reconcile,
             sinks=_sink_map(sinks),
             trusted_arguments=trusted_arguments,
+            isolation=isolation,
         )
 
     @classmethod
@@ -217,13 +235,19 @@ class Tool:
         return self.validator(arguments)
 
     async def invoke(self, arguments: Mapping[str, Any], ctx: RunContext[Any]) -> Any:
-        """Call the function with validated arguments; sync functions run in a worker thread."""
+        """Call the function with validated arguments.
+
+        Sync functions run on a daemon thread, or in a worker process with
+        `isolation="process"` (see `legato.tools._isolation`).
+        """
         kwargs = dict(arguments)
         if self.context_parameter is not None:
             kwargs[self.context_parameter] = ctx
         if _is_async(self.function):
             return await self.function(**kwargs)
-        result = await asyncio.to_thread(self.function, **kwargs)
+        if self.isolation == "process":
+            return await call_in_process(self.name, self.function, kwargs)
+        result = await call_in_thread(self.function, kwargs)
         if inspect.isawaitable(result):
             return await result
         return result
@@ -231,6 +255,23 @@ class Tool:
     def replace(self, **changes: Any) -> Tool:
         """A copy with some fields changed (name, description, side_effects, ...)."""
         return replace(self, **changes)
+
+    def isolated_if_irreversible(self) -> Tool:
+        """This tool, in a worker process if it is an irreversible sync tool left to the default.
+
+        What `Agent(isolate_irreversible=True)` applies to its tools.
+
+        Raises:
+            ToolDefinitionError: the tool is such a tool and cannot cross into a process
+                (a lambda, a local function, a method, or it takes the `RunContext`).
+        """
+        if (
+            self.side_effects != "irreversible"
+            or self.isolation is not None
+            or _is_async(self.function)
+        ):
+            return self
+        return replace(self, isolation="process")
 
     def __get__(self, instance: object, owner: type | None = None) -> Tool:
         """Bind a tool defined on a class to the instance it is read from."""
@@ -353,6 +394,7 @@ def tool(
     reconcile: Reconciler | None = None,
     sinks: Iterable[str] | Mapping[str, SinkKind] | None = None,
     trusted_arguments: bool = False,
+    isolation: Isolation | None = None,
 ) -> Callable[[ToolFunction], Tool]: ...
 
 
@@ -376,6 +418,7 @@ def tool(
     reconcile: Reconciler | None = None,
     sinks: Iterable[str] | Mapping[str, SinkKind] | None = None,
     trusted_arguments: bool = False,
+    isolation: Isolation | None = None,
 ) -> Tool | Callable[[ToolFunction], Tool]:
     """Turn a function (sync or async) or a method into a `Tool`.
 
@@ -386,6 +429,9 @@ def tool(
     after a crash, whether an irreversible call that never finished took effect. `sinks` names the
     parameters that decide where a side effect lands (`{"to": "recipient"}`, or names for
     kind `text`); `trusted_arguments=True` says a side-effecting tool has none on purpose.
+    verified state (or pass a ready `contract`; see `legato.contracts`).
+    `isolation="process"` runs a sync function in a worker process that is killed when the
+    call is cancelled or times out (see `Tool.isolation`).
     """
     spec = conditions(requires=requires, ensures=ensures, reads=reads, writes=writes)
     if spec is not None and contract is not None:
@@ -411,6 +457,7 @@ def tool(
             reconcile=reconcile,
             sinks=sinks,
             trusted_arguments=trusted_arguments,
+            isolation=isolation,
         )
 
     if function is not None:
