@@ -1,0 +1,341 @@
+"""Runs that outlive the connections watching them.
+
+A `RunHub` starts each run as a task of the server, not of the request: a browser that
+closes its tab stops reading, the run goes on, and every AG-UI event it produced is kept
+with an id (`<journal sequence>.<k>`). A reconnecting client asks for the events after
+the last id it saw (`Last-Event-ID`); a run the hub no longer holds (the server was
+restarted) is replayed from its journal in the store.
+
+Approvals are never decided by a connection: side-effecting calls park the run
+(`RunParked`), the pending request waits in the approval store, and only an explicit
+decision (`resume[]` in an AG-UI request) continues it. A closed tab leaves the request
+pending; only its time-to-live expires it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import AsyncIterator, Sequence
+from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING, Any
+
+from legato.approvals import (
+    ApprovalPolicy,
+    ApprovalStore,
+    Decision,
+    MemoryApprovalStore,
+    Reject,
+    SQLiteApprovalStore,
+    decision_from_json,
+)
+from legato.events import Journal, RunFailed, RunFinished, RunStarted, is_journal_event
+from legato.exceptions import (
+    ConversationBusy,
+    DecisionTokenInvalid,
+    JournalError,
+    RequestInvalid,
+    RunCancelled,
+    RunParked,
+)
+from legato.web._agui import AguiEvent, AguiMapper
+
+if TYPE_CHECKING:
+    from legato.agent import Agent
+    from legato.run import RunHandle
+    from legato.store import Store
+
+__all__ = ["Frame", "LiveRun", "RunHub", "parse_event_id"]
+
+
+@dataclass(frozen=True, slots=True)
+class Frame:
+    """One AG-UI event with its id: after journal event `seq`, the `k`-th event sent."""
+
+    seq: int
+    k: int
+    event: AguiEvent
+
+    @property
+    def id(self) -> str:
+        """The SSE id, `<seq>.<k>`."""
+        return f"{self.seq}.{self.k}"
+
+
+def parse_event_id(text: str | None) -> tuple[int, int] | None:
+    """`(seq, k)` from a `Last-Event-ID`; `RequestInvalid` when it is not one of ours."""
+    if text is None or not text.strip():
+        return None
+    seq, _, k = text.strip().partition(".")
+    if not seq.isdigit() or not (k.isdigit() or k == ""):
+        msg = f"Last-Event-ID {text!r} is not an event id of this server (expected '<seq>.<k>')"
+        raise RequestInvalid(msg)
+    return int(seq), int(k) if k else -1
+
+
+@dataclass(kw_only=True)
+class LiveRun:
+    """A run the hub holds: its AG-UI events so far, and whether it is still going."""
+
+    run_id: str
+    thread_id: str
+    mapper: AguiMapper
+    frames: list[Frame] = field(default_factory=lambda: [])
+    seq: int = 0
+    """Journal events seen so far."""
+    done: bool = True
+    _k: int = 0
+    _wake: asyncio.Event = field(default_factory=asyncio.Event)
+    handle: RunHandle[Any] | None = None
+
+    def push(self, events: Sequence[AguiEvent], *, journaled: bool) -> None:
+        """Record the AG-UI events of one legato event and wake the readers."""
+        if journaled:
+            self.seq += 1
+            self._k = 0
+        for event in events:
+            self.frames.append(Frame(self.seq, self._k, event))
+            self._k += 1
+        self._notify()
+
+    def _notify(self) -> None:
+        self._wake.set()
+        self._wake = asyncio.Event()
+
+    def finish(self) -> None:
+        """The current segment of the run ended (finished, failed, parked or cancelled)."""
+        self.done = True
+        self._notify()
+
+    async def follow(self, after: tuple[int, int] | None) -> AsyncIterator[Frame]:
+        """The frames after `after`, then new ones as they come, until the run stops."""
+        index = 0
+        if after is not None:
+            while (
+                index < len(self.frames)
+                and (
+                    self.frames[index].seq,
+                    self.frames[index].k,
+                )
+                <= after
+            ):
+                index += 1
+        while True:
+            wake = self._wake
+            while index < len(self.frames):
+                yield self.frames[index]
+                index += 1
+            if self.done:
+                return
+            await wake.wait()
+
+
+def approval_store_for(store: Store) -> ApprovalStore:
+    """The approval store kept beside the run store (in memory for other stores)."""
+    from legato.store import SQLiteStore
+
+    if isinstance(store, SQLiteStore):
+        return SQLiteApprovalStore(store)
+    return MemoryApprovalStore()
+
+
+class RunHub:
+    """Starts, resumes, cancels and replays the runs of one agent for the web UI."""
+
+    def __init__(self, agent: Agent[Any], store: Store) -> None:
+        self.agent = agent
+        self.store = store
+        agent.store = store  # runs and sessions of the UI live in this store
+        approvals = approval_store_for(store)
+        base = agent.approvals or ApprovalPolicy(default="ask")
+        # no handler: an `ask` parks the run; a person decides through the store
+        self.policy = replace(base, handler=None, store=approvals, wait=0.0)
+        self.approvals = approvals
+        self._runs: dict[str, LiveRun] = {}
+        self._tasks: set[asyncio.Task[None]] = set()
+
+    # -- conversations -------------------------------------------------------------------------
+
+    def active(self, thread_id: str) -> LiveRun | None:
+        """The run of the conversation that is going on now, if any."""
+        for live in self._runs.values():
+            if live.thread_id == thread_id and not live.done:
+                return live
+        return None
+
+    def run_ids(self, thread_id: str) -> list[str]:
+        """The conversation's runs, oldest first."""
+        return [r.run_id for r in reversed(self.store.list_runs(session=thread_id, limit=1000))]
+
+    async def pending(self, thread_id: str) -> list[dict[str, Any]]:
+        """Approval requests of the conversation waiting for a decision (without tokens)."""
+        runs = set(self.run_ids(thread_id))
+        return [
+            {
+                "id": r.id,
+                "runId": r.run_id,
+                "toolCallId": r.call_id,
+                "tool": r.tool,
+                "arguments": r.arguments,
+                "rule": r.rule,
+                "expiresAt": r.expires_at,
+            }
+            for r in await self.approvals.pending()
+            if r.run_id in runs
+        ]
+
+    # -- runs ----------------------------------------------------------------------------------
+
+    def start(self, thread_id: str, prompt: str) -> LiveRun:
+        """Start a run of the conversation on `prompt` (`ConversationBusy` if one is going)."""
+        if self.active(thread_id) is not None:
+            msg = f"conversation {thread_id!r} has a run in progress; cancel it or wait"
+            raise ConversationBusy(msg)
+        handle = self.agent.start(prompt, session=thread_id, approvals=self.policy)
+        live = LiveRun(
+            run_id=handle.run_id,
+            thread_id=thread_id,
+            mapper=AguiMapper(thread_id=thread_id, run_id=handle.run_id),
+        )
+        self._runs[live.run_id] = live
+        self._drive(live, handle, resumed=0)
+        return live
+
+    async def resume(self, thread_id: str, entries: Sequence[dict[str, Any]]) -> LiveRun:
+        """Apply the decisions of `resume[]` and continue the run they belong to.
+
+        Every entry is checked before any is applied, so a malformed request decides
+        nothing. `RequestInvalid` for an unknown request or another conversation's;
+        `DecisionAlreadyUsed` when it was decided already.
+        """
+        decisions: list[tuple[str, str, Decision]] = []
+        run_id: str | None = None
+        runs = set(self.run_ids(thread_id))
+        for entry in entries:
+            request = await self.approvals.get(entry["interruptId"])
+            if request is None or request.run_id not in runs:
+                msg = f"no approval request {entry['interruptId']!r} in conversation {thread_id!r}"
+                raise RequestInvalid(msg)
+            if run_id is not None and request.run_id != run_id:
+                msg = "resume[] entries must belong to one run"
+                raise RequestInvalid(msg)
+            run_id = request.run_id
+            decisions.append((request.id, request.token, _decision(entry)))
+        if run_id is None:
+            msg = "resume[] is empty"
+            raise RequestInvalid(msg)
+        if self.active(thread_id) is not None:
+            msg = f"conversation {thread_id!r} has a run in progress; cancel it or wait"
+            raise ConversationBusy(msg)
+        for request_id, token, decision in decisions:
+            await self.approvals.decide(request_id, token, decision)
+        live = self._runs.get(run_id) or self._restore(thread_id, run_id)
+        journal = self.store.load_run(run_id)
+        handle = self.agent.start_resumed(journal, approvals=self.policy)
+        self._drive(live, handle, resumed=len(journal))
+        return live
+        return live
+
+    def cancel(self, run_id: str) -> bool:
+        """Cancel a run in progress through its fence; False if it is not running."""
+        live = self._runs.get(run_id)
+        if live is None or live.done or live.handle is None:
+            return False
+        return live.handle.cancel("cancelled from the web UI")
+
+    def get(self, run_id: str) -> LiveRun:
+        """The run (restored from its journal if the hub does not hold it)."""
+        live = self._runs.get(run_id)
+        if live is not None:
+            return live
+        journal = self.store.load_run(run_id)  # JournalError if unknown
+        first = journal.events[0] if len(journal) else None
+        if not isinstance(first, RunStarted):
+            msg = f"run {run_id!r} has no journal"
+            raise JournalError(msg)
+        info = next((r for r in self.store.list_runs(limit=1000) if r.run_id == run_id), None)
+        return self._restore(info.session if info and info.session else "", run_id)
+
+    def _restore(self, thread_id: str, run_id: str) -> LiveRun:
+        """A finished segment of a run, rebuilt from its stored journal."""
+        live = LiveRun(
+            run_id=run_id,
+            thread_id=thread_id,
+            mapper=AguiMapper(thread_id=thread_id, run_id=run_id),
+        )
+        for event in self.store.load_run(run_id):
+            live.push(live.mapper.feed(event), journaled=True)
+        self._runs[run_id] = live
+        return live
+
+    def _drive(self, live: LiveRun, handle: RunHandle[Any], *, resumed: int) -> None:
+        """Pump the run's events into `live`; `resumed` journal events were seen before."""
+        live.done = False
+        live.handle = handle
+        task = asyncio.get_running_loop().create_task(
+            self._pump(live, handle, resumed=resumed), name=f"legato-web-{live.run_id[:8]}"
+        )
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def _pump(self, live: LiveRun, handle: RunHandle[Any], *, resumed: int) -> None:
+        skip = resumed  # a resumed run streams its journal again first: shown already
+        try:
+            async for event in handle.events():
+                if skip and is_journal_event(event):
+                    skip -= 1
+                    continue
+                live.push(live.mapper.feed(event), journaled=is_journal_event(event))
+        except RunParked:
+            pass  # the journal's RunParked became the interrupt outcome
+        except RunCancelled as exc:
+            live.push(live.mapper.cancelled(str(exc)), journaled=False)
+        except Exception as exc:  # the run failed: say so even when the journal does not
+            events = handle.journal.events
+            if not events or not isinstance(events[-1], RunFailed):
+                live.push(live.mapper.failed(exc), journaled=False)
+        finally:
+            if resumed:
+                with contextlib.suppress(Exception):
+                    await self._save_resumed(live, handle)
+            live.finish()
+
+    async def _save_resumed(self, live: LiveRun, handle: RunHandle[Any]) -> None:
+        """A resumed run is not persisted by `agent.start`: store its journal and turn."""
+        events = handle.journal.events
+        saved = len(self.store.load_run(live.run_id))
+        if len(events) > saved:
+            self.store.append_events(
+                live.run_id, events[saved:], start=saved, session=live.thread_id
+            )
+        if isinstance(events[-1], RunFinished):
+            result = await handle.result()
+            self.store.append_turn(live.thread_id, result.new_messages(), run_id=live.run_id)
+
+    async def close(self) -> None:
+        """Cancel the runs still going and wait for them (the server is stopping)."""
+        for live in self._runs.values():
+            if not live.done and live.handle is not None:
+                live.handle.cancel("the server stopped")
+        if self._tasks:
+            await asyncio.wait(list(self._tasks))
+
+    def journal(self, run_id: str) -> Journal:
+        """The run's journal: the live one while it runs, else the stored one."""
+        live = self._runs.get(run_id)
+        if live is not None and live.handle is not None:
+            return live.handle.journal
+        return self.store.load_run(run_id)
+
+
+def _decision(entry: dict[str, Any]) -> Decision:
+    if entry.get("status") == "cancelled":
+        return Reject(message="The user cancelled this call.")
+    payload = entry.get("payload")
+    if not isinstance(payload, dict):
+        msg = "a resolved interrupt needs a payload like {'verdict': 'approve'}"
+        raise RequestInvalid(msg)
+    try:
+        return decision_from_json(payload)  # pyright: ignore[reportUnknownArgumentType]
+    except DecisionTokenInvalid as exc:  # a bad verdict or edit: the request is malformed
+        raise RequestInvalid(str(exc)) from None
