@@ -15,6 +15,7 @@ from legato.agent import Agent
 from legato.approvals import ApprovalPolicy, Rule, TerminalApprover
 from legato.cli._mcp import mcp_app
 from legato.cli._render import render_event, render_journal
+from legato.cli._serve import serve as serve_command
 from legato.events import Journal, RunFinished, is_journal_event
 from legato.exceptions import ConfigurationError, LegatoError
 from legato.security import AuditLog, verify_audit
@@ -25,6 +26,7 @@ app = typer.Typer(
 )
 
 app.add_typer(mcp_app, name="mcp")
+app.command("serve")(serve_command)
 
 
 def _version(value: bool) -> None:

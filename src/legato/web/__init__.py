@@ -24,7 +24,8 @@ import importlib.util
 if importlib.util.find_spec("starlette") is None:  # pragma: no cover - depends on the install
     from legato.exceptions import MissingDependency
 
-    raise MissingDependency("starlette", "web")
+    package = "starlette"
+    raise MissingDependency(package, "web")
 
 from legato.web._agui import AguiMapper, journal_to_agui
 from legato.web._app import WebApp, create_app
