@@ -131,7 +131,7 @@ function card(callId, name) {
 function setOutcome(node, outcome) {
   const badge = node.querySelector(".outcome");
   badge.textContent = outcome;
-  badge.className = `outcome ${outcome}`;
+  badge.className = `outcome ${outcome.replace(/\s+/g, "-")}`;
 }
 
 function handle(event, runId) {
@@ -348,14 +348,11 @@ async function refreshThreads() {
     name.addEventListener("click", () => openThread(t.id));
     item.append(name);
     if (t.pending) item.append(el("span", "badge", String(t.pending)));
-    const rename = el("button", "rename", "✎");
-    rename.title = "Rename";
+    const rename = el("button", "rename", "rename");
     rename.addEventListener("click", () => renameThread(t.id));
-    const fork = el("button", "fork", "⑂");
-    fork.title = "Fork";
+    const fork = el("button", "fork", "fork");
     fork.addEventListener("click", () => forkThread(t.id));
-    const remove = el("button", "delete", "✕");
-    remove.title = "Delete";
+    const remove = el("button", "delete", "delete");
     remove.addEventListener("click", () => deleteThread(t.id));
     item.append(rename, fork, remove);
     list.append(item);
