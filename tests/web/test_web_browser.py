@@ -18,9 +18,9 @@ from typing import Any
 from urllib.parse import urlsplit
 
 import pytest
+from web_support import TOKEN, GatedModel, Outbox, Server, email_script, make_app, running
 
 from legato.store import SQLiteStore
-from web_support import TOKEN, GatedModel, Outbox, Server, email_script, make_app, running
 
 DOCS = Path(__file__).resolve().parents[2] / "docs"
 LOOPBACK = {"127.0.0.1", "localhost", "[::1]", "::1"}
@@ -28,7 +28,7 @@ LOOPBACK = {"127.0.0.1", "localhost", "[::1]", "::1"}
 
 def _browser_or_skip() -> str:
     chromium = shutil.which("chromium") or shutil.which("chromium-browser")
-    missing = []
+    missing: list[str] = []
     if chromium is None:
         missing.append("the `chromium` package (apt-get install chromium; `make test` does)")
     if importlib.util.find_spec("playwright") is None:
@@ -51,7 +51,7 @@ class Guarded:
 
     def attach(self, context: Any) -> None:
         def route(route: Any) -> None:
-            url = route.request.url
+            url: str = route.request.url
             self.requests.append(url)
             host = urlsplit(url).hostname or ""
             if urlsplit(url).scheme in ("data", "blob") or host in LOOPBACK:

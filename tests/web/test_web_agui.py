@@ -1,0 +1,288 @@
+"""AG-UI conformance of the event stream, and streams that outlive their connection."""
+
+from __future__ import annotations
+
+import json
+from collections import defaultdict
+from typing import Any
+
+import httpx
+import pytest
+from web_support import (
+    TOKEN,
+    GatedModel,
+    Outbox,
+    client,
+    email_script,
+    frames,
+    make_app,
+    prompt_body,
+    resume_body,
+    running,
+)
+
+from legato.events import (
+    Lineage,
+    SpawnFinished,
+    SpawnStarted,
+    StateChange,
+    StateCommitted,
+    StateLoaded,
+)
+from legato.web import AguiMapper, journal_to_agui
+
+ag_ui = pytest.importorskip("ag_ui.core", reason="ag-ui-protocol (the dev extra) validates frames")
+
+
+def _validate(events: list[dict[str, Any]], *, earlier: list[dict[str, Any]] = ()) -> None:  # type: ignore[assignment] # a tuple default
+    """Every event is a valid AG-UI event, and the order rules hold within each segment.
+
+    `earlier` are the events of the run's previous segments (a resumed run reports the
+    results of calls announced before it parked).
+    """
+    from pydantic import TypeAdapter
+
+    adapter: TypeAdapter[Any] = TypeAdapter(ag_ui.Event)
+    for event in events:
+        adapter.validate_python(event)
+    assert events[0]["type"] == "RUN_STARTED"
+    assert events[-1]["type"] in ("RUN_FINISHED", "RUN_ERROR")
+    open_runs = 0
+    text: dict[str, str] = {}
+    tools: dict[str, str] = {
+        e["toolCallId"]: "ended" for e in earlier if e["type"] == "TOOL_CALL_END"
+    }
+    for event in events:
+        kind = event["type"]
+        if kind == "RUN_STARTED":
+            assert open_runs == 0, "a run started inside a run"
+            open_runs = 1
+            continue
+        assert open_runs == 1, f"{kind} outside a run"
+        if kind in ("RUN_FINISHED", "RUN_ERROR"):
+            assert not [m for m, state in text.items() if state == "open"]
+            open_runs = 0
+        elif kind == "TEXT_MESSAGE_START":
+            assert text.get(event["messageId"]) != "open"
+            text[event["messageId"]] = "open"
+        elif kind in ("TEXT_MESSAGE_CONTENT", "TEXT_MESSAGE_END"):
+            assert text.get(event["messageId"]) == "open"
+            if kind == "TEXT_MESSAGE_END":
+                text[event["messageId"]] = "closed"
+        elif kind == "TOOL_CALL_START":
+            tools[event["toolCallId"]] = "open"
+        elif kind in ("TOOL_CALL_ARGS", "TOOL_CALL_END"):
+            assert tools[event["toolCallId"]] == "open"
+            if kind == "TOOL_CALL_END":
+                tools[event["toolCallId"]] = "ended"
+        elif kind == "TOOL_CALL_RESULT":
+            assert tools[event["toolCallId"]] == "ended"
+    assert open_runs == 0, "the last run never ended"
+
+
+def _view(events: list[dict[str, Any]]) -> dict[str, Any]:
+    """What a client shows: text per message, arguments and results per tool call."""
+    text: dict[str, str] = defaultdict(str)
+    args: dict[str, str] = defaultdict(str)
+    results: dict[str, str] = {}
+    for event in events:
+        if event["type"] == "TEXT_MESSAGE_START":
+            text[event["messageId"]] = ""
+        elif event["type"] == "TEXT_MESSAGE_CONTENT":
+            text[event["messageId"]] += event["delta"]
+        elif event["type"] == "TOOL_CALL_START":
+            args[event["toolCallId"]] = ""
+        elif event["type"] == "TOOL_CALL_ARGS":
+            args[event["toolCallId"]] += event["delta"]
+        elif event["type"] == "TOOL_CALL_RESULT":
+            results[event["toolCallId"]] = event["content"]
+    return {"text": dict(text), "args": dict(args), "results": results}
+
+
+async def test_a_parked_and_resumed_run_is_valid_agui_and_matches_its_journal() -> None:
+    outbox = Outbox()
+    app = make_app(outbox)
+    async with client(app) as http:
+        first = frames((await http.post("/api/agui", json=prompt_body("t", "Mail Ann"))).text)
+        parked = [e for _, e in first]
+        _validate(parked)
+        outcome = parked[-1]["outcome"]
+        assert outcome["type"] == "interrupt"
+        (interrupt,) = outcome["interrupts"]
+        run_id = parked[0]["runId"]
+        journal = app.hub.journal(run_id)
+        asked = [e for e in journal if e.kind == "approval_requested"]
+        assert [interrupt["id"]] == [e.request_id for e in asked]
+        assert interrupt["toolCallId"] == asked[0].call.id
+        # concatenated ARGS parse to the journaled arguments
+        view = _view(parked)
+        assert json.loads(view["args"][asked[0].call.id]) == asked[0].call.arguments
+
+        second = frames(
+            (
+                await http.post(
+                    "/api/agui", json=resume_body("t", interrupt["id"], {"verdict": "approve"})
+                )
+            ).text
+        )
+        resumed = [e for _, e in second]
+        _validate(resumed, earlier=parked)
+        assert resumed[-1]["outcome"] == {"type": "success"}
+        assert resumed[-1]["result"] == "Done: the email to Ann went out."
+
+        # ids: strictly increasing, and the last journaled sequence is the journal's length
+        ids = [tuple(int(p) for p in i.split(".")) for i, _ in first + second]
+        assert ids == sorted(ids)
+        assert len(set(ids)) == len(ids)
+        journal = app.hub.journal(run_id)
+        assert ids[-1][0] == len(journal)
+
+        # the stream rebuilt from the journal alone shows the same conversation
+        live_view = _view(parked + resumed)
+        replayed = journal_to_agui("t", run_id, journal)
+        _validate(replayed)
+        assert _view(replayed) == live_view
+        assert outbox.sent == ["ann@example.com"]
+
+
+def test_state_and_sub_agent_events_map_to_valid_agui_events() -> None:
+    from pydantic import TypeAdapter
+
+    mapper = AguiMapper(thread_id="t", run_id="r")
+    lineage = Lineage(
+        run_id="child-1", parent_run_id="r", parent_step=1, parent_call_id="c1", agent="researcher"
+    )
+    grandchild = Lineage(
+        run_id="child-2",
+        parent_run_id="child-1",
+        parent_step=1,
+        parent_call_id="c2",
+        agent="reader",
+        depth=2,
+    )
+    from legato.events import ChildEvent
+
+    events = [
+        StateLoaded(version=0, values={"balance": 10, "a/b": None}),
+        StateCommitted(
+            version=1,
+            changes=(
+                StateChange(key="balance", old=10, new=7),
+                StateChange(key="a/b", old=None, new=1),
+            ),
+            tool="pay",
+            call_id="c0",
+        ),
+        SpawnStarted(lineage=lineage, task="find the paper"),
+        ChildEvent(lineage=lineage, event=SpawnStarted(lineage=grandchild, task="read it")),
+        SpawnFinished(lineage=lineage, outcome="timeout", error="took too long"),
+    ]
+    out = [e for event in events for e in mapper.feed(event)]
+    adapter: TypeAdapter[Any] = TypeAdapter(ag_ui.Event)
+    for event in out:
+        adapter.validate_python(event)
+    kinds = [e["type"] for e in out]
+    assert kinds == [
+        "RUN_STARTED",
+        "STATE_SNAPSHOT",
+        "STATE_DELTA",
+        "CUSTOM",
+        "SUBAGENT_STARTED",
+        "SUBAGENT_STARTED",
+        "SUBAGENT_ERROR",
+    ]
+    assert out[2]["delta"] == [
+        {"op": "add", "path": "/balance", "value": 7},
+        {"op": "add", "path": "/a~1b", "value": 1},  # RFC 6901 escaping
+    ]
+    assert out[3]["value"]["version"] == 1
+    assert out[5]["parentSubagentRunId"] == "child-1"
+    assert out[4]["parentToolCallId"] == "c1"
+    assert out[6]["code"] == "timeout"
+
+
+# -- streams and approvals outlive the connection ----------------------------------------------------
+
+
+def _read_until(lines: Any, stop: str) -> list[tuple[str, dict[str, Any]]]:
+    got: list[tuple[str, dict[str, Any]]] = []
+    block: list[str] = []
+    for line in lines:
+        if line:
+            block.append(line)
+            continue
+        got.extend(frames("\n".join(block)))
+        block = []
+        if got and got[-1][1]["type"] == stop:
+            return got
+    return got
+
+
+def test_a_dropped_stream_resumes_from_last_event_id_and_decides_nothing() -> None:
+    outbox = Outbox()
+    model = GatedModel(email_script())
+    holder: dict[str, Any] = {}
+
+    def factory(port: int) -> Any:
+        app = make_app(outbox, model=model)
+        app.allow(port)
+        holder["app"] = app
+        return app
+
+    auth = {"Authorization": f"Bearer {TOKEN}"}
+    with running(factory) as server, httpx.Client(base_url=server.url, headers=auth) as http:
+        with http.stream("POST", "/api/agui", json=prompt_body("t", "Mail Ann")) as response:
+            before = _read_until(response.iter_lines(), "TEXT_MESSAGE_CONTENT")
+        # the connection is gone mid-answer; the run is not
+        run_id = before[0][1]["runId"]
+        model.release.set()
+        last = before[-1][0]
+        with http.stream(
+            "GET", f"/api/runs/{run_id}/events", headers={"Last-Event-ID": last}
+        ) as response:
+            after = _read_until(response.iter_lines(), "RUN_FINISHED")
+        everything = frames(http.get(f"/api/runs/{run_id}/events").text)
+        assert [i for i, _ in before + after] == [i for i, _ in everything]  # no gap, no repeat
+        events = [e for _, e in before + after]
+        _validate(events)
+        assert _view(events)["text"][f"{run_id}:m1"] == "I will send the email to Ann now."
+        assert events[-1]["outcome"]["type"] == "interrupt"  # parked, not decided
+        pending = http.get("/api/threads/t").json()["pending"]
+        assert len(pending) == 1
+        assert outbox.sent == []
+        # a reconnect with an id that is not ours is a clear error
+        bad = http.get(f"/api/runs/{run_id}/events", headers={"Last-Event-ID": "x"})
+        assert bad.status_code == 400
+
+
+def test_stop_cancels_the_run_through_its_fence() -> None:
+    outbox = Outbox()
+    model = GatedModel(email_script())
+
+    def factory(port: int) -> Any:
+        app = make_app(outbox, model=model)
+        app.allow(port)
+        return app
+
+    auth = {"Authorization": f"Bearer {TOKEN}"}
+    try:
+        with running(factory) as server, httpx.Client(base_url=server.url, headers=auth) as http:
+            with http.stream("POST", "/api/agui", json=prompt_body("t", "Mail Ann")) as response:
+                lines = response.iter_lines()
+                before = _read_until(lines, "TEXT_MESSAGE_CONTENT")
+                run_id = before[0][1]["runId"]
+                busy = http.post("/api/agui", json=prompt_body("t", "again"))
+                assert busy.status_code == 409  # one run at a time per conversation
+                assert http.post(f"/api/runs/{run_id}/cancel").json() == {"cancelled": True}
+                rest = _read_until(lines, "RUN_FINISHED")
+            end = rest[-1][1]
+            assert end["outcome"] == {"type": "cancelled"}
+            journal = [
+                json.dumps(e) for e in http.get(f"/api/runs/{run_id}/journal").json()["events"]
+            ]
+            assert any('"cancel_requested"' in line for line in journal)
+            assert http.post(f"/api/runs/{run_id}/cancel").json() == {"cancelled": False}
+            model.release.set()  # frees the model's waiting thread before the server stops
+    finally:
+        model.release.set()
+    assert outbox.sent == []
