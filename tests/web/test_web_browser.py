@@ -20,7 +20,11 @@ from urllib.parse import urlsplit
 import pytest
 from web_support import TOKEN, GatedModel, Outbox, Server, email_script, make_app, running
 
+from legato import Agent, RunContext, tool
+from legato.contracts import State
 from legato.store import SQLiteStore
+from legato.testing import ScriptedModel, call, reply
+from legato.web import create_app
 
 DOCS = Path(__file__).resolve().parents[2] / "docs"
 LOOPBACK = {"127.0.0.1", "localhost", "[::1]", "::1"}
@@ -193,3 +197,73 @@ def test_the_loopback_guard_catches_a_request_that_leaves(browser: Any) -> None:
             page.goto("http://192.0.2.1/x")  # TEST-NET-1: never routed
         context.close()
     assert guard.blocked == ["http://192.0.2.1/x"]
+
+
+def _state_and_subagent_agent() -> Any:
+    @tool(writes=["count"])
+    def increment(ctx: RunContext, by: int) -> str:
+        """Add to the counter.
+
+        Args:
+            by: How much.
+        """
+        ctx.state["count"] = ctx.state["count"] + by
+        return f"count is {ctx.state['count']}"
+
+    child = Agent(ScriptedModel(["Found it: page 4."]), name="researcher")
+    script = [
+        reply(call("increment", {"by": 2}), call("researcher", {"task": "find the page"})),
+        "Counted and researched.",
+    ]
+    return Agent(
+        ScriptedModel(script),
+        tools=[increment, child.as_tool(name="researcher", description="Finds things.")],
+        state=State.typed(count=(int, 0)),
+    )
+
+
+def test_state_panel_sub_agent_tree_and_conversation_list(browser: Any) -> None:
+    def factory(port: int) -> Any:
+        return create_app(
+            _state_and_subagent_agent(), store=SQLiteStore(":memory:"), token=TOKEN, port=port
+        )
+
+    guard = Guarded()
+    with running(factory) as server:
+        context = browser.new_context(viewport={"width": 1280, "height": 760})
+        guard.attach(context)
+        page = context.new_page()
+        page.goto(f"{server.url}/?token={TOKEN}")
+        page.wait_for_selector("#model:has-text('test:scripted')")
+        page.click("#new-thread")
+        page.wait_for_selector("#threads li.current")
+        name = page.locator("#thread-title").text_content() or ""
+        assert name.startswith("chat ")
+        page.fill("#prompt", "Count and research.")
+        page.press("#prompt", "Enter")
+        page.wait_for_selector(".msg.assistant:has-text('Counted and researched.')")
+        assert '"count": 2' in (page.locator("#state").text_content() or "")
+        history = page.locator("#state-history li").first.text_content() or ""
+        assert history == "v1 increment: count: 0 → 2"
+        node = page.locator("#subagents li.done")
+        assert node.locator(".label").text_content() == "researcher: find the page"
+        assert page.locator(".tool-card").count() == 2
+        page.click("#journal-load")  # the run just made is offered without a reload
+        page.wait_for_selector("#journal li:has-text('spawn_started')")
+        page.screenshot(path=str(DOCS / "web-state-subagents.png"))
+
+        # rename, fork and delete through the conversation list
+        page.once("dialog", lambda dialog: dialog.accept("counting"))
+        page.click(f"#threads li[data-thread-id='{name}'] button.rename")
+        page.wait_for_selector("#thread-title:text-is('counting')")
+        page.click("#threads li[data-thread-id='counting'] button.fork")
+        page.wait_for_selector(".msg.history:has-text('Counted and researched.')")
+        fork = page.locator("#thread-title").text_content() or ""
+        assert fork.startswith("counting fork ")
+        assert page.locator("#threads li").count() == 2
+        page.once("dialog", lambda dialog: dialog.accept())
+        page.click(f"#threads li[data-thread-id='{fork}'] button.delete")
+        page.wait_for_function("() => document.querySelectorAll('#threads li').length === 1")
+        assert page.locator("#threads li .name").text_content() == "counting"
+        context.close()
+    assert guard.blocked == []

@@ -138,6 +138,7 @@ function handle(event, runId) {
   const type = event.type;
   if (type === "RUN_STARTED") {
     ui.runId = event.runId;
+    addRunOption(event.runId);
     setStatus("running");
     $("stop").disabled = false;
   } else if (type === "TEXT_MESSAGE_START") {
@@ -319,6 +320,14 @@ function subagent(event) {
   if (event.type === "SUBAGENT_ERROR") node.className = "failed";
 }
 
+function addRunOption(runId) {
+  const select = $("journal-run");
+  if ([...select.options].some((o) => o.value === runId)) return;
+  const option = el("option", null, `run ${select.options.length + 1} (${runId.slice(0, 8)})`);
+  option.value = runId;
+  select.append(option);
+}
+
 async function showJournal() {
   const runId = $("journal-run").value;
   const list = $("journal");
@@ -387,12 +396,8 @@ async function openThread(id) {
   const info = await (await api(`/api/threads/${encodeURIComponent(id)}`)).json();
   if (gen !== ui.gen) return;
   ui.runs = info.runs;
-  const select = $("journal-run");
-  select.replaceChildren(...info.runs.map((r, i) => {
-    const option = el("option", null, `run ${i + 1} (${r.slice(0, 8)})`);
-    option.value = r;
-    return option;
-  }));
+  $("journal-run").replaceChildren();
+  info.runs.forEach(addRunOption);
   if (!info.runs.length) {
     for (const m of info.messages) {
       if (m.text) $("messages").append(el("div", `msg ${m.role} history`, m.text));
