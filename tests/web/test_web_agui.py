@@ -286,3 +286,40 @@ def test_stop_cancels_the_run_through_its_fence() -> None:
     finally:
         model.release.set()
     assert outbox.sent == []
+
+
+def test_an_approval_sent_as_soon_as_the_interrupt_arrives_is_accepted() -> None:
+    """The client may decide before the parked run's stream has closed."""
+    outbox = Outbox()
+
+    def factory(port: int) -> Any:
+        app = make_app(outbox)
+        app.allow(port)
+        return app
+
+    auth = {"Authorization": f"Bearer {TOKEN}"}
+    with running(factory) as server, httpx.Client(base_url=server.url, headers=auth) as http:
+        with http.stream("POST", "/api/agui", json=prompt_body("t", "Mail Ann")) as response:
+            got = _read_until(response.iter_lines(), "RUN_FINISHED")
+            interrupt = got[-1][1]["outcome"]["interrupts"][0]["id"]
+            done = http.post("/api/agui", json=resume_body("t", interrupt, {"verdict": "approve"}))
+        assert done.status_code == 200, done.text
+        assert frames(done.text)[-1][1]["outcome"] == {"type": "success"}
+    assert outbox.sent == ["ann@example.com"]
+
+
+async def test_runs_the_hub_let_go_of_are_replayed_from_their_journals(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import legato.web._hub as hub_module
+
+    monkeypatch.setattr(hub_module, "_KEEP", 0)
+    app = make_app(Outbox(), turns=["One.", "Two."])
+    async with client(app) as http:
+        first = frames((await http.post("/api/agui", json=prompt_body("t", "1"))).text)
+        await http.post("/api/agui", json=prompt_body("t", "2"))
+        run_id = first[0][1]["runId"]
+        assert run_id not in app.hub._runs  # let go of
+        again = frames((await http.get(f"/api/runs/{run_id}/events")).text)
+        assert _view([e for _, e in again]) == _view([e for _, e in first])
+        assert [i for i, _ in again][-1] == [i for i, _ in first][-1]

@@ -207,8 +207,10 @@ def _state_and_subagent_agent() -> Any:
         Args:
             by: How much.
         """
-        ctx.state["count"] = ctx.state["count"] + by
-        return f"count is {ctx.state['count']}"
+        state = ctx.state
+        assert state is not None
+        state["count"] = state["count"] + by
+        return f"count is {state['count']}"
 
     child = Agent(ScriptedModel(["Found it: page 4."]), name="researcher")
     script = [
@@ -220,6 +222,18 @@ def _state_and_subagent_agent() -> Any:
         tools=[increment, child.as_tool(name="researcher", description="Finds things.")],
         state=State.typed(count=(int, 0)),
     )
+
+
+def _answer(text: str | None) -> Any:
+    """A handler for the page's next prompt() or confirm(): accept, typing `text`."""
+
+    def accept(dialog: Any) -> None:
+        if text is None:
+            dialog.accept()
+        else:
+            dialog.accept(text)
+
+    return accept
 
 
 def test_state_panel_sub_agent_tree_and_conversation_list(browser: Any) -> None:
@@ -253,7 +267,7 @@ def test_state_panel_sub_agent_tree_and_conversation_list(browser: Any) -> None:
         page.screenshot(path=str(DOCS / "web-state-subagents.png"))
 
         # rename, fork and delete through the conversation list
-        page.once("dialog", lambda dialog: dialog.accept("counting"))
+        page.once("dialog", _answer("counting"))
         page.click(f"#threads li[data-thread-id='{name}'] button.rename")
         page.wait_for_selector("#thread-title:text-is('counting')")
         page.click("#threads li[data-thread-id='counting'] button.fork")
@@ -261,7 +275,7 @@ def test_state_panel_sub_agent_tree_and_conversation_list(browser: Any) -> None:
         fork = page.locator("#thread-title").text_content() or ""
         assert fork.startswith("counting fork ")
         assert page.locator("#threads li").count() == 2
-        page.once("dialog", lambda dialog: dialog.accept())
+        page.once("dialog", _answer(None))
         page.click(f"#threads li[data-thread-id='{fork}'] button.delete")
         page.wait_for_function("() => document.querySelectorAll('#threads li').length === 1")
         assert page.locator("#threads li .name").text_content() == "counting"

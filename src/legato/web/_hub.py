@@ -15,7 +15,7 @@ pending; only its time-to-live expires it.
 from __future__ import annotations
 
 import asyncio
-import contextlib
+import logging
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
@@ -46,6 +46,10 @@ if TYPE_CHECKING:
     from legato.store import Store
 
 __all__ = ["Frame", "LiveRun", "RunHub", "parse_event_id"]
+
+_log = logging.getLogger("legato.web")
+_KEEP = 256
+"""Finished runs kept in memory; older ones are replayed from their journals when asked."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -101,6 +105,18 @@ class LiveRun:
     def _notify(self) -> None:
         self._wake.set()
         self._wake = asyncio.Event()
+
+    def parked(self) -> bool:
+        """Whether the last event sent ends the segment with an interrupt."""
+        if not self.frames:
+            return False
+        event = self.frames[-1].event
+        return event["type"] == "RUN_FINISHED" and event["outcome"]["type"] == "interrupt"
+
+    async def settled(self) -> None:
+        """Wait until the current segment has ended."""
+        while not self.done:
+            await self._wake.wait()
 
     def finish(self) -> None:
         """The current segment of the run ended (finished, failed, parked or cancelled)."""
@@ -224,6 +240,9 @@ class RunHub:
         if run_id is None:
             msg = "resume[] is empty"
             raise RequestInvalid(msg)
+        going = self.active(thread_id)
+        if going is not None and going.run_id == run_id and going.parked():
+            await going.settled()  # it has parked: only its last bookkeeping is left
         if self.active(thread_id) is not None:
             msg = f"conversation {thread_id!r} has a run in progress; cancel it or wait"
             raise ConversationBusy(msg)
@@ -296,9 +315,17 @@ class RunHub:
                 live.push(live.mapper.failed(exc), journaled=False)
         finally:
             if resumed:
-                with contextlib.suppress(Exception):
+                try:
                     await self._save_resumed(live, handle)
+                except Exception:  # the run's outcome stands; only its copy in the store lags
+                    _log.exception("could not store the resumed run %s", live.run_id)
             live.finish()
+            self._forget_old()
+
+    def _forget_old(self) -> None:
+        done = [run_id for run_id, live in self._runs.items() if live.done]
+        for run_id in done[: max(0, len(done) - _KEEP)]:
+            del self._runs[run_id]  # its journal is in the store
 
     async def _save_resumed(self, live: LiveRun, handle: RunHandle[Any]) -> None:
         """A resumed run is not persisted by `agent.start`: store its journal and turn."""
