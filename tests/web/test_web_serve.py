@@ -7,12 +7,15 @@ import re
 import socket
 import subprocess
 import sys
+from collections.abc import Generator
+from contextlib import contextmanager
 from importlib import resources
 from pathlib import Path
 
 import httpx
 import pytest
 from typer.testing import CliRunner
+from web_support import frames, resume_body
 
 from legato import Agent
 from legato.cli._app import app
@@ -56,30 +59,58 @@ def test_another_host_needs_an_explicit_flag(
     assert "--allow-remote" in result.output
 
 
-def test_the_command_prints_a_tokened_url_and_serves_the_page(tmp_path: Path) -> None:
+@contextmanager
+def _legato_serve(cwd: Path, *args: str) -> Generator[tuple[str, str]]:
+    """`legato serve ARGS --port 0` as a process: (base URL, token) from what it printed."""
     env = {**os.environ, "PYTHONPATH": str(SRC), "NO_COLOR": "1", "COLUMNS": "300"}
     env.pop("LEGATO_MODEL", None)
-    command = [sys.executable, "-c", "from legato.cli import main; main()", "serve", "--port", "0"]
+    command = [sys.executable, "-c", "from legato.cli import main; main()", "serve", *args]
     with subprocess.Popen(
-        command, cwd=tmp_path, env=env, stderr=subprocess.PIPE, text=True
+        [*command, "--port", "0"], cwd=cwd, env=env, stderr=subprocess.PIPE, text=True
     ) as process:
         try:
             assert process.stderr is not None
             line = process.stderr.readline()
-            found = re.search(r"http://127\.0\.0\.1:(\d+)/\?token=([\w-]+)", line)
+            found = re.search(r"(http://127\.0\.0\.1:\d+)/\?token=([\w-]+)", line)
             assert found, line
-            port, token = found.groups()
-            with httpx.Client(base_url=f"http://127.0.0.1:{port}") as http:
-                assert http.get("/").status_code == 401  # no token
-                login = http.get(f"/?token={token}", follow_redirects=True)
-                assert login.status_code == 200
-                assert "<title>legato</title>" in login.text
-                info = http.get("/api/info").json()
-                assert info["model"] == "test:echo"
+            yield found.group(1), found.group(2)
         finally:
             process.terminate()
             process.wait(30)
+
+
+def test_the_command_prints_a_tokened_url_and_serves_the_page(tmp_path: Path) -> None:
+    with _legato_serve(tmp_path) as (base, token), httpx.Client(base_url=base) as http:
+        assert http.get("/").status_code == 401  # no token
+        login = http.get(f"/?token={token}", follow_redirects=True)
+        assert login.status_code == 200
+        assert "<title>legato</title>" in login.text
+        info = http.get("/api/info").json()
+        assert info["model"] == "test:echo"
     assert (tmp_path / ".legato" / "legato.db").exists()  # the default store
+
+
+def test_the_demo_needs_no_key_and_asks_before_its_side_effect(tmp_path: Path) -> None:
+    with (
+        _legato_serve(tmp_path, "--demo") as (base, token),
+        httpx.Client(base_url=base, headers={"Authorization": f"Bearer {token}"}) as http,
+    ):
+        body = {
+            "threadId": "demo",
+            "runId": "r1",
+            "messages": [{"id": "m1", "role": "user", "content": "Lunch at noon?"}],
+        }
+        parked = [e for _, e in frames(http.post("/api/agui", json=body).text)]
+        interrupts = parked[-1]["outcome"]["interrupts"]
+        assert len(interrupts) == 1
+        assert "send_email" in interrupts[0]["message"]
+        decision = {"verdict": "approve"}
+        done = frames(
+            http.post("/api/agui", json=resume_body("demo", interrupts[0]["id"], decision)).text
+        )
+        answer = done[-1][1]["result"]
+        assert "sent to ann@example.com (1 in the outbox)" in answer
+        assert "legato serve --model" in answer  # how to switch to a real model
 
 
 def test_the_page_loads_nothing_from_other_hosts() -> None:

@@ -33,6 +33,12 @@ def serve(
     store: Annotated[
         Path, typer.Option(help="The SQLite file for conversations, journals and approvals.")
     ] = Path(".legato/legato.db"),
+    demo: Annotated[
+        bool,
+        typer.Option(
+            "--demo", help="A scripted agent with one side-effecting tool: no key, no network."
+        ),
+    ] = False,
     allow_remote: Annotated[
         bool,
         typer.Option(
@@ -61,11 +67,16 @@ def serve(
             loaded.extend(
                 i if isinstance(i, Tool | ToolSource) else Tool.from_function(i) for i in items
             )
-        agent = Agent(
-            model or os.environ.get("LEGATO_MODEL") or "test:echo",
-            tools=loaded,
-            instructions=instructions,
-        )
+        if demo:
+            from legato.web._demo import demo_agent
+
+            agent = demo_agent()
+        else:
+            agent = Agent(
+                model or os.environ.get("LEGATO_MODEL") or "test:echo",
+                tools=loaded,
+                instructions=instructions,
+            )
         serve_web(
             agent,
             host=host,

@@ -81,13 +81,22 @@ def serve(
         app.allow(bound, extra={f"{host}:{bound}"})
     shown = f"[{host}]" if ":" in host else host
     url = f"http://{shown}:{bound}/?token={app.token}"
-    (announce or _stderr)(url)
+    if not is_loopback(host):
+        _stderr(
+            f"warning: listening on {host}, not loopback: anyone who can reach it with the "
+            "token can approve tool calls"
+        )
+    (announce or _announce)(url)
     config = uvicorn.Config(app, log_level="warning", lifespan="on")
     server = uvicorn.Server(config)
     asyncio.run(server.serve(sockets=[sock]))
 
 
-def _stderr(url: str) -> None:
+def _stderr(text: str) -> None:
     import sys
 
-    sys.stderr.write(f"legato web UI: {url}\n")
+    sys.stderr.write(text + "\n")
+
+
+def _announce(url: str) -> None:
+    _stderr(f"legato web UI: {url}")
