@@ -150,7 +150,7 @@ def _sse(frames: AsyncIterator[Frame]) -> StreamingResponse:
 
 
 class WebApp:
-    """The web UI for one agent: `asgi` is the application to serve (Guard in front)."""
+    """The web UI for one agent, as an ASGI application (the `Guard` in front of its routes)."""
 
     def __init__(
         self,

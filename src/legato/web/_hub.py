@@ -253,7 +253,6 @@ class RunHub:
         handle = self.agent.start_resumed(journal, approvals=self.policy)
         self._drive(live, handle, resumed=len(journal))
         return live
-        return live
 
     def cancel(self, run_id: str) -> bool:
         """Cancel a run in progress through its fence; False if it is not running."""
