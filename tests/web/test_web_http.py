@@ -267,3 +267,33 @@ async def test_conversations_are_created_renamed_forked_and_deleted() -> None:
         assert missing.status_code == 404
         bad = await http.patch("/api/threads/gamma", json={"name": ""})
         assert bad.status_code == 400
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="known gap (core, spawn): a child made with agent.as_tool does not inherit the run's "
+    "approval policy, so its side effect runs unasked; remove this mark when the gate is "
+    "passed down to children",
+)
+async def test_a_sub_agents_side_effect_waits_for_the_page_too() -> None:
+    from web_support import PORT, email_tool
+
+    from legato import Agent
+    from legato.testing import ScriptedModel, call, reply
+    from legato.web import create_app
+
+    outbox = Outbox()
+    child = Agent(
+        ScriptedModel([reply(call("send_email", {"to": "ann@example.com"})), "Sent."]),
+        tools=[email_tool(outbox)],
+        name="mailer",
+    )
+    parent = Agent(
+        ScriptedModel([reply(call("mailer", {"task": "mail Ann"})), "Done."]),
+        tools=[child.as_tool(name="mailer", description="Sends mail.")],
+    )
+    app = create_app(parent, store=SQLiteStore(":memory:"), token=TOKEN, port=PORT)
+    async with client(app) as http:
+        body = (await http.post("/api/agui", json=prompt_body("t", "Mail Ann"))).text
+    assert outbox.sent == []
+    assert frames(body)[-1][1]["outcome"]["type"] == "interrupt"
