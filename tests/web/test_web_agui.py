@@ -117,6 +117,10 @@ async def test_a_parked_and_resumed_run_is_valid_agui_and_matches_its_journal() 
         # concatenated ARGS parse to the journaled arguments
         view = _view(parked)
         assert json.loads(view["args"][asked[0].call.id]) == asked[0].call.arguments
+        # the card is announced while the model is still writing the call (before the
+        # journaled response that ends it)
+        seq = {e["type"]: int(i.split(".")[0]) for i, e in first if e["type"].startswith("TOOL")}
+        assert seq["TOOL_CALL_START"] < seq["TOOL_CALL_END"]
 
         second = frames(
             (

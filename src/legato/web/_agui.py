@@ -39,6 +39,7 @@ from legato.events import (
     StateRejected,
     StepFinished,
     TextDelta,
+    ToolCallDelta,
     ToolCallFinished,
     ToolCallRefused,
     UserPrompt,
@@ -95,6 +96,10 @@ class AguiMapper:
     run_id: str
     _step: int = 0
     _open_text: str | None = None
+    _streamed_text: bool = False
+    """This step's text came as deltas (so `ModelResponded` does not send it again)."""
+    _live_calls: dict[int, str] = field(default_factory=lambda: {})
+    """This step's tool calls announced from deltas: position in the response -> call id."""
     _segment_open: bool = False
     _requests: dict[str, ApprovalRequested] = field(default_factory=lambda: {})
     _usage: Usage = field(default_factory=Usage)
@@ -121,9 +126,14 @@ class AguiMapper:
             return self._user(event)
         if isinstance(event, ModelRequested):
             self._step = event.step
+            self._streamed_text = False
+            self._live_calls = {}
             return [_event("STEP_STARTED", stepName=f"step {event.step}")]
         if isinstance(event, TextDelta):
+            self._streamed_text = self._streamed_text or bool(event.text)
             return self._delta(event.text)
+        if isinstance(event, ToolCallDelta):
+            return self._call_delta(event)
         if isinstance(event, ModelResponded):
             return self._responded(event)
         if isinstance(event, ToolCallFinished):
@@ -186,18 +196,47 @@ class AguiMapper:
         message_id, self._open_text = self._open_text, None
         return [_event("TEXT_MESSAGE_END", messageId=message_id)]
 
+    def _call_delta(self, event: ToolCallDelta) -> list[AguiEvent]:
+        """A tool call as the model writes it: announced on its first delta, then its args."""
+        known = self._live_calls.get(event.index)
+        if known is None:
+            if not event.id or not event.name:
+                return []  # a call without its id yet: sent whole with the response
+            self._live_calls[event.index] = event.id
+            out = self._close_text()
+            out.append(
+                _event(
+                    "TOOL_CALL_START",
+                    toolCallId=event.id,
+                    toolCallName=event.name,
+                    parentMessageId=self._message_id(),
+                )
+            )
+            if event.arguments_delta:
+                out.append(
+                    _event("TOOL_CALL_ARGS", toolCallId=event.id, delta=event.arguments_delta)
+                )
+            return out
+        if not event.arguments_delta:
+            return []
+        return [_event("TOOL_CALL_ARGS", toolCallId=known, delta=event.arguments_delta)]
+
     def _responded(self, event: ModelResponded) -> list[AguiEvent]:
         self._step = event.step
-        streamed = self._open_text is not None
         out = self._close_text()
         parts = event.response.message.parts
         text = "".join(p.text for p in parts if isinstance(p, TextPart))
-        if text and not streamed:  # from a journal, or a model that did not stream
+        if text and not self._streamed_text:  # from a journal, or a model that did not stream
             out.extend(self._delta(text))
             out.extend(self._close_text())
-        for part in parts:
-            if isinstance(part, ToolCallPart):
+        calls = [p for p in parts if isinstance(p, ToolCallPart)]
+        for index, part in enumerate(calls):
+            live = self._live_calls.get(index)
+            if live is not None:  # its start and arguments were streamed
+                out.append(_event("TOOL_CALL_END", toolCallId=live))
+            else:
                 out.extend(_tool_call(part, parent=self._message_id()))
+        self._live_calls = {}
         self._usage = self._usage + event.response.usage
         if event.response.cost is not None:
             self._cost = (self._cost or 0.0) + event.response.cost
