@@ -327,3 +327,11 @@ async def test_runs_the_hub_let_go_of_are_replayed_from_their_journals(
         again = frames((await http.get(f"/api/runs/{run_id}/events")).text)
         assert _view([e for _, e in again]) == _view([e for _, e in first])
         assert [i for i, _ in again][-1] == [i for i, _ in first][-1]
+        # a client that saw the first events resumes from the journal after them
+        seen = [f for f in first if int(f[0].split(".")[0]) <= 2]
+        rest = frames(
+            (
+                await http.get(f"/api/runs/{run_id}/events", headers={"Last-Event-ID": seen[-1][0]})
+            ).text
+        )
+        assert [e for _, e in seen + rest] == [e for _, e in again]
