@@ -281,3 +281,52 @@ def test_state_panel_sub_agent_tree_and_conversation_list(browser: Any) -> None:
         assert page.locator("#threads li .name").text_content() == "counting"
         context.close()
     assert guard.blocked == []
+
+
+def test_reject_with_a_reason_and_edit_the_arguments_in_the_page(browser: Any) -> None:
+    outbox = Outbox()
+    script = [
+        reply(call("send_email", {"to": "ann@example.com", "body": "Hi"})),
+        "Understood, nothing was sent.",
+        reply(call("send_email", {"to": "ann@example.com", "body": "Hi again"})),
+        "Sent, to the address you chose.",
+    ]
+
+    def factory(port: int) -> Any:
+        app = make_app(outbox, turns=script)
+        app.allow(port)
+        return app
+
+    guard = Guarded()
+    with running(factory) as server:
+        context = browser.new_context(viewport={"width": 1280, "height": 760})
+        guard.attach(context)
+        page = context.new_page()
+        page.goto(f"{server.url}/?token={TOKEN}")
+        page.wait_for_selector("#model:has-text('test:scripted')")
+        page.fill("#prompt", "Mail Ann.")
+        page.click("#send")
+        box = page.locator(".approval")
+        box.wait_for()
+        box.locator("input.reason").fill("Not before Monday.")
+        box.locator("button.reject").click()
+        page.wait_for_selector(".msg.assistant:has-text('Understood, nothing was sent.')")
+        first = page.locator(".tool-card").nth(0)
+        assert first.locator(".decided").text_content() == "decision: reject (Not before Monday.)"
+        assert "Not before Monday." in (first.locator(".result").text_content() or "")
+        assert outbox.sent == []
+
+        page.fill("#prompt", "Mail Ann again.")
+        page.click("#send")
+        box = page.locator(".tool-card").nth(1).locator(".approval")
+        box.wait_for()
+        box.locator("button.edit").click()
+        box.locator("textarea.edited").fill('{"to": "bob@example.com", "body": "Hi again"}')
+        box.locator("button.edit").click()  # "Run with these arguments"
+        page.wait_for_selector(".msg.assistant:has-text('Sent, to the address you chose.')")
+        second = page.locator(".tool-card").nth(1)
+        assert second.locator(".result").text_content() == "sent to bob@example.com"
+        assert (second.locator(".decided").text_content() or "").startswith("decision: edit")
+        context.close()
+    assert outbox.sent == ["bob@example.com"]
+    assert guard.blocked == []
