@@ -150,6 +150,7 @@ def test_prompt_stream_tool_card_approval_survives_closing_the_page(
         assert page.locator("#status").text_content() == "done"
         assert page.locator(".approval").count() == 0
         assert int(page.locator("#usage-requests").text_content() or "0") == 2
+        assert page.locator("#usage-cost").text_content() == "$0.001200"
         page.select_option("#journal-run", index=0)
         page.click("#journal-load")
         page.wait_for_selector("#journal li:has-text('run_finished')")

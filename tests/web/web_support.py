@@ -52,8 +52,9 @@ def email_script() -> list[ScriptedTurn]:
         reply(
             "I will send the email to Ann now.",
             call("send_email", {"to": "ann@example.com", "body": "See you at 10."}),
+            cost=0.0005,
         ),
-        "Done: the email to Ann went out.",
+        reply("Done: the email to Ann went out.", cost=0.0007),
     ]
 
 
