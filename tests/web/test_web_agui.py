@@ -19,6 +19,7 @@ from web_support import (
     prompt_body,
     resume_body,
     running,
+    state_and_subagent_agent,
 )
 
 from legato.events import (
@@ -29,7 +30,8 @@ from legato.events import (
     StateCommitted,
     StateLoaded,
 )
-from legato.web import AguiMapper, journal_to_agui
+from legato.store import SQLiteStore
+from legato.web import AguiMapper, create_app, journal_to_agui
 
 ag_ui = pytest.importorskip("ag_ui.core", reason="ag-ui-protocol (the dev extra) validates frames")
 
@@ -49,8 +51,10 @@ def _validate(events: list[dict[str, Any]], *, earlier: list[dict[str, Any]] = (
     assert events[-1]["type"] in ("RUN_FINISHED", "RUN_ERROR")
     open_runs = 0
     text: dict[str, str] = {}
-    tools: dict[str, str] = {
-        e["toolCallId"]: "ended" for e in earlier if e["type"] == "TOOL_CALL_END"
+    tools: dict[tuple[str, str], str] = {
+        (e.get("subagentRunId", ""), e["toolCallId"]): "ended"
+        for e in earlier
+        if e["type"] == "TOOL_CALL_END"
     }
     for event in events:
         kind = event["type"]
@@ -69,14 +73,16 @@ def _validate(events: list[dict[str, Any]], *, earlier: list[dict[str, Any]] = (
             assert text.get(event["messageId"]) == "open"
             if kind == "TEXT_MESSAGE_END":
                 text[event["messageId"]] = "closed"
-        elif kind == "TOOL_CALL_START":
-            tools[event["toolCallId"]] = "open"
-        elif kind in ("TOOL_CALL_ARGS", "TOOL_CALL_END"):
-            assert tools[event["toolCallId"]] == "open"
-            if kind == "TOOL_CALL_END":
-                tools[event["toolCallId"]] = "ended"
-        elif kind == "TOOL_CALL_RESULT":
-            assert tools[event["toolCallId"]] == "ended"
+        elif kind.startswith("TOOL_CALL"):
+            call = (event.get("subagentRunId", ""), event["toolCallId"])
+            if kind == "TOOL_CALL_START":
+                tools[call] = "open"
+            elif kind in ("TOOL_CALL_ARGS", "TOOL_CALL_END"):
+                assert tools[call] == "open"
+                if kind == "TOOL_CALL_END":
+                    tools[call] = "ended"
+            elif kind == "TOOL_CALL_RESULT":
+                assert tools[call] == "ended"
     assert open_runs == 0, "the last run never ended"
 
 
@@ -335,3 +341,30 @@ async def test_runs_the_hub_let_go_of_are_replayed_from_their_journals(
             ).text
         )
         assert [e for _, e in seen + rest] == [e for _, e in again]
+
+
+async def test_a_sub_agents_text_and_calls_stream_tagged_with_its_run() -> None:
+    app = create_app(
+        state_and_subagent_agent(), store=SQLiteStore(":memory:"), token=TOKEN, port=8765
+    )
+    async with client(app) as http:
+        body = (await http.post("/api/agui", json=prompt_body("t", "Count and research."))).text
+    events = [e for _, e in frames(body)]
+    _validate(events)
+    started = next(e for e in events if e["type"] == "SUBAGENT_STARTED")
+    child = [
+        e
+        for e in events
+        if e.get("subagentRunId") == started["subagentRunId"]
+        and not e["type"].startswith("SUBAGENT_")
+    ]
+    said = "".join(e["delta"] for e in child if e["type"] == "TEXT_MESSAGE_CONTENT")
+    assert said == "Found it: page 4."
+    assert events.index(child[-1]) < events.index(
+        next(e for e in events if e["type"] == "SUBAGENT_FINISHED")
+    )
+    # the parent's own messages carry no sub-agent tag
+    parent_text = [
+        e for e in events if e["type"] == "TEXT_MESSAGE_CONTENT" and "subagentRunId" not in e
+    ]
+    assert "".join(e["delta"] for e in parent_text).endswith("Counted and researched.")

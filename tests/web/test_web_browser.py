@@ -18,12 +18,19 @@ from typing import Any
 from urllib.parse import urlsplit
 
 import pytest
-from web_support import TOKEN, GatedModel, Outbox, Server, email_script, make_app, running
+from web_support import (
+    TOKEN,
+    GatedModel,
+    Outbox,
+    Server,
+    email_script,
+    make_app,
+    running,
+    state_and_subagent_agent,
+)
 
-from legato import Agent, RunContext, tool
-from legato.contracts import State
 from legato.store import SQLiteStore
-from legato.testing import ScriptedModel, call, reply
+from legato.testing import call, reply
 from legato.web import create_app
 
 DOCS = Path(__file__).resolve().parents[2] / "docs"
@@ -200,31 +207,6 @@ def test_the_loopback_guard_catches_a_request_that_leaves(browser: Any) -> None:
     assert guard.blocked == ["http://192.0.2.1/x"]
 
 
-def _state_and_subagent_agent() -> Any:
-    @tool(writes=["count"])
-    def increment(ctx: RunContext, by: int) -> str:
-        """Add to the counter.
-
-        Args:
-            by: How much.
-        """
-        state = ctx.state
-        assert state is not None
-        state["count"] = state["count"] + by
-        return f"count is {state['count']}"
-
-    child = Agent(ScriptedModel(["Found it: page 4."]), name="researcher")
-    script = [
-        reply(call("increment", {"by": 2}), call("researcher", {"task": "find the page"})),
-        "Counted and researched.",
-    ]
-    return Agent(
-        ScriptedModel(script),
-        tools=[increment, child.as_tool(name="researcher", description="Finds things.")],
-        state=State.typed(count=(int, 0)),
-    )
-
-
 def _answer(text: str | None) -> Any:
     """A handler for the page's next prompt() or confirm(): accept, typing `text`."""
 
@@ -240,7 +222,7 @@ def _answer(text: str | None) -> Any:
 def test_state_panel_sub_agent_tree_and_conversation_list(browser: Any) -> None:
     def factory(port: int) -> Any:
         return create_app(
-            _state_and_subagent_agent(), store=SQLiteStore(":memory:"), token=TOKEN, port=port
+            state_and_subagent_agent(), store=SQLiteStore(":memory:"), token=TOKEN, port=port
         )
 
     guard = Guarded()
@@ -262,6 +244,7 @@ def test_state_panel_sub_agent_tree_and_conversation_list(browser: Any) -> None:
         assert history == "v1 increment: count: 0 → 2"
         node = page.locator("#subagents li.done")
         assert node.locator(".label").text_content() == "researcher: find the page"
+        assert node.locator(".say .text").text_content() == "Found it: page 4."  # its own text
         assert page.locator(".tool-card").count() == 2
         page.click("#journal-load")  # the run just made is offered without a reload
         page.wait_for_selector("#journal li:has-text('spawn_started')")

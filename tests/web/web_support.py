@@ -13,7 +13,8 @@ from typing import Any
 
 import httpx
 
-from legato import Agent, tool
+from legato import Agent, RunContext, tool
+from legato.contracts import State
 from legato.models import ModelProfile, ModelRequest, ModelStreamEvent, TextDelta
 from legato.store import SQLiteStore
 from legato.testing import ScriptedModel, ScriptedTurn, call, reply
@@ -172,3 +173,30 @@ def running(app_factory: Any) -> Generator[Server]:
         server.should_exit = True
         thread.join(30)
         sock.close()
+
+
+def state_and_subagent_agent() -> Any:
+    """A parent with a typed state, a tool that commits to it, and a sub-agent."""
+
+    @tool(writes=["count"])
+    def increment(ctx: RunContext, by: int) -> str:
+        """Add to the counter.
+
+        Args:
+            by: How much.
+        """
+        state = ctx.state
+        assert state is not None
+        state["count"] = state["count"] + by
+        return f"count is {state['count']}"
+
+    child = Agent(ScriptedModel(["Found it: page 4."]), name="researcher")
+    script = [
+        reply(call("increment", {"by": 2}), call("researcher", {"task": "find the page"})),
+        "Counted and researched.",
+    ]
+    return Agent(
+        ScriptedModel(script),
+        tools=[increment, child.as_tool(name="researcher", description="Finds things.")],
+        state=State.typed(count=(int, 0)),
+    )

@@ -100,6 +100,8 @@ class AguiMapper:
     """This step's text came as deltas (so `ModelResponded` does not send it again)."""
     _live_calls: dict[int, str] = field(default_factory=lambda: {})
     """This step's tool calls announced from deltas: position in the response -> call id."""
+    _children: dict[str, AguiMapper] = field(default_factory=lambda: {})
+    """A mapper per child run, for its streamed text and tool calls."""
     _segment_open: bool = False
     _requests: dict[str, ApprovalRequested] = field(default_factory=lambda: {})
     _usage: Usage = field(default_factory=Usage)
@@ -152,10 +154,7 @@ class AguiMapper:
         if isinstance(event, SpawnStarted | SpawnFinished):
             return [_spawn(event, parent=None)]
         if isinstance(event, ChildEvent):
-            inner = event.event
-            if isinstance(inner, SpawnStarted | SpawnFinished):
-                return [_spawn(inner, parent=event.lineage.run_id)]
-            return []
+            return self._child(event)
         if isinstance(event, RunParked):
             return self._parked(event)
         if isinstance(event, RunFinished):
@@ -167,6 +166,27 @@ class AguiMapper:
                 _event("RUN_ERROR", message=event.message, code=event.error_type),
             ]
         return []
+
+    def _child(self, event: ChildEvent) -> list[AguiEvent]:
+        """A child's text and tool calls, tagged with its `subagentRunId`.
+
+        Streamed only: the child's own journal has them, the parent's does not.
+        """
+        inner = event.event
+        child_id = event.lineage.run_id
+        if isinstance(inner, SpawnStarted | SpawnFinished):
+            return [_spawn(inner, parent=child_id)]
+        if not isinstance(
+            inner, ModelRequested | TextDelta | ToolCallDelta | ModelResponded | ToolCallFinished
+        ):
+            return []
+        mapper = self._children.get(child_id)
+        if mapper is None:
+            mapper = AguiMapper(thread_id=self.thread_id, run_id=child_id, _segment_open=True)
+            self._children[child_id] = mapper
+        out = mapper.feed(inner)
+        keep = ("TEXT_MESSAGE", "TOOL_CALL")
+        return [{**e, "subagentRunId": child_id} for e in out if e["type"].startswith(keep)]
 
     def _user(self, event: UserPrompt) -> list[AguiEvent]:
         self._prompts += 1

@@ -136,6 +136,10 @@ function setOutcome(node, outcome) {
 
 function handle(event, runId) {
   const type = event.type;
+  if (event.subagentRunId && !type.startsWith("SUBAGENT_")) {
+    childSays(event);
+    return;
+  }
   if (type === "RUN_STARTED") {
     ui.runId = event.runId;
     addRunOption(event.runId);
@@ -302,13 +306,24 @@ function applyPatch(ops) {
   drawState();
 }
 
+// A sub-agent's own text and tool calls, shown under its node of the tree.
+function childSays(event) {
+  const node = ui.subagents.get(event.subagentRunId);
+  if (!node) return;
+  const say = node.querySelector(".say");
+  if (event.type === "TEXT_MESSAGE_START") say.append(el("div", "text", ""));
+  else if (event.type === "TEXT_MESSAGE_CONTENT" && say.lastChild) say.lastChild.textContent += event.delta;
+  else if (event.type === "TOOL_CALL_START") say.append(el("div", "call", `→ ${event.toolCallName}`));
+  else if (event.type === "TOOL_CALL_RESULT") say.append(el("div", "call", `← ${String(event.content).slice(0, 200)}`));
+}
+
 function subagent(event) {
   const tree = $("subagents");
   tree.querySelectorAll(".empty").forEach((n) => n.remove());
   let node = ui.subagents.get(event.subagentRunId);
   if (!node) {
     node = el("li", null);
-    node.append(el("span", "label", event.name || event.subagentRunId), el("ul", null));
+    node.append(el("span", "label", event.name || event.subagentRunId), el("div", "say"), el("ul", null));
     const parent = event.parentSubagentRunId && ui.subagents.get(event.parentSubagentRunId);
     (parent ? parent.querySelector("ul") : tree).append(node);
     ui.subagents.set(event.subagentRunId, node);
