@@ -242,7 +242,10 @@ def test_a_dropped_stream_resumes_from_last_event_id_and_decides_nothing() -> No
     auth = {"Authorization": f"Bearer {TOKEN}"}
     with running(factory) as server, httpx.Client(base_url=server.url, headers=auth) as http:
         with http.stream("POST", "/api/agui", json=prompt_body("t", "Mail Ann")) as response:
-            before = _read_until(response.iter_lines(), "TEXT_MESSAGE_CONTENT")
+            lines = response.iter_lines()
+            before = _read_until(lines, "TEXT_MESSAGE_CONTENT")  # the user's message
+            before += _read_until(lines, "TEXT_MESSAGE_CONTENT")  # the model's first chunk
+            assert before[-1][1]["delta"] == "I will"
         # the connection is gone mid-answer; the run is not
         run_id = before[0][1]["runId"]
         model.release.set()
@@ -279,7 +282,8 @@ def test_stop_cancels_the_run_through_its_fence() -> None:
         with running(factory) as server, httpx.Client(base_url=server.url, headers=auth) as http:
             with http.stream("POST", "/api/agui", json=prompt_body("t", "Mail Ann")) as response:
                 lines = response.iter_lines()
-                before = _read_until(lines, "TEXT_MESSAGE_CONTENT")
+                before = _read_until(lines, "TEXT_MESSAGE_CONTENT")  # the user's message
+                before += _read_until(lines, "TEXT_MESSAGE_CONTENT")  # the model's first chunk
                 run_id = before[0][1]["runId"]
                 busy = http.post("/api/agui", json=prompt_body("t", "again"))
                 assert busy.status_code == 409  # one run at a time per conversation
@@ -368,3 +372,32 @@ async def test_a_sub_agents_text_and_calls_stream_tagged_with_its_run() -> None:
         e for e in events if e["type"] == "TEXT_MESSAGE_CONTENT" and "subagentRunId" not in e
     ]
     assert "".join(e["delta"] for e in parent_text).endswith("Counted and researched.")
+
+
+def test_a_quiet_stream_gets_keepalive_comments() -> None:
+    """While the model is silent, the stream still carries bytes: a half-open connection
+    is noticed (the page gives up after 45 s of silence and resumes from its last id)."""
+    outbox = Outbox()
+    model = GatedModel(email_script())
+
+    def factory(port: int) -> Any:
+        app = make_app(outbox, model=model, keepalive=0.05)
+        app.allow(port)
+        return app
+
+    auth = {"Authorization": f"Bearer {TOKEN}"}
+    try:
+        with running(factory) as server, httpx.Client(base_url=server.url, headers=auth) as http:
+            with http.stream("POST", "/api/agui", json=prompt_body("t", "Mail Ann")) as response:
+                lines = response.iter_lines()
+                got = _read_until(lines, "TEXT_MESSAGE_CONTENT")  # the user's message
+                assert got[-1][1]["delta"] == "Mail Ann"
+                got = _read_until(lines, "TEXT_MESSAGE_CONTENT")  # the model's first chunk
+                assert got[-1][1]["delta"] == "I will"  # ... and then it holds
+                quiet = next(line for line in lines if line)
+                assert quiet == ": keepalive"
+                model.release.set()
+                rest = _read_until(lines, "RUN_FINISHED")
+            assert rest[-1][1]["outcome"]["type"] == "interrupt"
+    finally:
+        model.release.set()

@@ -92,12 +92,19 @@ def make_app(
     turns: Sequence[ScriptedTurn] | None = None,
     store: SQLiteStore | None = None,
     model: Any = None,
+    keepalive: float = 15.0,
 ) -> WebApp:
     agent = Agent(
         model or ScriptedModel(list(turns if turns is not None else email_script())),
         tools=[email_tool(outbox)],
     )
-    return create_app(agent, store=store or SQLiteStore(":memory:"), token=TOKEN, port=PORT)
+    return create_app(
+        agent,
+        store=store or SQLiteStore(":memory:"),
+        token=TOKEN,
+        port=PORT,
+        keepalive=keepalive,
+    )
 
 
 def client(app: WebApp, **headers: str) -> httpx.AsyncClient:

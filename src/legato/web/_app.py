@@ -137,10 +137,13 @@ async def _body(request: Request) -> dict[str, Any]:
     return data  # pyright: ignore[reportUnknownVariableType]
 
 
-def _sse(frames: AsyncIterator[Frame]) -> StreamingResponse:
+def _sse(frames: AsyncIterator[Frame | None]) -> StreamingResponse:
     async def body() -> AsyncIterator[str]:
         async for frame in frames:
-            yield f"id: {frame.id}\ndata: {json.dumps(frame.event)}\n\n"
+            if frame is None:
+                yield ": keepalive\n\n"  # a comment: clients skip it, dead connections show
+            else:
+                yield f"id: {frame.id}\ndata: {json.dumps(frame.event)}\n\n"
 
     return StreamingResponse(
         body(),
@@ -160,9 +163,14 @@ class WebApp:
         token: str | None = None,
         port: int = 8000,
         hosts: set[str] | None = None,
+        keepalive: float = 15.0,
     ) -> None:
-        """Build the app; `hosts` are allowed `Host` values beside the loopback names."""
+        """Build the app; `hosts` are allowed `Host` values beside the loopback names.
+
+        A quiet event stream gets a keepalive comment every `keepalive` seconds.
+        """
         self.hub = RunHub(agent, store)
+        self.keepalive = keepalive
         self.token = token or secrets.token_urlsafe(24)
         self.agent = agent
         routes = [
@@ -237,7 +245,7 @@ class WebApp:
                 after = None
         except (LegatoError, ValidationError) as exc:
             return _error(exc)
-        return _sse(live.follow(after))
+        return _sse(live.follow(after, keepalive=self.keepalive))
 
     async def events(self, request: Request) -> Response:
         """The run's events after `Last-Event-ID` (or `?after=`), following a live run."""
@@ -248,7 +256,7 @@ class WebApp:
             live = self.hub.get(request.path_params["run"])
         except LegatoError as exc:
             return _error(exc)
-        return _sse(live.follow(after))
+        return _sse(live.follow(after, keepalive=self.keepalive))
 
     async def cancel(self, request: Request) -> Response:
         """Cancel a run in progress (a disconnect never does)."""
@@ -356,6 +364,7 @@ def create_app(
     token: str | None = None,
     port: int = 8000,
     hosts: set[str] | None = None,
+    keepalive: float = 15.0,
 ) -> WebApp:
     """The web UI for `agent` as an ASGI app (see `legato.web.serve` to run it).
 
@@ -366,4 +375,4 @@ def create_app(
         from legato.store import SQLiteStore
 
         store = agent.store if agent.store is not None else SQLiteStore()
-    return WebApp(agent, store=store, token=token, port=port, hosts=hosts)
+    return WebApp(agent, store=store, token=token, port=port, hosts=hosts, keepalive=keepalive)

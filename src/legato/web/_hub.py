@@ -123,19 +123,20 @@ class LiveRun:
         self.done = True
         self._notify()
 
-    async def follow(self, after: tuple[int, int] | None) -> AsyncIterator[Frame]:
-        """The frames after `after`, then new ones as they come, until the run stops."""
+    async def follow(
+        self, after: tuple[int, int] | None, *, keepalive: float | None = None
+    ) -> AsyncIterator[Frame | None]:
+        """The frames after `after`, then new ones as they come, until the run stops.
+
+        With `keepalive`, a None is yielded after that many quiet seconds (the SSE layer
+        sends a comment), so a connection that died half-open is noticed by both ends.
+        """
         index = 0
-        if after is not None:
-            while (
-                index < len(self.frames)
-                and (
-                    self.frames[index].seq,
-                    self.frames[index].k,
-                )
-                <= after
-            ):
-                index += 1
+        while index < len(self.frames) and after is not None:
+            frame = self.frames[index]
+            if (frame.seq, frame.k) > after:
+                break
+            index += 1
         while True:
             wake = self._wake
             while index < len(self.frames):
@@ -143,7 +144,10 @@ class LiveRun:
                 index += 1
             if self.done:
                 return
-            await wake.wait()
+            try:
+                await asyncio.wait_for(wake.wait(), keepalive)
+            except TimeoutError:
+                yield None
 
 
 def approval_store_for(store: Store) -> ApprovalStore:

@@ -46,11 +46,30 @@ function scrollDown() { const m = $("messages"); m.scrollTop = m.scrollHeight; }
 
 // -- reading an SSE body ------------------------------------------------------------------
 
+// The server sends a comment every 15 s on a quiet stream; 45 s of silence means the
+// connection died half-open (a backgrounded tab, a sleeping laptop): give it up, and
+// follow() picks the run up again from the last event seen.
+const STALL_MS = 45000;
+
 async function readSSE(res, gen, onFrame) {
   const reader = res.body.getReader();
+  let timer = null;
+  const watch = () => {
+    clearTimeout(timer);
+    timer = setTimeout(() => reader.cancel(), STALL_MS);
+  };
+  try {
+    await readFrames(reader, gen, onFrame, watch);
+  } finally {
+    clearTimeout(timer);
+  }
+}
+
+async function readFrames(reader, gen, onFrame, watch) {
   const decoder = new TextDecoder();
   let buffer = "";
   for (;;) {
+    watch();
     const { value, done } = await reader.read();
     if (done || gen !== ui.gen) break;
     buffer += decoder.decode(value, { stream: true });
