@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from collections import defaultdict
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -401,3 +402,27 @@ def test_a_quiet_stream_gets_keepalive_comments() -> None:
             assert rest[-1][1]["outcome"]["type"] == "interrupt"
     finally:
         model.release.set()
+
+
+async def test_a_cancelled_run_replays_from_its_journal_with_an_end(tmp_path: Path) -> None:
+    """A cancelled journal has no terminal event; its replay still ends, so a page that
+    reopens it does not wait for more."""
+    outbox = Outbox()
+    model = GatedModel(email_script())
+    path = tmp_path / "legato.db"
+    app = make_app(outbox, model=model, store=SQLiteStore(path))
+    try:
+        live = app.hub.start("t", "Mail Ann")
+        async for frame in live.follow(None):
+            if frame is not None and frame.event.get("delta") == "I will":
+                break
+        assert app.hub.cancel(live.run_id)
+        await live.settled()
+    finally:
+        model.release.set()
+    restarted = make_app(outbox, store=SQLiteStore(path))
+    async with client(restarted) as http:
+        replay = [e for _, e in frames((await http.get(f"/api/runs/{live.run_id}/events")).text)]
+    _validate(replay)
+    assert replay[-1]["outcome"] == {"type": "cancelled"}
+    assert outbox.sent == []

@@ -29,7 +29,16 @@ from legato.approvals import (
     SQLiteApprovalStore,
     decision_from_json,
 )
-from legato.events import Journal, RunFailed, RunFinished, RunStarted, is_journal_event
+from legato.events import (
+    Journal,
+    RunFailed,
+    RunFinished,
+    RunStarted,
+    is_journal_event,
+)
+from legato.events import (
+    RunParked as RunParkedEvent,
+)
 from legato.exceptions import (
     ConversationBusy,
     DecisionTokenInvalid,
@@ -285,8 +294,14 @@ class RunHub:
             thread_id=thread_id,
             mapper=AguiMapper(thread_id=thread_id, run_id=run_id),
         )
-        for event in self.store.load_run(run_id):
+        journal = self.store.load_run(run_id)
+        for event in journal:
             live.push(live.mapper.feed(event), journaled=True)
+        last = journal.events[-1] if len(journal) else None
+        if not isinstance(last, RunFinished | RunFailed | RunParkedEvent):
+            # cancelled, or the server stopped mid-run: no run of this hub is driving it
+            reason = "the run was stopped before it ended (cancelled, or the server stopped)"
+            live.push(live.mapper.cancelled(reason), journaled=False)
         self._runs[run_id] = live
         return live
 
