@@ -43,15 +43,21 @@ async def test_the_loopback_names_of_the_port_are_allowed() -> None:
         assert (await http.get("/api/threads")).status_code == 403
 
 
-async def test_a_foreign_origin_cannot_start_a_run() -> None:
+@pytest.mark.parametrize(
+    "origin",
+    ["http://evil.example", "http://localhost:3000", "https://127.0.0.1:8765", "null"],
+)
+async def test_a_foreign_origin_cannot_start_a_run(origin: str) -> None:
     outbox = Outbox()
     app = make_app(outbox)
-    async with client(app, origin="http://evil.example") as http:
+    async with client(app, origin=origin) as http:
         response = await http.post("/api/agui", json=prompt_body("t", "Mail Ann"))
     assert response.status_code == 403
-    assert "evil.example" in response.json()["message"]
+    assert origin in response.json()["message"]
     async with client(app) as http:  # nothing was started: no conversation, no run
         assert (await http.get("/api/threads")).json()["threads"] == []
+    async with client(app, **{"sec-fetch-site": "cross-site"}) as http:
+        assert (await http.post("/api/agui", json=prompt_body("t", "x"))).status_code == 403
     # twin: the page's own origin is accepted
     async with client(app, origin=BASE) as http:
         response = await http.post("/api/agui", json=prompt_body("t", "Mail Ann"))
