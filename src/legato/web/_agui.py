@@ -94,19 +94,19 @@ class AguiMapper:
 
     thread_id: str
     run_id: str
-    _step: int = 0
-    _open_text: str | None = None
-    _streamed_text: bool = False
+    _step: int = field(default=0, init=False)
+    _open_text: str | None = field(default=None, init=False)
+    _streamed_text: bool = field(default=False, init=False)
     """This step's text came as deltas (so `ModelResponded` does not send it again)."""
-    _live_calls: dict[int, str] = field(default_factory=lambda: {})
+    _live_calls: dict[int, str] = field(default_factory=lambda: {}, init=False)
     """This step's tool calls announced from deltas: position in the response -> call id."""
-    _children: dict[str, AguiMapper] = field(default_factory=lambda: {})
+    _children: dict[str, AguiMapper] = field(default_factory=lambda: {}, init=False)
     """A mapper per child run, for its streamed text and tool calls."""
-    _segment_open: bool = False
-    _requests: dict[str, ApprovalRequested] = field(default_factory=lambda: {})
-    _usage: Usage = field(default_factory=Usage)
-    _cost: float | None = None
-    _prompts: int = 0
+    _segment_open: bool = field(default=False, init=False)
+    _requests: dict[str, ApprovalRequested] = field(default_factory=lambda: {}, init=False)
+    _usage: Usage = field(default_factory=Usage, init=False)
+    _cost: float | None = field(default=None, init=False)
+    _prompts: int = field(default=0, init=False)
 
     def start(self) -> list[AguiEvent]:
         """`RUN_STARTED`, unless the run's current segment has started already."""
@@ -182,7 +182,7 @@ class AguiMapper:
             return []
         mapper = self._children.get(child_id)
         if mapper is None:
-            mapper = AguiMapper(thread_id=self.thread_id, run_id=child_id, _segment_open=True)
+            mapper = AguiMapper(thread_id=self.thread_id, run_id=child_id)
             self._children[child_id] = mapper
         out = mapper.feed(inner)
         keep = ("TEXT_MESSAGE", "TOOL_CALL")

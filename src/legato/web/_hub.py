@@ -97,8 +97,8 @@ class LiveRun:
     seq: int = 0
     """Journal events seen so far."""
     done: bool = True
-    _k: int = 0
-    _wake: asyncio.Event = field(default_factory=asyncio.Event)
+    _k: int = field(default=0, init=False)
+    _wake: asyncio.Event = field(default_factory=asyncio.Event, init=False)
     handle: RunHandle[Any] | None = None
 
     def push(self, events: Sequence[AguiEvent], *, journaled: bool) -> None:
