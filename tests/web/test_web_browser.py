@@ -24,13 +24,15 @@ from web_support import (
     Outbox,
     Server,
     email_script,
+    email_tool,
     make_app,
     running,
     state_and_subagent_agent,
 )
 
+from legato import Agent
 from legato.store import SQLiteStore
-from legato.testing import call, reply
+from legato.testing import ScriptedModel, call, reply
 from legato.web import create_app
 
 DOCS = Path(__file__).resolve().parents[2] / "docs"
@@ -313,4 +315,64 @@ def test_reject_with_a_reason_and_edit_the_arguments_in_the_page(browser: Any) -
         assert (second.locator(".decided").text_content() or "").startswith("decision: edit")
         context.close()
     assert outbox.sent == ["bob@example.com"]
+    assert guard.blocked == []
+
+
+def _mailer_tree(outbox: Outbox, *, child_turns: list[Any], parent_turns: list[Any]) -> Agent:
+    child = Agent(ScriptedModel(child_turns), tools=[email_tool(outbox)], name="mailer")
+    return Agent(
+        ScriptedModel(parent_turns),
+        tools=[child.as_tool(name="mailer", description="Sends mail.")],
+    )
+
+
+def test_a_sub_agents_call_is_approved_in_the_page_after_a_restart(
+    browser: Any, tmp_path: Path
+) -> None:
+    """A child's ask parks the tree; a new server on the same store shows it and goes on."""
+    outbox = Outbox()
+    path = tmp_path / "legato.db"
+
+    def first(port: int) -> Any:
+        tree = _mailer_tree(
+            outbox,
+            child_turns=[reply(call("send_email", {"to": "ann@example.com"}))],
+            parent_turns=[reply(call("mailer", {"task": "mail Ann"}))],
+        )
+        return create_app(tree, store=SQLiteStore(path), token=TOKEN, port=port)
+
+    def second(port: int) -> Any:  # a new process would build the same agents again
+        tree = _mailer_tree(outbox, child_turns=["Sent it."], parent_turns=["All done."])
+        return create_app(tree, store=SQLiteStore(path), token=TOKEN, port=port)
+
+    guard = Guarded()
+    with running(first) as server:
+        context = browser.new_context(viewport={"width": 1280, "height": 760})
+        guard.attach(context)
+        page = context.new_page()
+        page.goto(f"{server.url}/?token={TOKEN}")
+        page.wait_for_selector("#model:has-text('test:scripted')")
+        page.fill("#prompt", "Mail Ann through the mailer.")
+        page.click("#send")
+        page.locator(".approval").wait_for()
+        assert page.locator(".tool-card.waiting .name").text_content() == "mailer › send_email"
+        context.close()
+    assert outbox.sent == []
+
+    with running(second) as server:
+        context = browser.new_context(viewport={"width": 1280, "height": 760})
+        guard.attach(context)
+        page = context.new_page()
+        page.goto(f"{server.url}/?token={TOKEN}")
+        box = page.locator(".approval")
+        box.wait_for()
+        asked = page.locator(".tool-card.waiting")
+        assert asked.locator(".name").text_content() == "mailer › send_email"
+        assert '"to": "ann@example.com"' in (asked.locator(".args").text_content() or "")
+        box.locator("button.approve").click()
+        page.wait_for_selector(".msg.assistant:has-text('All done.')")
+        assert page.locator(".approval").count() == 0
+        assert "Sent it." in (page.locator("#subagents li").first.text_content() or "")
+        context.close()
+    assert outbox.sent == ["ann@example.com"]
     assert guard.blocked == []

@@ -275,13 +275,8 @@ async def test_conversations_are_created_renamed_forked_and_deleted() -> None:
         assert bad.status_code == 400
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="known gap (core, spawn): a child made with agent.as_tool does not inherit the run's "
-    "approval policy, so its side effect runs unasked; remove this mark when the gate is "
-    "passed down to children",
-)
 async def test_a_sub_agents_side_effect_waits_for_the_page_too() -> None:
+    """A child's ask parks the whole tree; the page decides it like any other."""
     from web_support import PORT, email_tool
 
     from legato import Agent
@@ -290,16 +285,36 @@ async def test_a_sub_agents_side_effect_waits_for_the_page_too() -> None:
 
     outbox = Outbox()
     child = Agent(
-        ScriptedModel([reply(call("send_email", {"to": "ann@example.com"})), "Sent."]),
+        ScriptedModel([reply(call("send_email", {"to": "ann@example.com"})), "Child sent it."]),
         tools=[email_tool(outbox)],
         name="mailer",
     )
     parent = Agent(
-        ScriptedModel([reply(call("mailer", {"task": "mail Ann"})), "Done."]),
+        ScriptedModel([reply(call("mailer", {"task": "mail Ann"})), "Parent done."]),
         tools=[child.as_tool(name="mailer", description="Sends mail.")],
     )
     app = create_app(parent, store=SQLiteStore(":memory:"), token=TOKEN, port=PORT)
     async with client(app) as http:
-        body = (await http.post("/api/agui", json=prompt_body("t", "Mail Ann"))).text
-    assert outbox.sent == []
-    assert frames(body)[-1][1]["outcome"]["type"] == "interrupt"
+        events = [
+            e
+            for _, e in frames(
+                (await http.post("/api/agui", json=prompt_body("t", "Mail Ann"))).text
+            )
+        ]
+        assert outbox.sent == []
+        (interrupt,) = events[-1]["outcome"]["interrupts"]
+        started = next(e for e in events if e["type"] == "SUBAGENT_STARTED")
+        assert interrupt["subagentRunId"] == started["subagentRunId"]
+        assert interrupt["message"].startswith('send_email({"to":"ann@example.com"})')
+        (pending,) = (await http.get("/api/threads/t")).json()["pending"]
+        assert pending["id"] == interrupt["id"]
+        assert pending["tool"] == "send_email"
+        assert pending["subagentRunId"] == started["subagentRunId"]
+        done = await http.post(
+            "/api/agui", json=resume_body("t", interrupt["id"], {"verdict": "approve"})
+        )
+        assert done.status_code == 200, done.text
+        end = frames(done.text)[-1][1]
+        assert end["outcome"] == {"type": "success"}
+        assert end["result"] == "Parent done."
+    assert outbox.sent == ["ann@example.com"]

@@ -63,6 +63,10 @@ DECISION_SCHEMA: dict[str, Any] = {
 """What a client sends as the `payload` of a `resume[]` entry for an approval."""
 
 
+_CANCELLED = frozenset({"RunCancelled", "RunTimedOut"})
+"""Failures that are a stop (AG-UI's `cancelled` outcome), not an error."""
+
+
 def _event(kind: str, **fields: Any) -> AguiEvent:
     return {"type": kind, **{k: v for k, v in fields.items() if v is not None}}
 
@@ -103,7 +107,10 @@ class AguiMapper:
     _children: dict[str, AguiMapper] = field(default_factory=lambda: {}, init=False)
     """A mapper per child run, for its streamed text and tool calls."""
     _segment_open: bool = field(default=False, init=False)
-    _requests: dict[str, ApprovalRequested] = field(default_factory=lambda: {}, init=False)
+    _requests: dict[str, tuple[ApprovalRequested, str | None]] = field(
+        default_factory=lambda: {}, init=False
+    )
+    """Approval requests seen, with the sub-agent run that asked (None: this run)."""
     _usage: Usage = field(default_factory=Usage, init=False)
     _cost: float | None = field(default=None, init=False)
     _prompts: int = field(default=0, init=False)
@@ -143,7 +150,7 @@ class AguiMapper:
         if isinstance(event, StepFinished):
             return [_event("STEP_FINISHED", stepName=f"step {event.step}")]
         if isinstance(event, ApprovalRequested):
-            self._requests[event.request_id] = event
+            self._requests[event.request_id] = (event, None)
             return []
         if isinstance(event, ApprovalDecided | ToolCallRefused | StateRejected | CancelRequested):
             return [_custom(event)]
@@ -160,6 +167,8 @@ class AguiMapper:
         if isinstance(event, RunFinished):
             return self._finished(event)
         if isinstance(event, RunFailed):
+            if event.error_type in _CANCELLED:
+                return self.cancelled(event.message)
             self._segment_open = False
             return [
                 *self._close_text(),
@@ -176,6 +185,11 @@ class AguiMapper:
         child_id = event.lineage.run_id
         if isinstance(inner, SpawnStarted | SpawnFinished):
             return [_spawn(inner, parent=child_id)]
+        if isinstance(inner, ApprovalRequested):  # a child's park parks this run too
+            self._requests[inner.request_id] = (inner, child_id)
+            return []
+        if isinstance(inner, ApprovalDecided):
+            return [{**_custom(inner), "subagentRunId": child_id}]
         if not isinstance(
             inner, ModelRequested | TextDelta | ToolCallDelta | ModelResponded | ToolCallFinished
         ):
@@ -293,13 +307,15 @@ class AguiMapper:
     def _parked(self, event: RunParked) -> list[AguiEvent]:
         interrupts: list[dict[str, JsonValue]] = []
         for request_id in event.request_ids:
-            asked = self._requests.get(request_id)
             item: dict[str, JsonValue] = {
                 "id": request_id,
                 "reason": "approval",
                 "responseSchema": DECISION_SCHEMA,
             }
-            if asked is not None:
+            if request_id in self._requests:
+                asked, child = self._requests[request_id]
+                if child is not None:
+                    item["subagentRunId"] = child
                 item["toolCallId"] = asked.call.id
                 item["message"] = (
                     f"{asked.call.name}({canonical_json(asked.call.arguments)}) "

@@ -15,7 +15,6 @@ pending; only its time-to-live expires it.
 from __future__ import annotations
 
 import asyncio
-import logging
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
@@ -41,6 +40,7 @@ from legato.events import (
 )
 from legato.exceptions import (
     ConversationBusy,
+    DecisionAlreadyUsed,
     DecisionTokenInvalid,
     JournalError,
     RequestInvalid,
@@ -56,7 +56,6 @@ if TYPE_CHECKING:
 
 __all__ = ["Frame", "LiveRun", "RunHub", "parse_event_id"]
 
-_log = logging.getLogger("legato.web")
 _KEEP = 256
 """Finished runs kept in memory; older ones are replayed from their journals when asked."""
 
@@ -97,6 +96,8 @@ class LiveRun:
     seq: int = 0
     """Journal events seen so far."""
     done: bool = True
+    parked_ids: tuple[str, ...] = ()
+    """The approval requests the run's last segment parked on (a child's included)."""
     _k: int = field(default=0, init=False)
     _wake: asyncio.Event = field(default_factory=asyncio.Event, init=False)
     handle: RunHandle[Any] | None = None
@@ -196,13 +197,22 @@ class RunHub:
         """The conversation's runs, oldest first."""
         return [r.run_id for r in reversed(self.store.list_runs(session=thread_id, limit=1000))]
 
+    def parked(self, thread_id: str) -> dict[str, str]:
+        """Request id -> the conversation's run parked on it (a child's requests included)."""
+        out: dict[str, str] = {}
+        for run_id in self.run_ids(thread_id):
+            live = self._runs.get(run_id) or self._restore(thread_id, run_id)
+            out.update(dict.fromkeys(live.parked_ids, run_id))
+        return out
+
     async def pending(self, thread_id: str) -> list[dict[str, Any]]:
         """Approval requests of the conversation waiting for a decision (without tokens)."""
-        runs = set(self.run_ids(thread_id))
+        parked = self.parked(thread_id)
         return [
             {
                 "id": r.id,
-                "runId": r.run_id,
+                "runId": parked[r.id],
+                "subagentRunId": r.run_id if r.run_id != parked[r.id] else None,
                 "toolCallId": r.call_id,
                 "tool": r.tool,
                 "arguments": r.arguments,
@@ -210,7 +220,7 @@ class RunHub:
                 "expiresAt": r.expires_at,
             }
             for r in await self.approvals.pending()
-            if r.run_id in runs
+            if r.id in parked
         ]
 
     # -- runs ----------------------------------------------------------------------------------
@@ -239,16 +249,20 @@ class RunHub:
         """
         decisions: list[tuple[str, str, Decision]] = []
         run_id: str | None = None
-        runs = set(self.run_ids(thread_id))
+        parked = self.parked(thread_id)
         for entry in entries:
             request = await self.approvals.get(entry["interruptId"])
-            if request is None or request.run_id not in runs:
+            if request is not None and request.id not in parked:
+                if await self.approvals.decision(request.id) is not None:
+                    msg = f"request {request.id!r} was already decided; a decision is used once"
+                    raise DecisionAlreadyUsed(msg)
+            if request is None or request.id not in parked:
                 msg = f"no approval request {entry['interruptId']!r} in conversation {thread_id!r}"
                 raise RequestInvalid(msg)
-            if run_id is not None and request.run_id != run_id:
+            if run_id is not None and parked[request.id] != run_id:
                 msg = "resume[] entries must belong to one run"
                 raise RequestInvalid(msg)
-            run_id = request.run_id
+            run_id = parked[request.id]
             decisions.append((request.id, request.token, _decision(entry)))
         if run_id is None:
             msg = "resume[] is empty"
@@ -262,9 +276,11 @@ class RunHub:
         for request_id, token, decision in decisions:
             await self.approvals.decide(request_id, token, decision)
         live = self._runs.get(run_id) or self._restore(thread_id, run_id)
-        journal = self.store.load_run(run_id)
-        handle = self.agent.start_resumed(journal, approvals=self.policy)
-        self._drive(live, handle, resumed=len(journal))
+        stored = len(self.store.load_run(run_id))
+        # the resumed run saves itself and continues its session; it streams its stored
+        # events again first, which the conversation has already seen
+        handle = self.agent.start_resumed(run_id, approvals=self.policy)
+        self._drive(live, handle, resumed=stored)
         return live
 
     def cancel(self, run_id: str) -> bool:
@@ -296,6 +312,8 @@ class RunHub:
         )
         journal = self.store.load_run(run_id)
         for event in journal:
+            if isinstance(event, RunParkedEvent):
+                live.parked_ids = event.request_ids
             live.push(live.mapper.feed(event), journaled=True)
         last = journal.events[-1] if len(journal) else None
         if not isinstance(last, RunFinished | RunFailed | RunParkedEvent):
@@ -308,6 +326,7 @@ class RunHub:
     def _drive(self, live: LiveRun, handle: RunHandle[Any], *, resumed: int) -> None:
         """Pump the run's events into `live`; `resumed` journal events were seen before."""
         live.done = False
+        live.parked_ids = ()
         live.handle = handle
         task = asyncio.get_running_loop().create_task(
             self._pump(live, handle, resumed=resumed), name=f"legato-web-{live.run_id[:8]}"
@@ -322,21 +341,20 @@ class RunHub:
                 if skip and is_journal_event(event):
                     skip -= 1
                     continue
+                if isinstance(event, RunParkedEvent):
+                    live.parked_ids = event.request_ids
                 live.push(live.mapper.feed(event), journaled=is_journal_event(event))
         except RunParked:
             pass  # the journal's RunParked became the interrupt outcome
-        except RunCancelled as exc:
-            live.push(live.mapper.cancelled(str(exc)), journaled=False)
-        except Exception as exc:  # the run failed: say so even when the journal does not
-            events = handle.journal.events
-            if not events or not isinstance(events[-1], RunFailed):
-                live.push(live.mapper.failed(exc), journaled=False)
+        except Exception as exc:  # the run failed or was cancelled: end the stream with it
+            events = handle.journal.events  # unless its journal's last event already did
+            if not events or not isinstance(events[-1], RunFailed | RunFinished):
+                end = isinstance(exc, RunCancelled)
+                live.push(
+                    live.mapper.cancelled(str(exc)) if end else live.mapper.failed(exc),
+                    journaled=False,
+                )
         finally:
-            if resumed:
-                try:
-                    await self._save_resumed(live, handle)
-                except Exception:  # the run's outcome stands; only its copy in the store lags
-                    _log.exception("could not store the resumed run %s", live.run_id)
             live.finish()
             self._forget_old()
 
@@ -344,18 +362,6 @@ class RunHub:
         done = [run_id for run_id, live in self._runs.items() if live.done]
         for run_id in done[: max(0, len(done) - _KEEP)]:
             del self._runs[run_id]  # its journal is in the store
-
-    async def _save_resumed(self, live: LiveRun, handle: RunHandle[Any]) -> None:
-        """A resumed run is not persisted by `agent.start`: store its journal and turn."""
-        events = handle.journal.events
-        saved = len(self.store.load_run(live.run_id))
-        if len(events) > saved:
-            self.store.append_events(
-                live.run_id, events[saved:], start=saved, session=live.thread_id
-            )
-        if isinstance(events[-1], RunFinished):
-            result = await handle.result()
-            self.store.append_turn(live.thread_id, result.new_messages(), run_id=live.run_id)
 
     async def close(self) -> None:
         """Cancel the runs still going and wait for them (the server is stopping)."""

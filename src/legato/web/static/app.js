@@ -17,6 +17,7 @@ const ui = {
   state: null,
   subagents: new Map(),
   runs: [],
+  pending: new Map(), // approval request id -> what the server says of it
 };
 
 function el(tag, className, text) {
@@ -155,7 +156,7 @@ function setOutcome(node, outcome) {
 
 function handle(event, runId) {
   const type = event.type;
-  if (event.subagentRunId && !type.startsWith("SUBAGENT_")) {
+  if (event.subagentRunId && (type.startsWith("TEXT_MESSAGE") || type.startsWith("TOOL_CALL"))) {
     childSays(event);
     return;
   }
@@ -227,7 +228,7 @@ function custom(event, runId) {
     result.hidden = false;
     result.textContent = value.message;
   } else if (event.name === "legato.approval_decided") {
-    const node = card(value.toolCallId);
+    const node = card(callKey(value.toolCallId, event.subagentRunId));
     node.classList.remove("waiting");
     node.querySelectorAll(".approval").forEach((box) => box.remove());
     let note = node.querySelector(".decided");
@@ -243,14 +244,33 @@ function custom(event, runId) {
 
 // -- approvals ----------------------------------------------------------------------------
 
+// A sub-agent's calls have ids of their own run: keep their cards apart from the parent's.
+function callKey(callId, subagentRunId) {
+  return subagentRunId ? `${subagentRunId}:${callId}` : callId;
+}
+
 function askApproval(interrupt) {
-  const node = card(interrupt.toolCallId || interrupt.id, "tool");
+  // what the server knows of the request fills in what a replayed journal may lack
+  const known = ui.pending.get(interrupt.id) || {};
+  const callId = interrupt.toolCallId || known.toolCallId || interrupt.id;
+  const childId = interrupt.subagentRunId || known.subagentRunId;
+  const tool = known.tool || (interrupt.message || "tool").split("(")[0];
+  const child = childId && ui.subagents.get(childId);
+  const label = child ? `${child.querySelector(".label").textContent.split(":")[0]} › ${tool}` : tool;
+  const node = card(callKey(callId, childId), label);
+  const args = node.querySelector(".args");
+  const asked = /^[^(]*\((.*)\) needs approval/s.exec(interrupt.message || "");
+  if (!args.textContent && known.arguments !== undefined) {
+    args.textContent = JSON.stringify(known.arguments, null, 2);
+  } else if (!args.textContent && asked) {  // a sub-agent's call: its arguments come with the request
+    try { args.textContent = JSON.stringify(JSON.parse(asked[1]), null, 2); } catch (e) { args.textContent = asked[1]; }
+  }
   if (node.querySelector(`.approval[data-interrupt-id="${CSS.escape(interrupt.id)}"]`)) return;
   node.classList.add("waiting");
   setOutcome(node, "needs approval");
   const box = el("div", "approval");
   box.dataset.interruptId = interrupt.id;
-  const why = el("div", "why", interrupt.message || "this call needs approval");
+  const why = el("div", "why", interrupt.message || `${tool} needs approval: ${known.rule || "the policy asks"}`);
   const actions = el("div", "actions");
   const approve = el("button", "approve", "Approve");
   const reject = el("button", "reject", "Reject");
@@ -430,6 +450,7 @@ async function openThread(id) {
   const info = await (await api(`/api/threads/${encodeURIComponent(id)}`)).json();
   if (gen !== ui.gen) return;
   ui.runs = info.runs;
+  ui.pending = new Map(info.pending.map((p) => [p.id, p]));
   $("journal-run").replaceChildren();
   info.runs.forEach(addRunOption);
   if (!info.runs.length) {
