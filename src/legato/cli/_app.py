@@ -16,6 +16,7 @@ from legato.approvals import ApprovalPolicy, Rule, TerminalApprover
 from legato.cli._mcp import mcp_app
 from legato.cli._render import render_event, render_journal
 from legato.cli._runs import runs_app
+from legato.cli._serve import serve as serve_command
 from legato.events import Journal, RunFinished, is_journal_event
 from legato.exceptions import ConfigurationError, LegatoError
 from legato.security import AuditLog, verify_audit
@@ -27,6 +28,7 @@ app = typer.Typer(
 
 app.add_typer(mcp_app, name="mcp")
 app.add_typer(runs_app, name="runs")
+app.command("serve")(serve_command)
 
 
 def _version(value: bool) -> None:

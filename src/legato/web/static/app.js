@@ -1,0 +1,546 @@
+// legato web UI: plain JavaScript, no build step, nothing fetched from other hosts.
+// The wire is AG-UI over POST + SSE (read with fetch, since EventSource cannot POST).
+// Text is always set with textContent: model and tool output is never parsed as HTML.
+"use strict";
+
+const $ = (id) => document.getElementById(id);
+const TERMINAL = new Set(["RUN_FINISHED", "RUN_ERROR"]);
+
+const ui = {
+  thread: null, // the open conversation's id
+  gen: 0, // bumped when another conversation opens: older streams stop drawing
+  runId: null, // the run of the open conversation that is going on or parked
+  lastId: new Map(), // run id -> last SSE id seen (for Last-Event-ID)
+  bubbles: new Map(),
+  cards: new Map(),
+  usage: new Map(), // run id -> its usage totals
+  state: null,
+  subagents: new Map(),
+  runs: [],
+  pending: new Map(), // approval request id -> what the server says of it
+};
+
+function el(tag, className, text) {
+  const node = document.createElement(tag);
+  if (className) node.className = className;
+  if (text !== undefined && text !== null) node.textContent = text;
+  return node;
+}
+
+async function api(path, options = {}) {
+  const res = await fetch(path, {
+    credentials: "same-origin",
+    headers: { "Content-Type": "application/json" },
+    ...options,
+  });
+  if (!res.ok) {
+    let body = {};
+    try { body = await res.json(); } catch (e) { body = { message: res.statusText }; }
+    throw new Error(body.message || res.statusText);
+  }
+  return res;
+}
+
+function setStatus(text) { $("status").textContent = text; }
+
+function scrollDown() { const m = $("messages"); m.scrollTop = m.scrollHeight; }
+
+// -- reading an SSE body ------------------------------------------------------------------
+
+// The server sends a comment every 15 s on a quiet stream; 45 s of silence means the
+// connection died half-open (a backgrounded tab, a sleeping laptop): give it up, and
+// follow() picks the run up again from the last event seen.
+const STALL_MS = 45000;
+
+async function readSSE(res, gen, onFrame) {
+  const reader = res.body.getReader();
+  let timer = null;
+  const watch = () => {
+    clearTimeout(timer);
+    timer = setTimeout(() => reader.cancel(), STALL_MS);
+  };
+  try {
+    await readFrames(reader, gen, onFrame, watch);
+  } finally {
+    clearTimeout(timer);
+  }
+}
+
+async function readFrames(reader, gen, onFrame, watch) {
+  const decoder = new TextDecoder();
+  let buffer = "";
+  for (;;) {
+    watch();
+    const { value, done } = await reader.read();
+    if (done || gen !== ui.gen) break;
+    buffer += decoder.decode(value, { stream: true });
+    let cut;
+    while ((cut = buffer.indexOf("\n\n")) >= 0) {
+      const block = buffer.slice(0, cut);
+      buffer = buffer.slice(cut + 2);
+      let id = null;
+      let data = "";
+      for (const line of block.split("\n")) {
+        if (line.startsWith("id: ")) id = line.slice(4);
+        else if (line.startsWith("data: ")) data += line.slice(6);
+      }
+      if (data && gen === ui.gen) onFrame(id, JSON.parse(data));
+    }
+  }
+}
+
+// Read a run's stream to its end; if the connection drops first, pick it up again
+// from the last event seen (the server keeps the run going meanwhile).
+async function follow(res, gen) {
+  let runId = null;
+  let ended = false;
+  const onFrame = (id, event) => {
+    if (event.type === "RUN_STARTED") runId = event.runId;
+    if (runId && id) ui.lastId.set(runId, id);
+    ended = TERMINAL.has(event.type);
+    handle(event, runId);
+  };
+  for (let attempt = 0; ; attempt++) {
+    try {
+      await readSSE(res, gen, onFrame);
+    } catch (e) { /* the connection broke: resume below */ }
+    if (ended || gen !== ui.gen || !runId || attempt > 20) return;
+    await new Promise((r) => setTimeout(r, Math.min(2000, 200 * (attempt + 1))));
+    const last = ui.lastId.get(runId);
+    try {
+      res = await api(`/api/runs/${encodeURIComponent(runId)}/events`, {
+        headers: last ? { "Last-Event-ID": last } : {},
+      });
+    } catch (e) { return; }
+  }
+}
+
+async function replayRun(runId, gen) {
+  const res = await api(`/api/runs/${encodeURIComponent(runId)}/events`);
+  await follow(res, gen);
+}
+
+// -- drawing AG-UI events -----------------------------------------------------------------
+
+function bubble(id, role) {
+  let node = ui.bubbles.get(id);
+  if (!node) {
+    node = el("div", `msg ${role}`);
+    node.dataset.messageId = id;
+    $("messages").append(node);
+    ui.bubbles.set(id, node);
+  }
+  return node;
+}
+
+function card(callId, name) {
+  let node = ui.cards.get(callId);
+  if (!node) {
+    node = el("div", "tool-card");
+    node.dataset.toolCallId = callId;
+    const head = el("div", "head");
+    head.append(el("span", "name", name || "tool"), el("span", "outcome", "called"));
+    node.append(head, el("pre", "args"), el("pre", "result"));
+    node.querySelector(".result").hidden = true;
+    $("messages").append(node);
+    ui.cards.set(callId, node);
+  }
+  return node;
+}
+
+function setOutcome(node, outcome) {
+  const badge = node.querySelector(".outcome");
+  badge.textContent = outcome;
+  badge.className = `outcome ${outcome.replace(/\s+/g, "-")}`;
+}
+
+function handle(event, runId) {
+  const type = event.type;
+  if (event.subagentRunId && (type.startsWith("TEXT_MESSAGE") || type.startsWith("TOOL_CALL"))) {
+    childSays(event);
+    return;
+  }
+  if (type === "RUN_STARTED") {
+    ui.runId = event.runId;
+    addRunOption(event.runId);
+    setStatus("running");
+    $("stop").disabled = false;
+  } else if (type === "TEXT_MESSAGE_START") {
+    bubble(event.messageId, event.role || "assistant").textContent = "";
+  } else if (type === "TEXT_MESSAGE_CONTENT") {
+    bubble(event.messageId, "assistant").textContent += event.delta;
+  } else if (type === "TOOL_CALL_START") {
+    const node = card(event.toolCallId, event.toolCallName);
+    node.querySelector(".args").textContent = "";
+  } else if (type === "TOOL_CALL_ARGS") {
+    card(event.toolCallId).querySelector(".args").textContent += event.delta;
+  } else if (type === "TOOL_CALL_END") {
+    const args = card(event.toolCallId).querySelector(".args");
+    try { args.textContent = JSON.stringify(JSON.parse(args.textContent), null, 2); } catch (e) { /* as sent */ }
+  } else if (type === "TOOL_CALL_RESULT") {
+    const result = card(event.toolCallId).querySelector(".result");
+    result.hidden = false;
+    result.textContent = typeof event.content === "string" ? event.content : JSON.stringify(event.content);
+  } else if (type === "RUN_FINISHED") {
+    finished(event);
+  } else if (type === "RUN_ERROR") {
+    $("messages").append(el("div", "msg error", `error (${event.code || "run"}): ${event.message}`));
+    setStatus("failed");
+    $("stop").disabled = true;
+  } else if (type === "STATE_SNAPSHOT") {
+    ui.state = event.snapshot;
+    drawState();
+  } else if (type === "STATE_DELTA") {
+    applyPatch(event.delta);
+  } else if (type === "SUBAGENT_STARTED" || type === "SUBAGENT_FINISHED" || type === "SUBAGENT_ERROR") {
+    subagent(event);
+  } else if (type === "CUSTOM") {
+    custom(event, runId);
+  }
+  scrollDown();
+}
+
+function finished(event) {
+  $("stop").disabled = true;
+  const outcome = event.outcome || { type: "success" };
+  if (outcome.type === "interrupt") {
+    setStatus("waiting for approval");
+    for (const interrupt of outcome.interrupts) askApproval(interrupt);
+  } else if (outcome.type === "cancelled") {
+    setStatus("cancelled");
+  } else {
+    setStatus("done");
+  }
+  refreshThreads();
+}
+
+function custom(event, runId) {
+  const value = event.value || {};
+  if (event.name === "legato.usage") {
+    ui.usage.set(runId || ui.runId, value);
+    drawUsage();
+  } else if (event.name === "legato.tool_outcome") {
+    setOutcome(card(value.toolCallId), value.outcome);
+  } else if (event.name === "legato.tool_refused") {
+    const node = card(value.toolCallId);
+    setOutcome(node, "refused");
+    const result = node.querySelector(".result");
+    result.hidden = false;
+    result.textContent = value.message;
+  } else if (event.name === "legato.approval_decided") {
+    const node = card(callKey(value.toolCallId, event.subagentRunId));
+    node.classList.remove("waiting");
+    node.querySelectorAll(".approval").forEach((box) => box.remove());
+    let note = node.querySelector(".decided");
+    if (!note) { note = el("div", "decided"); node.append(note); }
+    note.textContent = `decision: ${value.verdict}${value.message ? ` (${value.message})` : ""}`;
+  } else if (event.name === "legato.state_committed") {
+    const changes = value.changes.map((c) => `${c.key}: ${JSON.stringify(c.old)} → ${JSON.stringify(c.new)}`);
+    $("state-history").prepend(el("li", null, `v${value.version} ${value.tool || "app"}: ${changes.join(", ")}`));
+  } else if (event.name === "legato.state_rejected") {
+    $("state-history").prepend(el("li", "rejected", `rejected (${value.stage}) ${value.tool}: ${value.message}`));
+  }
+}
+
+// -- approvals ----------------------------------------------------------------------------
+
+// A sub-agent's calls have ids of their own run: keep their cards apart from the parent's.
+function callKey(callId, subagentRunId) {
+  return subagentRunId ? `${subagentRunId}:${callId}` : callId;
+}
+
+function askApproval(interrupt) {
+  // what the server knows of the request fills in what a replayed journal may lack
+  const known = ui.pending.get(interrupt.id) || {};
+  const callId = interrupt.toolCallId || known.toolCallId || interrupt.id;
+  const childId = interrupt.subagentRunId || known.subagentRunId;
+  const tool = known.tool || (interrupt.message || "tool").split("(")[0];
+  const child = childId && ui.subagents.get(childId);
+  const label = child ? `${child.querySelector(".label").textContent.split(":")[0]} › ${tool}` : tool;
+  const node = card(callKey(callId, childId), label);
+  const args = node.querySelector(".args");
+  const asked = /^[^(]*\((.*)\) needs approval/s.exec(interrupt.message || "");
+  if (!args.textContent && known.arguments !== undefined) {
+    args.textContent = JSON.stringify(known.arguments, null, 2);
+  } else if (!args.textContent && asked) {  // a sub-agent's call: its arguments come with the request
+    try { args.textContent = JSON.stringify(JSON.parse(asked[1]), null, 2); } catch (e) { args.textContent = asked[1]; }
+  }
+  if (node.querySelector(`.approval[data-interrupt-id="${CSS.escape(interrupt.id)}"]`)) return;
+  node.classList.add("waiting");
+  setOutcome(node, "needs approval");
+  const box = el("div", "approval");
+  box.dataset.interruptId = interrupt.id;
+  const why = el("div", "why", interrupt.message || `${tool} needs approval: ${known.rule || "the policy asks"}`);
+  const actions = el("div", "actions");
+  const approve = el("button", "approve", "Approve");
+  const reject = el("button", "reject", "Reject");
+  const edit = el("button", "edit", "Edit");
+  const reason = el("input", "reason");
+  reason.placeholder = "reason for a rejection (the model is told)";
+  const editor = el("textarea", "edited");
+  editor.rows = 4;
+  editor.hidden = true;
+  editor.value = node.querySelector(".args").textContent;
+  [approve, reject, edit].forEach((b) => { b.type = "button"; });
+  approve.addEventListener("click", () => decide(box, interrupt, { verdict: "approve" }));
+  reject.addEventListener("click", () => decide(box, interrupt, {
+    verdict: "reject", message: reason.value.trim() || "The user rejected this call.",
+  }));
+  edit.addEventListener("click", () => {
+    if (editor.hidden) { editor.hidden = false; edit.textContent = "Run with these arguments"; return; }
+    let args;
+    try { args = JSON.parse(editor.value); } catch (e) { why.textContent = `not JSON: ${e.message}`; return; }
+    decide(box, interrupt, { verdict: "edit", arguments: args });
+  });
+  actions.append(approve, reject, edit);
+  box.append(why, actions, reason, editor);
+  node.append(box);
+}
+
+async function decide(box, interrupt, payload) {
+  box.querySelectorAll("button").forEach((b) => { b.disabled = true; });
+  const gen = ui.gen;
+  try {
+    const res = await api("/api/agui", {
+      method: "POST",
+      body: JSON.stringify({
+        threadId: ui.thread, runId: crypto.randomUUID(), messages: [],
+        resume: [{ interruptId: interrupt.id, status: "resolved", payload }],
+      }),
+    });
+    await follow(res, gen);
+  } catch (e) {
+    box.querySelector(".why").textContent = `could not decide: ${e.message}`;
+    box.querySelectorAll("button").forEach((b) => { b.disabled = false; });
+  }
+}
+
+// -- panels -------------------------------------------------------------------------------
+
+function drawUsage() {
+  let requests = 0, input = 0, output = 0, cost = null;
+  for (const u of ui.usage.values()) {
+    requests += u.requests || 0;
+    input += (u.total && u.total.inputTokens) || 0;
+    output += (u.total && u.total.outputTokens) || 0;
+    if (u.cost !== null && u.cost !== undefined) cost = (cost || 0) + u.cost;
+  }
+  $("usage-requests").textContent = requests;
+  $("usage-input").textContent = input;
+  $("usage-output").textContent = output;
+  $("usage-cost").textContent = cost === null ? "n/a" : `$${cost.toFixed(6)}`;
+}
+
+function drawState() {
+  $("state").textContent = ui.state === null ? "(no typed state)" : JSON.stringify(ui.state, null, 2);
+}
+
+function applyPatch(ops) {
+  ui.state = ui.state || {};
+  for (const op of ops) {
+    const key = op.path.slice(1).replace(/~1/g, "/").replace(/~0/g, "~");
+    if (op.op === "remove") delete ui.state[key];
+    else ui.state[key] = op.value;
+  }
+  drawState();
+}
+
+// A sub-agent's own text and tool calls, shown under its node of the tree.
+function childSays(event) {
+  const node = ui.subagents.get(event.subagentRunId);
+  if (!node) return;
+  const say = node.querySelector(".say");
+  if (event.type === "TEXT_MESSAGE_START") say.append(el("div", "text", ""));
+  else if (event.type === "TEXT_MESSAGE_CONTENT" && say.lastChild) say.lastChild.textContent += event.delta;
+  else if (event.type === "TOOL_CALL_START") say.append(el("div", "call", `→ ${event.toolCallName}`));
+  else if (event.type === "TOOL_CALL_RESULT") say.append(el("div", "call", `← ${String(event.content).slice(0, 200)}`));
+}
+
+function subagent(event) {
+  const tree = $("subagents");
+  tree.querySelectorAll(".empty").forEach((n) => n.remove());
+  let node = ui.subagents.get(event.subagentRunId);
+  if (!node) {
+    node = el("li", null);
+    node.append(el("span", "label", event.name || event.subagentRunId), el("div", "say"), el("ul", null));
+    const parent = event.parentSubagentRunId && ui.subagents.get(event.parentSubagentRunId);
+    (parent ? parent.querySelector("ul") : tree).append(node);
+    ui.subagents.set(event.subagentRunId, node);
+  }
+  if (event.type === "SUBAGENT_STARTED" && event.description) {
+    node.querySelector(".label").textContent = `${event.name}: ${event.description}`;
+  }
+  if (event.type === "SUBAGENT_FINISHED") node.className = "done";
+  if (event.type === "SUBAGENT_ERROR") node.className = "failed";
+}
+
+function addRunOption(runId) {
+  const select = $("journal-run");
+  if ([...select.options].some((o) => o.value === runId)) return;
+  const option = el("option", null, `run ${select.options.length + 1} (${runId.slice(0, 8)})`);
+  option.value = runId;
+  select.append(option);
+}
+
+async function showJournal() {
+  const runId = $("journal-run").value;
+  const list = $("journal");
+  list.replaceChildren();
+  if (!runId) return;
+  const data = await (await api(`/api/runs/${encodeURIComponent(runId)}/journal`)).json();
+  data.events.forEach((event) => {
+    const item = el("li", null, event.kind);
+    const body = el("pre", null, JSON.stringify(event, null, 2));
+    body.hidden = true;
+    item.append(body);
+    item.addEventListener("click", () => { body.hidden = !body.hidden; });
+    list.append(item);
+  });
+}
+
+// -- conversations ------------------------------------------------------------------------
+
+async function refreshThreads() {
+  const { threads } = await (await api("/api/threads")).json();
+  const list = $("threads");
+  list.replaceChildren();
+  for (const t of threads) {
+    const item = el("li", t.id === ui.thread ? "current" : null);
+    item.dataset.threadId = t.id;
+    const name = el("span", "name", t.id);
+    name.addEventListener("click", () => openThread(t.id));
+    item.append(name);
+    if (t.pending) item.append(el("span", "badge", String(t.pending)));
+    const rename = el("button", "rename", "rename");
+    rename.addEventListener("click", () => renameThread(t.id));
+    const fork = el("button", "fork", "fork");
+    fork.addEventListener("click", () => forkThread(t.id));
+    const remove = el("button", "delete", "delete");
+    remove.addEventListener("click", () => deleteThread(t.id));
+    item.append(rename, fork, remove);
+    list.append(item);
+  }
+  return threads;
+}
+
+function resetView() {
+  ui.gen += 1;
+  ui.runId = null;
+  ui.bubbles.clear();
+  ui.cards.clear();
+  ui.usage.clear();
+  ui.subagents.clear();
+  ui.state = null;
+  $("messages").replaceChildren();
+  $("state-history").replaceChildren();
+  $("journal").replaceChildren();
+  $("subagents").replaceChildren(el("li", "muted empty", "none"));
+  drawUsage();
+  drawState();
+  setStatus("idle");
+  $("stop").disabled = true;
+}
+
+async function openThread(id) {
+  resetView();
+  const gen = ui.gen;
+  ui.thread = id;
+  location.hash = `thread=${encodeURIComponent(id)}`;
+  $("thread-title").textContent = id;
+  const info = await (await api(`/api/threads/${encodeURIComponent(id)}`)).json();
+  if (gen !== ui.gen) return;
+  ui.runs = info.runs;
+  ui.pending = new Map(info.pending.map((p) => [p.id, p]));
+  $("journal-run").replaceChildren();
+  info.runs.forEach(addRunOption);
+  if (!info.runs.length) {
+    for (const m of info.messages) {
+      if (m.text) $("messages").append(el("div", `msg ${m.role} history`, m.text));
+    }
+  }
+  refreshThreads();
+  for (const runId of info.runs) {
+    if (gen !== ui.gen) return;
+    await replayRun(runId, gen); // a run still going is followed live
+  }
+}
+
+async function newThread() {
+  const { id } = await (await api("/api/threads", { method: "POST", body: "{}" })).json();
+  await refreshThreads();
+  await openThread(id);
+  return id;
+}
+
+async function renameThread(id) {
+  const name = window.prompt("New name", id);
+  if (!name || name === id) return;
+  try {
+    await api(`/api/threads/${encodeURIComponent(id)}`, { method: "PATCH", body: JSON.stringify({ name }) });
+  } catch (e) { window.alert(e.message); return; }
+  if (ui.thread === id) await openThread(name); else await refreshThreads();
+}
+
+async function forkThread(id) {
+  try {
+    const { id: copy } = await (await api(`/api/threads/${encodeURIComponent(id)}/fork`, { method: "POST", body: "{}" })).json();
+    await refreshThreads();
+    await openThread(copy);
+  } catch (e) { window.alert(e.message); }
+}
+
+async function deleteThread(id) {
+  if (!window.confirm(`Delete the conversation "${id}"? (Run journals are kept.)`)) return;
+  try {
+    await api(`/api/threads/${encodeURIComponent(id)}`, { method: "DELETE" });
+  } catch (e) { window.alert(e.message); return; }
+  if (ui.thread === id) { ui.thread = null; resetView(); $("thread-title").textContent = "No conversation"; }
+  await refreshThreads();
+}
+
+async function send(text) {
+  if (!ui.thread) await newThread();
+  const gen = ui.gen;
+  $("send").disabled = true;
+  try {
+    const res = await api("/api/agui", {
+      method: "POST",
+      body: JSON.stringify({
+        threadId: ui.thread, runId: crypto.randomUUID(),
+        messages: [{ id: crypto.randomUUID(), role: "user", content: text }],
+      }),
+    });
+    await follow(res, gen);
+  } catch (e) {
+    $("messages").append(el("div", "msg error", e.message));
+  } finally {
+    $("send").disabled = false;
+  }
+}
+
+async function start() {
+  const info = await (await api("/api/info")).json();
+  $("model").textContent = `${info.agent} · ${info.model}`;
+  $("composer").addEventListener("submit", (e) => {
+    e.preventDefault();
+    const text = $("prompt").value.trim();
+    if (!text) return;
+    $("prompt").value = "";
+    send(text);
+  });
+  $("prompt").addEventListener("keydown", (e) => {
+    if (e.key === "Enter" && !e.shiftKey) { e.preventDefault(); $("composer").requestSubmit(); }
+  });
+  $("stop").addEventListener("click", () => {
+    if (ui.runId) api(`/api/runs/${encodeURIComponent(ui.runId)}/cancel`, { method: "POST" });
+  });
+  $("new-thread").addEventListener("click", newThread);
+  $("journal-load").addEventListener("click", showJournal);
+  const threads = await refreshThreads();
+  const wanted = new URLSearchParams(location.hash.slice(1)).get("thread");
+  const chosen = threads.find((t) => t.id === wanted) || threads[0];
+  if (chosen) await openThread(chosen.id);
+  document.body.dataset.ready = "true";
+}
+
+start();
