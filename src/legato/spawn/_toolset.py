@@ -47,7 +47,6 @@ from legato.tools import RunContext, Tool, ToolSource, as_tool, to_content
 __all__ = ["Inheritance", "SpawnToolset", "spawn_tools"]
 
 _OWN_TOOLS = frozenset({"spawn", "wait_children", "todo", "open_skill", "read_skill_file"})
-_CTX = "_legato_spawn_ctx"
 _NO_TIMEOUT = 10.0**9
 
 
@@ -183,8 +182,7 @@ class SpawnToolset:
         return listed
 
     def _observed(self, tool: Tool) -> Tool:
-        async def observed(**kwargs: Any) -> Any:
-            ctx: RunContext[Any] = kwargs.pop(_CTX)
+        async def observed(ctx: RunContext[Any], /, **kwargs: Any) -> Any:
             try:
                 value = await tool.invoke(kwargs, ctx)
             except Exception:
@@ -197,7 +195,7 @@ class SpawnToolset:
                 return f"{value}\n\n{hint}"
             return (*to_content(value), TextPart(text=hint))
 
-        return replace(tool, function=observed, context_parameter=_CTX)
+        return replace(tool, function=observed, context_parameter="ctx", context_positional=True)
 
     def _todo_tool(self) -> Tool:
         async def todo(
