@@ -282,7 +282,9 @@ def _object(children: st.SearchStrategy[dict[str, JsonValue]]) -> st.SearchStrat
             "properties": dict(props),
             "required": [r for r in required if r in props],
         }
-        if extra:
+        if (
+            extra or not props
+        ):  # an open `properties: {}` is a free-form dict (test_strict_fallback)
             node["additionalProperties"] = False
         return node
 

@@ -43,7 +43,7 @@ from legato.models._openai_common import (
 )
 from legato.models._provider import ProviderModel, ProviderSettings
 from legato.models.assembly import ResponseAssembler
-from legato.models.dialects import apply_dialect
+from legato.models.dialects import apply_dialect, strict_or_plain
 
 __all__ = ["OPENAI", "OpenAIChatModel", "ServerProfile", "chat_messages", "from_name"]
 
@@ -175,9 +175,13 @@ def chat_body(request: ModelRequest, *, model: str, server: ServerProfile, strea
     if request.tools:
         tools: list[Obj] = []
         for t in request.tools:
-            strict = bool(t.strict) and server.send_strict
-            dialect = "openai_strict" if strict else server.model.schema_dialect
-            fn: Obj = {"name": t.name, "parameters": apply_dialect(t.parameters, dialect)}
+            if t.strict and server.send_strict:
+                schema, strict = strict_or_plain(
+                    t.name, t.parameters, plain=server.model.schema_dialect
+                )
+            else:
+                schema, strict = apply_dialect(t.parameters, server.model.schema_dialect), False
+            fn: Obj = {"name": t.name, "parameters": schema}
             if t.description:
                 fn["description"] = t.description
             if strict:
@@ -188,8 +192,10 @@ def chat_body(request: ModelRequest, *, model: str, server: ServerProfile, strea
         if s.parallel_tool_calls is not None and server.send_parallel_tool_calls:
             body["parallel_tool_calls"] = s.parallel_tool_calls
     if request.output is not None:
-        strict = request.output.strict and server.send_strict
-        schema = apply_dialect(request.output.schema, "openai_strict" if strict else "json_schema")
+        if request.output.strict and server.send_strict:
+            schema, strict = strict_or_plain(request.output.name, request.output.schema)
+        else:
+            schema, strict = apply_dialect(request.output.schema, "json_schema"), False
         spec: Obj = {"name": request.output.name, "schema": schema}
         if strict:
             spec["strict"] = True

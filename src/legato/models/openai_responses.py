@@ -41,7 +41,7 @@ from legato.models._openai_common import (
 )
 from legato.models._provider import ProviderModel, ProviderSettings
 from legato.models.assembly import ResponseAssembler
-from legato.models.dialects import apply_dialect
+from legato.models.dialects import apply_dialect, strict_or_plain
 
 __all__ = ["OpenAIResponsesModel", "from_name", "responses_input"]
 
@@ -133,8 +133,10 @@ def responses_body(request: ModelRequest, *, model: str, stream: bool) -> Obj:
     if request.tools:
         tools: list[Obj] = []
         for t in request.tools:
-            strict = bool(t.strict)
-            schema = apply_dialect(t.parameters, "openai_strict" if strict else "json_schema")
+            if t.strict:
+                schema, strict = strict_or_plain(t.name, t.parameters)
+            else:
+                schema, strict = apply_dialect(t.parameters, "json_schema"), False
             tool: Obj = {"type": "function", "name": t.name, "parameters": schema, "strict": strict}
             if t.description:
                 tool["description"] = t.description
@@ -144,8 +146,10 @@ def responses_body(request: ModelRequest, *, model: str, stream: bool) -> Obj:
         if s.parallel_tool_calls is not None:
             body["parallel_tool_calls"] = s.parallel_tool_calls
     if request.output is not None:
-        strict = request.output.strict
-        schema = apply_dialect(request.output.schema, "openai_strict" if strict else "json_schema")
+        if request.output.strict:
+            schema, strict = strict_or_plain(request.output.name, request.output.schema)
+        else:
+            schema, strict = apply_dialect(request.output.schema, "json_schema"), False
         fmt: Obj = {"type": "json_schema", "name": request.output.name, "schema": schema}
         fmt["strict"] = strict
         body["text"] = {"format": fmt}

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import inspect
+import logging
 import re
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field, replace
@@ -11,6 +12,7 @@ from typing import Any, Literal, TypeAlias, cast, get_args, get_type_hints, over
 
 from legato.exceptions import ToolArgumentsInvalid, ToolDefinitionError
 from legato.messages import JsonValue, ToolDefinition
+from legato.models.dialects import strict_problem
 from legato.tools._context import RunContext
 from legato.tools._contract import Postcondition, Precondition, ToolContract, conditions
 from legato.tools._schema import DocstringFormat, function_schema, is_run_context
@@ -23,6 +25,8 @@ SideEffects: TypeAlias = Literal["none", "idempotent", "irreversible"]
 repeat), `irreversible` (must happen at most once)."""
 
 _SIDE_EFFECTS: tuple[str, ...] = get_args(SideEffects)
+
+logger = logging.getLogger("legato.tools")
 
 _NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
 
@@ -76,6 +80,15 @@ class Tool:
     def __post_init__(self) -> None:
         _check_name(self.name)
         _check_options(self)
+        if self.strict:
+            problem = strict_problem(self.parameters)
+            if problem is not None:
+                logger.warning(
+                    "tool %r asks for strict mode, which cannot express %s; providers send "
+                    "it without strict",
+                    self.name,
+                    problem,
+                )
 
     # -- construction -----------------------------------------------------------------------------
 
