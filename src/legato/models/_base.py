@@ -101,6 +101,10 @@ class ModelProfile:
     supports_documents: bool = False
     supports_thinking: bool = False
     schema_dialect: SchemaDialect = "json_schema"
+    native_json_schema: bool = False
+    """Besides its dialect, the provider takes standard JSON Schema (`$ref`, recursion,
+    free-form objects) for tools and structured output, as Gemini does through
+    `parametersJsonSchema` / `responseJsonSchema`; then the schema goes that way, unrewritten."""
     context_window: int | None = None
     max_output_tokens: int | None = None
     tokenizer: str | None = None

@@ -8,7 +8,9 @@ provider adapter rewrites the schema at the wire, through the dialect named in i
 - `json_schema`: unchanged (a deep copy).
 - `openai_strict`: OpenAI's strict mode (structured outputs / `strict: true` tools).
 - `anthropic`: standard JSON Schema, passed through.
-- `gemini`: Gemini's OpenAPI-style subset (no `$ref`, no `additionalProperties`).
+- `gemini`: Gemini's OpenAPI-style subset (no `$ref`, no `additionalProperties`), for
+  Gemini models whose profile does not take JSON Schema; those that do get the schema through
+  `to_gemini_json_schema` (`parametersJsonSchema` / `responseJsonSchema`).
 
 Every function returns a new dict and never mutates its input. A schema that a dialect cannot
 express raises `ToolDefinitionError` naming the place in the schema. For OpenAI strict mode
@@ -35,6 +37,7 @@ __all__ = [
     "strict_problem",
     "to_anthropic",
     "to_gemini",
+    "to_gemini_json_schema",
     "to_json_schema",
     "to_openai_strict",
 ]
@@ -290,7 +293,8 @@ def to_gemini(schema: Mapping[str, JsonValue]) -> Schema:
     Type names stay lower-case JSON Schema names; SDKs that want `STRING` map them.
 
     Raises:
-        ToolDefinitionError: a recursive type, or a `$ref` that `$defs` does not define.
+        ToolDefinitionError: a recursive type, a `$ref` that `$defs` does not define, or a
+            free-form object (a dict field: Gemini refuses an OBJECT without properties).
     """
     root = copy.deepcopy(dict(schema))
     return _gemini(root, _definitions(root), (), "")
@@ -313,6 +317,13 @@ def _gemini(
         return _gemini({**_resolve(defs, ref), **siblings}, defs, (*stack, ref), path)
     if "const" in schema:
         schema["enum"] = [schema.pop("const")]
+    if path and _free_form(schema):
+        msg = (
+            f"{path}: a free-form object (dict) has no equivalent in Gemini's `parameters` "
+            "schema (an OBJECT without properties is refused); send JSON Schema instead "
+            "(ModelProfile.native_json_schema) or use a model with named fields"
+        )
+        raise ToolDefinitionError(msg)
     out: Schema = {}
     for key, value in schema.items():
         if key not in _GEMINI_KEYWORDS:
@@ -329,6 +340,26 @@ def _gemini(
         else:
             out[key] = value
     return _gemini_tidy(out)
+
+
+def _free_form(schema: Schema) -> bool:
+    """An object schema whose keys are not named (a dict), unless explicitly closed."""
+    if schema.get("type") != "object" or schema.get("properties"):
+        return False
+    return schema.get("additionalProperties") is not False
+
+
+def to_gemini_json_schema(schema: Mapping[str, JsonValue]) -> Schema:
+    """Gemini's `parametersJsonSchema` / `responseJsonSchema`: JSON Schema, `$ref` included.
+
+    Those fields take standard JSON Schema (`$ref`/`$defs`, recursion, `additionalProperties`,
+    type lists), so the schema goes as given, less its `$schema` URI, with a top-level
+    `"type": "object"` added when missing.
+    """
+    out = copy.deepcopy(dict(schema))
+    out.pop("$schema", None)
+    out.setdefault("type", "object")
+    return out
 
 
 def _gemini_nullable(schema: Schema) -> Schema:

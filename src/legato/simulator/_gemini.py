@@ -82,6 +82,10 @@ class GeminiWire:
                 thought[0]["thoughtSignature"] = turn.thinking_signature
         if not stream:
             answer: list[Obj] = [{"text": turn.text}] if turn.text else []
+            if turn.text_signature:
+                if not answer:
+                    answer = [{"text": ""}]
+                answer[-1]["thoughtSignature"] = turn.text_signature
             called = self._calls(turn, seq)
             parts = [*thought, *(answer + called if turn.text_first else called + answer)]
             body = self._chunk(turn, model, seq, parts)
@@ -99,6 +103,12 @@ class GeminiWire:
                 chunks.append(self._chunk(turn, model, seq, self._calls(turn, seq)))
 
         ordered(turn, text=text, calls=calls)
+        if turn.text_signature:
+            chunks.append(
+                self._chunk(
+                    turn, model, seq, [{"text": "", "thoughtSignature": turn.text_signature}]
+                )
+            )
         if not chunks:
             chunks.append(self._chunk(turn, model, seq, [{"text": ""}]))
         chunks[-1]["candidates"][0]["finishReason"] = _finish(turn)

@@ -124,6 +124,9 @@ class SimTurn:
     thinking: str = ""
     """Reasoning text, sent before everything else."""
     thinking_signature: str | None = None
+    text_signature: str | None = None
+    """A thought signature on the answer text (Gemini: on the text part when whole, on an
+    empty text part that ends the stream when streamed)."""
     calls: tuple[SimCall, ...] = ()
     text_first: bool = True
     """Text before the tool calls (True) or after them (False)."""
