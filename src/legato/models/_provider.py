@@ -225,7 +225,7 @@ _CONTEXT = re.compile(
     r"exceeds the maximum number of tokens|exceeds the context|input length exceeds",
     re.I,
 )
-_FILTERED = re.compile(r"content[_ ]filter|content[_ ]policy|safety", re.I)
+_FILTERED = re.compile(r"content[_ ]filter|content[_ ]policy|safety|flagged for moderation", re.I)
 
 
 def redact(value: object) -> object:
@@ -301,6 +301,8 @@ def error_from_status(
         return ModelTimeout(detail, **kwargs)
     if status >= 500:
         return ProviderServerError(detail, **kwargs)
+    if status == 403 and _FILTERED.search(text):  # OpenRouter: 403 when moderation flags input
+        return ContentFiltered(detail, **kwargs)
     if status in (401, 403):
         return AuthenticationFailed(detail, **kwargs)
     if _CONTEXT.search(text):

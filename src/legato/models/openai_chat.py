@@ -15,7 +15,7 @@ from __future__ import annotations
 import functools
 from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 from legato.exceptions import ContentFiltered, ModelError, StreamInterrupted
 from legato.messages import (
@@ -315,6 +315,10 @@ class OpenAIChatModel(ProviderModel):
         state.response_id = chunk.id or state.response_id
         if chunk.usage is not None:
             state.usage = chunk.usage
+        extra: Mapping[str, Any] = getattr(chunk, "model_extra", None) or {}
+        groq = extra.get("x_groq")
+        if isinstance(groq, Mapping) and cast(Mapping[str, Any], groq).get("usage"):
+            state.usage = state.usage or cast(Mapping[str, Any], groq)["usage"]  # Groq's place
         events: list[ModelStreamEvent] = []
         for choice in chunk.choices or ():
             if choice.index:
@@ -375,7 +379,11 @@ def _feed(assembler: ResponseAssembler, delta: Any, *, streamed: bool) -> list[M
     reasoning = extra.get("reasoning_content") or extra.get("reasoning")
     if isinstance(reasoning, str):
         events.append(assembler.add_thinking(reasoning))
-    events.append(assembler.add_text(delta.content))
+    content: object = delta.content
+    if isinstance(content, str) or content is None:
+        events.append(assembler.add_text(content))
+    else:
+        events.extend(_content_chunks(assembler, content))
     for position, call in enumerate(delta.tool_calls or ()):
         fn = call.function
         events.append(
@@ -387,6 +395,53 @@ def _feed(assembler: ResponseAssembler, delta: Any, *, streamed: bool) -> list[M
             )
         )
     return [e for e in events if e is not None]
+
+
+def _content_chunks(assembler: ResponseAssembler, content: object) -> list[ModelStreamEvent | None]:
+    """Content sent as a list of typed chunks (Mistral: `thinking`, then `text`).
+
+    A `thinking` chunk holds its text as a string or as a list of text chunks. Chunk types
+    legato does not know (references, images the model returns, ...) are skipped, never a
+    crash; content that is neither a list nor a chunk raises `TypeError`, which the caller
+    turns into a `ResponseParseError` carrying the payload.
+    """
+    chunks: list[object]
+    if isinstance(content, Mapping):
+        chunks = [content]
+    elif isinstance(content, list):
+        chunks = cast(list[object], content)
+    else:
+        msg = f"message content of type {type(content).__name__}"
+        raise TypeError(msg)
+    events: list[ModelStreamEvent | None] = []
+    for raw in chunks:
+        if isinstance(raw, str):
+            events.append(assembler.add_text(raw))
+            continue
+        if not isinstance(raw, Mapping):
+            continue
+        item = cast(Mapping[str, Any], raw)
+        kind = item.get("type")
+        if kind == "text" and isinstance(item.get("text"), str):
+            events.append(assembler.add_text(item["text"]))
+        elif kind == "thinking":
+            text = _chunk_text(item.get("thinking"))
+            if text:
+                events.append(assembler.add_thinking(text))
+    return events
+
+
+def _chunk_text(value: object) -> str:
+    if isinstance(value, str):
+        return value
+    if isinstance(value, list):
+        parts = [
+            cast(Mapping[str, Any], v).get("text")
+            for v in cast(list[object], value)
+            if isinstance(v, Mapping)
+        ]
+        return "".join(p for p in parts if isinstance(p, str))
+    return ""
 
 
 @functools.cache

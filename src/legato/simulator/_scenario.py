@@ -101,7 +101,9 @@ class Fault:
     malformed_after: int | None = None
     """After this many stream events send a line of broken JSON (non-streaming: broken body)."""
     error_event_after: int | None = None
-    """After this many stream events send the provider's in-stream error event (kind `error`)."""
+    """After this many stream events send the provider's in-stream error event."""
+    event_error: ErrorKind = "server"
+    """The kind of that in-stream error event (its embedded code says what went wrong)."""
     raw_event: bytes | None = None
     """Bytes sent as one extra stream event (after `raw_after` events), exactly as given."""
     raw_after: int = 0
