@@ -48,6 +48,10 @@ class ModelSettings:
     """Seconds to wait for the whole response."""
     thinking_budget: int | None = None
     """Tokens the model may spend reasoning, for models that reason on request."""
+    prompt_cache: bool | None = None
+    """Mark the request's stable prefix for the provider's prompt cache where it must be
+    asked for (Anthropic: the instructions, the tools and a rolling breakpoint on the
+    history). None means the model's default, which is on; False turns it off."""
     extra_headers: Mapping[str, str] | None = None
     extra_body: Mapping[str, JsonValue] | None = None
     """Provider-specific request fields, merged into the wire body unchanged."""

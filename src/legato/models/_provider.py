@@ -366,6 +366,21 @@ def cost_in_dollars(usage: Usage, *, model: str, provider_id: str | None) -> flo
     return _price(model, provider_id, counts)
 
 
+def cache_savings(usage: Usage, *, model: str, provider_id: str | None) -> float:
+    """Dollars the prompt cache saved on a call (0 without cached tokens or known prices).
+
+    That is the call's price with every prompt token billed at the plain input rate, less
+    its actual price.
+    """
+    if not (usage.cache_read_tokens or usage.cache_write_tokens):
+        return 0.0
+    actual = cost_in_dollars(usage, model=model, provider_id=provider_id)
+    if actual is None or _prices() is None or provider_id is None or not model:
+        return 0.0
+    uncached = _price(model, provider_id, (usage.input_tokens, usage.output_tokens, 0, 0))
+    return 0.0 if uncached is None else uncached - actual
+
+
 @lru_cache(maxsize=4096)
 def _price(model: str, provider_id: str, counts: tuple[int, int, int, int]) -> float | None:
     # genai-prices takes about a millisecond per lookup; a repeated (model, counts) pair is
@@ -436,6 +451,7 @@ class ProviderModel:
         async for event in self._stream_once(request):
             if isinstance(event, ResponseCompleted):
                 completed = True
+                event = self._with_savings(event)
             yield event
         if not completed:
             msg = f"{self.name}: the stream ended without a complete response"
@@ -466,6 +482,19 @@ class ProviderModel:
             exc, provider=self.provider, started=True
         )
         return exc if mapped is None else mapped
+
+    def _with_savings(self, event: ResponseCompleted) -> ResponseCompleted:
+        """The response with what the prompt cache saved put into its usage."""
+        response = event.response
+        saved = cache_savings(
+            response.usage,
+            model=response.model_name or self.model,
+            provider_id=self.price_provider,
+        )
+        if not saved:
+            return event
+        usage = dataclasses.replace(response.usage, cache_savings=saved)
+        return ResponseCompleted(response=dataclasses.replace(response, usage=usage))
 
     def _cost(self, usage: Usage, model_name: str) -> float | None:
         return cost_in_dollars(
