@@ -4,7 +4,7 @@ breakpoints on the tools, the instructions and a rolling one on the history; off
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
 
 import pytest
 
@@ -43,7 +43,7 @@ def _breakpoints(body: dict[str, Any]) -> list[str]:
     found += ["system" for b in body.get("system", []) if "cache_control" in b]
     for i, message in enumerate(body["messages"]):
         content: Any = message["content"]
-        blocks: list[dict[str, Any]] = content if isinstance(content, list) else []
+        blocks = cast(list[dict[str, Any]], content if isinstance(content, list) else [])
         found += [f"messages[{i}]" for b in blocks if "cache_control" in b]
     return found
 
