@@ -76,6 +76,7 @@ _STOP: dict[str, StopReason] = {
     "end_turn": StopReason.END_TURN,
     "tool_use": StopReason.TOOL_CALLS,
     "max_tokens": StopReason.MAX_TOKENS,
+    "model_context_window_exceeded": StopReason.MAX_TOKENS,
     "stop_sequence": StopReason.STOP_SEQUENCE,
     "refusal": StopReason.CONTENT_FILTER,
     "pause_turn": StopReason.OTHER,

@@ -85,7 +85,9 @@ _STOP: dict[str, StopReason] = {
     "PROHIBITED_CONTENT": StopReason.CONTENT_FILTER,
     "BLOCKLIST": StopReason.CONTENT_FILTER,
     "SPII": StopReason.CONTENT_FILTER,
+    "IMAGE_SAFETY": StopReason.CONTENT_FILTER,
 }
+"""Documented finish reasons that are not OTHER (`LANGUAGE`, `MALFORMED_FUNCTION_CALL`, ...)."""
 _SIGNATURES = "gemini_signatures"
 _TEXT_SIGNATURES = "gemini_text_signatures"
 """`[{"run": n, "signature": s, "empty": bool}]`: the signature of the n-th text part of the
@@ -482,6 +484,13 @@ class GeminiModel(ProviderModel):
             return error_from_status(exc.code, provider=self.provider, body=body, headers=headers)
         if isinstance(exc, json.JSONDecodeError):
             return parse_error(self.provider, exc.doc, f"invalid JSON from the server: {exc}")
+        if type(exc).__name__ == "ValidationError" and hasattr(exc, "errors"):
+            # The SDK could not read the payload into its types (pydantic).
+            raw = [
+                {"loc": e.get("loc"), "input": e.get("input"), "type": e.get("type")}
+                for e in cast(Any, exc).errors()
+            ]
+            return parse_error(self.provider, raw, f"unexpected response shape: {exc}")
         if isinstance(exc, errors.UnknownApiResponseError):
             raw = exc.__cause__.doc if isinstance(exc.__cause__, json.JSONDecodeError) else str(exc)
             return parse_error(self.provider, raw, f"invalid JSON from the server: {exc}")

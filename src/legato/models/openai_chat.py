@@ -54,8 +54,10 @@ _FINISH: dict[str, StopReason] = {
     "tool_calls": StopReason.TOOL_CALLS,
     "function_call": StopReason.TOOL_CALLS,
     "length": StopReason.MAX_TOKENS,
+    "model_length": StopReason.MAX_TOKENS,  # Mistral: the model's context is full
     "content_filter": StopReason.CONTENT_FILTER,
 }
+"""Documented `finish_reason` values; `error` (OpenRouter, Mistral) raises; others are OTHER."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -345,6 +347,9 @@ class OpenAIChatModel(ProviderModel):
         return _feed(assembler, choice.message, streamed=False)
 
     def _completed(self, assembler: ResponseAssembler, state: _State) -> ResponseCompleted:
+        if state.finish == "error":
+            msg = f"{self.name}: the server ended the answer with finish_reason 'error'"
+            raise StreamInterrupted(msg, provider=self.provider)
         stop = _FINISH.get(state.finish or "stop", StopReason.OTHER)
         if stop is StopReason.CONTENT_FILTER:
             msg = f"{self.name}: the provider withheld the answer (content filter)"

@@ -327,6 +327,8 @@ class OpenAIResponsesModel(ProviderModel):
             raise ContentFiltered(msg, provider=self.provider)
         if reason == "max_output_tokens":
             stop = StopReason.MAX_TOKENS
+        elif reason is not None:
+            stop = StopReason.OTHER  # an incomplete answer for a reason not documented yet
         model_name = str(getattr(response, "model", "") or "")
         output: list[Any] = list(getattr(response, "output", None) or [])
         ids = [str(item.id) for item in output if item.type == "reasoning"]

@@ -20,6 +20,8 @@ _ERRORS: dict[ErrorKind, tuple[int, str]] = {
 
 
 def _finish(turn: SimTurn) -> str:
+    if turn.raw_finish is not None:
+        return turn.raw_finish
     if turn.finish == "length":
         return "MAX_TOKENS"
     if turn.finish == "content_filter":
@@ -53,6 +55,8 @@ class GeminiWire:
             "thoughtsTokenCount": u.reasoning_tokens,
             "cachedContentTokenCount": u.cached_tokens,
             "totalTokenCount": u.input_tokens + u.output_tokens,
+            "promptTokensDetails": [{"modality": "TEXT", "tokenCount": u.input_tokens}],
+            "trafficType": "ON_DEMAND",
         }
 
     def _chunk(self, turn: SimTurn, request_model: str, seq: int, parts: list[Obj]) -> Obj:
@@ -60,6 +64,7 @@ class GeminiWire:
             "candidates": [{"content": {"role": "model", "parts": parts}, "index": 0}],
             "modelVersion": turn.model or request_model,
             "responseId": f"gem_{seq}",
+            "createTime": "2026-12-02T10:00:00.000000Z",
         }
 
     def _calls(self, turn: SimTurn, seq: int) -> list[Obj]:

@@ -30,6 +30,8 @@ def _error(kind: ErrorKind, message: str) -> tuple[int, Obj]:
 
 
 def _finish(turn: SimTurn) -> str:
+    if turn.raw_finish is not None:
+        return turn.raw_finish
     if turn.finish == "length":
         return "length"
     if turn.finish == "content_filter":
@@ -90,8 +92,13 @@ class ChatWire:
             "prompt_tokens": u.input_tokens,
             "completion_tokens": u.output_tokens,
             "total_tokens": u.input_tokens + u.output_tokens,
-            "prompt_tokens_details": {"cached_tokens": u.cached_tokens},
-            "completion_tokens_details": {"reasoning_tokens": u.reasoning_tokens},
+            "prompt_tokens_details": {"cached_tokens": u.cached_tokens, "audio_tokens": 0},
+            "completion_tokens_details": {
+                "reasoning_tokens": u.reasoning_tokens,
+                "audio_tokens": 0,
+                "accepted_prediction_tokens": 0,
+                "rejected_prediction_tokens": 0,
+            },
         }
         if self.flavor == "groq":  # timings beside the counts
             usage.update(queue_time=0.01, prompt_time=0.002, completion_time=0.03, total_time=0.04)
@@ -115,12 +122,16 @@ class ChatWire:
         """A completion, or its chunks."""
         model = turn.model or str(request.get("model", "sim"))
         head: Obj = {"id": f"chatcmpl-{seq}", "created": 1700000000, "model": model}
+        if self.flavor == "openai":  # documented fields legato does not read
+            head.update(system_fingerprint="fp_sim", service_tier="default")
         if not stream:
             return self._whole(turn, head, seq)
         return self._chunks(turn, request, head, seq)
 
     def _whole(self, turn: SimTurn, head: Obj, seq: int) -> JsonReply:
         message: Obj = {"role": "assistant", "content": self._content(turn)}
+        if self.flavor == "openai":
+            message.update(refusal=None, annotations=[])
         if turn.thinking and self.flavor != "mistral":
             message["reasoning_content"] = turn.thinking
         if turn.calls:
@@ -132,7 +143,7 @@ class ChatWire:
                 }
                 for i, c in enumerate(turn.calls)
             ]
-        choice = {"index": 0, "message": message, "finish_reason": _finish(turn)}
+        choice = {"index": 0, "message": message, "logprobs": None, "finish_reason": _finish(turn)}
         body = {**head, "object": "chat.completion", "choices": [choice]}
         return JsonReply(body={**body, "usage": self._usage(turn)})
 
@@ -255,10 +266,10 @@ class ResponsesWire:
     def _response(self, turn: SimTurn, request: Obj, seq: int, *, done: bool) -> Obj:
         status = "completed"
         details = None
-        if turn.finish in ("length", "content_filter"):
+        if turn.finish in ("length", "content_filter") or turn.raw_finish is not None:
             status = "incomplete"
             reason = "max_output_tokens" if turn.finish == "length" else "content_filter"
-            details = {"reason": reason}
+            details = {"reason": turn.raw_finish or reason}
         return {
             "id": f"resp_{seq}",
             "object": "response",
@@ -283,6 +294,7 @@ class ResponsesWire:
             events.append(sse({"type": type_, "sequence_number": len(events), **fields}, type_))
 
         emit("response.created", response=self._response(turn, request, seq, done=False))
+        emit("response.in_progress", response=self._response(turn, request, seq, done=False))
         for index, item in enumerate(self._items(turn, seq)):
             self._stream_item(emit, turn, item, index)
         final = self._response(turn, request, seq, done=True)

@@ -135,6 +135,9 @@ class SimTurn:
     usage: SimUsage = field(default_factory=SimUsage)
     finish: Finish | None = None
     """Why generation stopped; defaults to `stop` (tool calls when there are calls)."""
+    raw_finish: str | None = None
+    """The wire's own finish/stop reason, sent verbatim instead of the one `finish` gives
+    (`"pause_turn"`, `"MALFORMED_FUNCTION_CALL"`, `"load"`, ...; any string, known or not)."""
     model: str | None = None
     """The model name reported; defaults to the one requested."""
     interleave_calls: bool = False
