@@ -9,14 +9,14 @@ from typing import Any, cast
 
 import pytest
 
-from legato.exceptions import InvalidRequest, ToolDefinitionError
+from legato.exceptions import InvalidRequest, RateLimited, ToolDefinitionError
 from legato.messages import JsonValue, Message, TextPart, ToolDefinition
 from legato.models._base import ModelRequest, OutputSpec, ResponseCompleted
 from legato.models._provider import ProviderSettings
 from legato.models.dialects import to_gemini
 from legato.models.gemini import PROFILE, GeminiModel
 from legato.models.retry import RetryPolicy
-from legato.simulator import SimCall, SimTurn, WireSimulator
+from legato.simulator import Fault, SimCall, SimTurn, WireSimulator
 
 SIG = base64.b64encode(b"text-signature-1").decode()
 TREE: dict[str, JsonValue] = {
@@ -201,3 +201,18 @@ async def test_twin_a_non_empty_prompt_goes_out(sim: WireSimulator) -> None:
     finally:
         await model.aclose()
     assert out.message.parts == (TextPart(text="Hi."),)
+
+
+@pytest.mark.parametrize("delay", [7.0, None])
+async def test_a_rate_limit_says_when_to_retry_in_the_body(
+    sim: WireSimulator, delay: float | None
+) -> None:
+    """Google puts the wait in `error.details[].retryDelay` ("7s"), not in a header."""
+    sim.enqueue(SimTurn(fault=Fault(error="rate_limit", retry_after=delay)))
+    model = _model(sim)
+    try:
+        with pytest.raises(RateLimited) as info:
+            await _complete(model, ModelRequest(messages=(Message.user("Hi"),)))
+    finally:
+        await model.aclose()
+    assert info.value.retry_after == delay  # None: the body had no RetryInfo (the twin)

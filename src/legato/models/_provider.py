@@ -245,6 +245,27 @@ def redact(value: object) -> object:
     return value
 
 
+_DELAY = re.compile(r"^\s*(\d+(?:\.\d+)?)s\s*$")
+
+
+def retry_delay(body: object) -> float | None:
+    """Seconds from a `google.rpc.RetryInfo` in an error body (`"retryDelay": "17s"`)."""
+    error = cast(Mapping[str, object], body).get("error") if isinstance(body, Mapping) else None
+    details = (
+        cast(Mapping[str, object], error).get("details") if isinstance(error, Mapping) else None
+    )
+    for item in cast(list[object], details) if isinstance(details, list) else []:
+        delay = (
+            cast(Mapping[str, object], item).get("retryDelay")
+            if isinstance(item, Mapping)
+            else None
+        )
+        match = _DELAY.match(delay) if isinstance(delay, str) else None
+        if match:
+            return float(match[1])
+    return None
+
+
 def retry_after_seconds(headers: Mapping[str, str] | None) -> float | None:
     """Seconds from `retry-after-ms` or `retry-after` (a number or an HTTP date)."""
     if not headers:
@@ -294,7 +315,10 @@ def error_from_status(
     safe = redact(body)
     kwargs: dict[str, Any] = {"provider": provider, "status_code": status, "body": safe}
     if status == 429:
-        return RateLimited(detail, retry_after=retry_after_seconds(headers), **kwargs)
+        wait = retry_after_seconds(headers)
+        return RateLimited(
+            detail, retry_after=wait if wait is not None else retry_delay(body), **kwargs
+        )
     if status in (503, 529) or "overloaded" in text.lower():
         return ModelOverloaded(detail, **kwargs)
     if status == 408:

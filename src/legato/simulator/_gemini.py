@@ -37,7 +37,20 @@ class GeminiWire:
         status, name = _ERRORS[kind]
         if kind == "context_length":
             message = f"The input token count (1200000) exceeds the maximum number of tokens allowed (1048576). {message}"
-        return status, {"error": {"code": status, "message": message, "status": name}}
+        error: Obj = {"code": status, "message": message, "status": name}
+        if kind == "rate_limit":
+            quota = {"quotaMetric": "generativelanguage.googleapis.com/generate_content_requests"}
+            error["details"] = [
+                {"@type": "type.googleapis.com/google.rpc.QuotaFailure", "violations": [quota]}
+            ]
+        return status, {"error": error}
+
+    def with_retry_delay(self, body: Obj, seconds: float) -> Obj:
+        """Google says when to retry in the body (`google.rpc.RetryInfo`), not in a header."""
+        error: Obj = dict(body["error"])
+        info = {"@type": "type.googleapis.com/google.rpc.RetryInfo", "retryDelay": f"{seconds:g}s"}
+        error["details"] = [*error.get("details", []), info]
+        return {"error": error}
 
     def error_event(self, kind: ErrorKind, message: str) -> bytes:
         """An error object as a stream event."""

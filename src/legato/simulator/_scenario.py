@@ -95,7 +95,8 @@ class Fault:
     """Override the error's HTTP status code."""
     message: str = "simulated failure"
     retry_after: float | None = None
-    """Send a Retry-After header (seconds)."""
+    """Say when to retry (seconds): a Retry-After header, or for Gemini a `RetryInfo`
+    `retryDelay` in the error body, as Google sends it."""
     disconnect_after: int | None = None
     """Send this many stream events (or this many body bytes, non-streaming), then drop the line."""
     malformed_after: int | None = None

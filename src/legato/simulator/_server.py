@@ -145,7 +145,9 @@ class _Handler(BaseHTTPRequestHandler):
         if fault.error is not None:
             status, body = wire.error(fault.error, fault.message)
             headers: dict[str, str] = {}
-            if fault.retry_after is not None:
+            if fault.retry_after is not None and isinstance(wire, GeminiWire):
+                body = wire.with_retry_delay(body, fault.retry_after)
+            elif fault.retry_after is not None:
                 headers["retry-after"] = f"{fault.retry_after:g}"
             self._json(fault.status or status, body, headers)
             return
