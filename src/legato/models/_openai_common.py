@@ -140,6 +140,8 @@ def openai_usage(raw: Any, *, input_key: str, output_key: str) -> Usage:
 _STREAM_ERROR_STATUS: Mapping[str, int] = {
     "invalid_request_error": 400,
     "invalid_value": 400,
+    "invalid_prompt": 400,  # Responses: the prompt was refused
+    "invalid_image": 400,
     "tool_use_failed": 400,
     "json_validate_failed": 400,
     "context_length_exceeded": 400,

@@ -38,6 +38,7 @@ from legato.models._openai_common import (
     merge_body,
     openai_post,
     openai_usage,
+    stream_error,
 )
 from legato.models._provider import ProviderModel, ProviderSettings
 from legato.models.assembly import ResponseAssembler
@@ -279,19 +280,13 @@ class OpenAIResponsesModel(ProviderModel):
         return [e for e in out if e is not None]
 
     def _raise_failed(self, event: Any) -> None:
-        from legato.models._provider import error_from_status
-
+        """A `response.failed` / `error` event, classified by its error code (`stream_error`)."""
         response = getattr(event, "response", None)
         error = getattr(response, "error", None) if response is not None else event
         code = str(getattr(error, "code", "") or "")
         message = str(getattr(error, "message", "") or "the response failed")
         body = {"error": {"code": code, "message": message}}
-        status = 429 if "rate_limit" in code else 400 if "context_length" in code else 500
-        err = error_from_status(status, provider=self.provider, body=body)
-        if status == 500:
-            msg = f"{self.name}: the response failed mid-stream: {message}"
-            raise StreamInterrupted(msg, provider=self.provider, body=body)
-        raise err
+        raise stream_error(body, provider=self.provider, text=f"the response failed: {message}")
 
     def _items(self, output: Any, assembler: ResponseAssembler) -> list[ModelStreamEvent]:
         out: list[ModelStreamEvent | None] = []

@@ -16,7 +16,7 @@ from scenarios import call, close, make, request_for
 
 from legato.exceptions import ContentFiltered, ModelError, ResponseParseError, StreamInterrupted
 from legato.messages import StopReason
-from legato.simulator import Fault, SimTurn, WireSimulator
+from legato.simulator import ErrorKind, Fault, SimTurn, WireSimulator
 
 Outcome = StopReason | type[ModelError]
 
@@ -158,3 +158,34 @@ async def test_a_payload_of_the_wrong_shape_is_a_typed_error_with_the_payload(
         await close(model)
     assert isinstance(info.value, ResponseParseError), repr(info.value)
     assert info.value.body is not None
+
+
+IN_STREAM: list[tuple[ErrorKind, str, bool]] = [
+    ("invalid", "InvalidRequest", False),
+    ("rate_limit", "RateLimited", True),
+    ("overloaded", "ModelOverloaded", True),
+    ("server", "StreamInterrupted", True),
+]
+
+
+@pytest.mark.parametrize("case", CASES, ids=str)
+@pytest.mark.parametrize(
+    ("kind", "expected", "retryable"), IN_STREAM, ids=[k for k, _, _ in IN_STREAM]
+)
+async def test_an_error_inside_a_stream_is_classified_by_its_code(
+    case: Case, sim: WireSimulator, kind: ErrorKind, expected: str, retryable: bool
+) -> None:
+    sim.enqueue(SimTurn(text="partial answer", fault=Fault(error_event_after=2, event_error=kind)))
+    model = make(case, sim)
+    try:
+        with pytest.raises(ModelError) as info:
+            await call(model, request_for())
+    finally:
+        await close(model)
+    name = type(info.value).__name__
+    if case.api == "ollama":  # its in-stream error is a bare message, with no code to go by
+        assert (name, info.value.retryable) == ("StreamInterrupted", True)
+    elif kind == "server":  # a server error mid-stream: either retryable 5xx form
+        assert name in ("StreamInterrupted", "ProviderServerError") and info.value.retryable
+    else:
+        assert (name, info.value.retryable) == (expected, retryable)
