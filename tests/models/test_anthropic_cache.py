@@ -9,6 +9,7 @@ from typing import Any, cast
 import pytest
 
 from legato import Agent, tool
+from legato.events import ModelResponded
 from legato.messages import Message, Usage
 from legato.models import ModelSettings
 from legato.models._base import ModelRequest, ResponseCompleted
@@ -125,3 +126,20 @@ async def test_cache_reads_and_saved_dollars_are_in_the_usage(sim: WireSimulator
     assert cached.usage.cache_savings > 0.02  # 9,000 tokens at a tenth of the input price
     assert cold.usage.cache_savings == 0.0  # twin: nothing read from the cache, nothing saved
     assert (cached.usage + cold.usage).cache_savings == cached.usage.cache_savings
+
+
+def test_a_run_sums_the_savings_of_its_calls(env: WireSimulator) -> None:
+    cached = SimUsage(input_tokens=5_000, output_tokens=20, cached_tokens=4_000)
+    env.enqueue(
+        SimTurn(
+            calls=(SimCall(id="t1", name="get_weather", arguments={"city": "Oslo"}),),
+            usage=SimUsage(input_tokens=5_000, output_tokens=20, cache_write_tokens=4_000),
+        ),
+        SimTurn(text="Sunny in Oslo.", usage=cached),
+    )
+    result = Agent("anthropic:claude-sonnet-4-5", tools=[get_weather]).run_sync("Oslo?")
+    steps = [e for e in result.journal.events if isinstance(e, ModelResponded)]
+    savings = [e.response.usage.cache_savings for e in steps]
+    assert savings[0] < 0 < savings[1]  # a write costs extra; the read that follows saves more
+    assert result.usage.cache_savings == pytest.approx(sum(savings))
+    assert result.usage.cache_read_tokens == 4_000
