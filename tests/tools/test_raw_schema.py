@@ -13,6 +13,8 @@ import socket
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from legato import RunContext, Tool, tool
 from legato.exceptions import ToolArgumentsInvalid, ToolDefinitionError
@@ -292,3 +294,47 @@ def test_valid_options_are_accepted() -> None:
             tool(side_effects=kind, timeout=2, max_retries=0, strict=False)(look).side_effects
             == kind
         )
+
+
+# -- agreement with an independent implementation ----------------------------------------------------
+
+_SCALARS = st.one_of(
+    st.none(),
+    st.booleans(),
+    st.integers(min_value=-30, max_value=30),
+    st.floats(allow_nan=False, allow_infinity=False, width=32),
+    st.sampled_from(["", "C", "F", "K", "Paris", "a"]),
+)
+_VALUES = st.recursive(
+    _SCALARS,
+    lambda inner: st.one_of(
+        st.lists(inner, max_size=3),
+        st.dictionaries(st.sampled_from(["lat", "lon", "alt", "x"]), inner, max_size=3),
+    ),
+    max_leaves=8,
+)
+_ARGUMENTS = st.dictionaries(
+    st.sampled_from(["city", "unit", "days", "stations", "where", "mood"]),
+    _VALUES.filter(lambda v: v is not None),  # top-level nulls are dropped on purpose (above)
+    max_size=6,
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(_ARGUMENTS)
+def test_accepts_exactly_what_the_reference_validator_accepts(arguments: dict[str, Any]) -> None:
+    """The pure-Python `jsonschema` package, as an independent oracle, agrees on every call;
+    each rejection names at least one problem."""
+    import jsonschema
+
+    oracle: Any = jsonschema.Draft7Validator(WEATHER)
+    reference = bool(oracle.is_valid(arguments))
+    t, calls = _spy_tool(WEATHER)
+    try:
+        t.validate(arguments)
+        accepted = True
+    except ToolArgumentsInvalid as exc:
+        accepted = False
+        assert exc.problems and all(": " in p for p in exc.problems)
+    assert accepted is reference
+    assert calls == []
