@@ -172,6 +172,18 @@ def test_the_old_top_level_check_missed_these_twin() -> None:
     ]
 
 
+def test_format_is_an_annotation_in_every_draft() -> None:
+    """Draft-07 leaves asserting `format` optional; the server decides what a "uri" is."""
+    schema: dict[str, JsonValue] = {
+        "$schema": "http://json-schema.org/draft-07/schema#",
+        "type": "object",
+        "properties": {"url": {"type": "string", "format": "uri"}},
+    }
+    t, _ = _spy_tool(schema)
+    assert t.validate({"url": "example.com/page"}) == {"url": "example.com/page"}
+    assert _problems(t, {"url": 5}) == ["url: expected a string, got 5"]
+
+
 def test_nulls_for_optional_non_nullable_properties_are_dropped() -> None:
     t, _ = _spy_tool(WEATHER)
     assert t.validate({"city": "Paris", "unit": None, "days": None}) == {"city": "Paris"}

@@ -3,7 +3,8 @@
 Tools built from a schema that came from elsewhere (`Tool.from_schema`: MCP servers,
 catalogs) have no pydantic model. Their arguments are checked by a maintained JSON Schema
 validator (`jsonschema-rs`, drafts 4 to 2020-12), compiled once per schema when the tool is
-defined and shared by every tool with the same schema. Each violation becomes one line in the
+defined and shared by every tool with the same schema. `format` is treated as an annotation
+in every draft (not asserted), so a server's own reading of `uri` or `date-time` decides. Each violation becomes one line in the
 same vocabulary as typed tools (`legato.tools._schema`): missing, unexpected, wrong type,
 wrong value, each with the path of the field (`address.city: missing required field`).
 
@@ -74,7 +75,11 @@ def _compiled(key: str) -> jsonschema_rs.Validator:
     try:
         # Compile first: it refuses unknown meta-schemas without fetching them, so the
         # meta-schema check below only ever runs against a draft the library ships.
-        validator = jsonschema_rs.validator_for(schema, retriever=_no_remote)
+        # `format` is an annotation, as from draft 2019-09 on (older drafts leave asserting it
+        # optional): the server's own reading of "uri" or "date-time" decides, not ours.
+        validator = jsonschema_rs.validator_for(
+            schema, retriever=_no_remote, validate_formats=False
+        )
         jsonschema_rs.meta.validate(schema)
     except jsonschema_rs.ValidationError as exc:
         where = "/".join(str(p) for p in exc.instance_path)
@@ -188,8 +193,6 @@ def _describe(error: jsonschema_rs.ValidationError) -> str:
             text = f"must have at most {limit} items"
         case kinds.Pattern(pattern=pattern):
             text = f"must match the pattern {pattern!r}, got {got}"
-        case kinds.Format(format=fmt):
-            text = f"must be a valid {fmt}, got {got}"
         case kinds.OneOfMultipleValid():
             text = f"matches more than one of the allowed shapes, got {got}"
         case _:
