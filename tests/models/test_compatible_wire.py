@@ -148,3 +148,26 @@ async def test_in_stream_errors_are_classified_by_their_code(
         await _run(_model(sim, flavor))
     assert type(info.value) is expected
     assert info.value.retryable is retryable
+
+
+def test_an_exhausted_quota_is_a_rate_limit_that_is_not_retried() -> None:
+    from legato.models._provider import error_from_status
+
+    quota = {
+        "error": {
+            "message": "You exceeded your current quota, please check your plan and billing details.",
+            "type": "insufficient_quota",
+            "param": None,
+            "code": "insufficient_quota",
+        }
+    }
+    limited = {
+        "error": {
+            "message": "Rate limit reached",
+            "type": "requests",
+            "code": "rate_limit_exceeded",
+        }
+    }
+    exhausted = error_from_status(429, provider="openai", body=quota)
+    assert isinstance(exhausted, RateLimited) and exhausted.retryable is False
+    assert error_from_status(429, provider="openai", body=limited).retryable is True  # the twin

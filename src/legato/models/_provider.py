@@ -316,9 +316,12 @@ def error_from_status(
     kwargs: dict[str, Any] = {"provider": provider, "status_code": status, "body": safe}
     if status == 429:
         wait = retry_after_seconds(headers)
-        return RateLimited(
+        limited = RateLimited(
             detail, retry_after=wait if wait is not None else retry_delay(body), **kwargs
         )
+        if "insufficient_quota" in text:  # OpenAI: billing exhausted; waiting will not help
+            limited.retryable = False
+        return limited
     if status in (503, 529) or "overloaded" in text.lower():
         return ModelOverloaded(detail, **kwargs)
     if status == 408:
