@@ -49,6 +49,7 @@ bench: $(VENV)/.installed-dev
 	$(BIN)/python bench/provider_overhead.py
 	$(BIN)/python bench/durable.py
 	$(BIN)/python bench/web_stream.py
+	$(BIN)/python bench/tool_validation.py
 
 # The PostgreSQL server binaries the store tests start a throwaway cluster with (initdb, pg_ctl;
 # the tests never touch a system cluster). Installed from Debian's packages when missing.

@@ -295,6 +295,10 @@ class Usage:
     """Generated tokens spent on hidden reasoning."""
     requests: int = 0
     """Model calls counted."""
+    cache_savings: float = 0.0
+    """US dollars the provider's prompt cache saved: the price of these calls had every prompt
+    token been billed at the plain input rate, less their actual price (cache reads are cheaper,
+    cache writes dearer, so one write-only call is negative). 0 when prices are unknown."""
 
     def __add__(self, other: Usage) -> Usage:
         return Usage(
@@ -304,6 +308,7 @@ class Usage:
             cache_write_tokens=self.cache_write_tokens + other.cache_write_tokens,
             reasoning_tokens=self.reasoning_tokens + other.reasoning_tokens,
             requests=self.requests + other.requests,
+            cache_savings=self.cache_savings + other.cache_savings,
         )
 
     @property

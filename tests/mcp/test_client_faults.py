@@ -144,7 +144,7 @@ async def test_phantom_tool_after_list_changed(python_server: Server) -> None:
         assert (await client.call_tool("change", {})).content
         await client.ping()  # the list_changed notification has arrived
         with pytest.raises(ToolError, match="no longer offered.*removed after it was listed"):
-            await echo.function(ctx=_ctx(), text="hi")
+            await echo.function(_ctx(), text="hi")
         assert "echo" not in {t.name for t in await client.list_tools()}
 
 
@@ -171,7 +171,7 @@ async def test_names_providers_reject_are_renamed_reversibly(python_server: Serv
         assert len(renamed) == 1
         assert renamed[0].name.startswith("srv_dotted_name_with_spaces_")
         assert "srv_echo" in tools
-        assert await renamed[0].function(ctx=_ctx()) == [TextPart(text="renamed ok")]
+        assert await renamed[0].function(_ctx()) == [TextPart(text="renamed ok")]
 
 
 async def test_an_agent_run_continues_when_the_server_dies(python_server: Server) -> None:

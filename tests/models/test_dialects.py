@@ -93,8 +93,17 @@ def dig(schema: dict[str, Any], *path: str) -> dict[str, Any]:
 # -- Gemini ---------------------------------------------------------------------------------------
 
 
+def _without_labels() -> dict[str, JsonValue]:
+    """The shared schema less its free-form dict field (which Gemini's subset cannot say)."""
+    schema = copy.deepcopy(SCHEMA)
+    del dig(schema, "$defs", "Product", "properties")["labels"]
+    return schema
+
+
 def test_gemini_inlines_everything_and_drops_what_gemini_rejects() -> None:
-    out = to_gemini(SCHEMA)
+    with pytest.raises(ToolDefinitionError, match=r"product\.labels: a free-form object"):
+        to_gemini(SCHEMA)  # a bare OBJECT without properties is what Gemini refuses
+    out = to_gemini(_without_labels())
     assert not keywords(out) & {"$ref", "$defs", "additionalProperties", "title", "default"}
     product = dig(out, "properties", "product")
     assert product["type"] == "object"
@@ -116,7 +125,7 @@ def test_gemini_inlines_everything_and_drops_what_gemini_rejects() -> None:
     assert props["note"] == {"type": "string", "nullable": True}
     assert props["size"] == {"enum": ["S", "M", "L"], "type": "string"}
     assert props["rating"] == {"maximum": 5, "minimum": 0, "type": "integer"}
-    assert props["labels"] == {"type": "object"}
+    assert "labels" not in props
 
 
 def test_gemini_refuses_recursive_types() -> None:
@@ -236,7 +245,7 @@ def test_anthropic_passes_the_schema_through() -> None:
 
 
 def test_apply_dialect_dispatches() -> None:
-    assert apply_dialect(SCHEMA, "gemini") == to_gemini(SCHEMA)
+    assert apply_dialect(_without_labels(), "gemini") == to_gemini(_without_labels())
     assert apply_dialect(SCHEMA, "anthropic") == SCHEMA
     assert apply_dialect(SCHEMA, "json_schema") == SCHEMA
     with pytest.raises(ToolDefinitionError):
@@ -245,13 +254,15 @@ def test_apply_dialect_dispatches() -> None:
 
 def test_no_dialect_mutates_its_input() -> None:
     before = copy.deepcopy(SCHEMA)
-    for dialect in ("json_schema", "anthropic", "gemini"):
+    for dialect in ("json_schema", "anthropic"):
         out = apply_dialect(SCHEMA, dialect)
         assert SCHEMA == before
         out["mutated"] = True
         assert "mutated" not in SCHEMA
     with pytest.raises(ToolDefinitionError):
         to_openai_strict(SCHEMA)
+    with pytest.raises(ToolDefinitionError):
+        to_gemini(SCHEMA)
     assert SCHEMA == before
 
 
@@ -282,7 +293,9 @@ def _object(children: st.SearchStrategy[dict[str, JsonValue]]) -> st.SearchStrat
             "properties": dict(props),
             "required": [r for r in required if r in props],
         }
-        if extra:
+        if (
+            extra or not props
+        ):  # an open `properties: {}` is a free-form dict (test_strict_fallback)
             node["additionalProperties"] = False
         return node
 

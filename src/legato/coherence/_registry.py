@@ -17,8 +17,6 @@ from legato.tools import RunContext, Tool
 
 __all__ = ["ToolRegistry"]
 
-_CTX = "_legato_registry_ctx"
-
 
 @dataclass(frozen=True, slots=True)
 class _Entry:
@@ -101,9 +99,8 @@ class ToolRegistry:
     def _guarded(self, entry: _Entry) -> Tool:
         original, version = entry.tool, entry.version
 
-        async def guarded(**kwargs: Any) -> Any:
-            ctx: RunContext[Any] = kwargs.pop(_CTX)
+        async def guarded(ctx: RunContext[Any], /, **kwargs: Any) -> Any:
             self.check(original.name, version)
             return await original.invoke(kwargs, ctx)
 
-        return replace(original, function=guarded, context_parameter=_CTX)
+        return replace(original, function=guarded, context_parameter="ctx", context_positional=True)

@@ -445,7 +445,7 @@ class MCPClient:
         legato_name = self._names.legato_name(spec.name)
         mcp_name = spec.name
 
-        async def call(ctx: RunContext[Any], **arguments: Any) -> Any:
+        async def call(ctx: RunContext[Any], /, **arguments: Any) -> Any:
             return await self._call_as_tool(mcp_name, legato_name, arguments, ctx)
 
         return Tool.from_schema(
@@ -454,7 +454,6 @@ class MCPClient:
             parameters=cast(dict[str, JsonValue], schema),
             function=call,
             side_effects=_side_effects(spec.annotations),
-            takes_context=True,
             metadata={"mcp_server": self._name, "mcp_name": mcp_name, **_sink_meta(spec)},
         )
 

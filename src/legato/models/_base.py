@@ -56,6 +56,10 @@ class ModelSettings:
     """Seconds to wait for the whole response."""
     thinking_budget: int | None = None
     """Tokens the model may spend reasoning, for models that reason on request."""
+    prompt_cache: bool | None = None
+    """Mark the request's stable prefix for the provider's prompt cache where it must be
+    asked for (Anthropic: the instructions, the tools and a rolling breakpoint on the
+    history). None means the model's default, which is on; False turns it off."""
     extra_headers: Mapping[str, str] | None = None
     extra_body: Mapping[str, JsonValue] | None = None
     """Provider-specific request fields, merged into the wire body unchanged."""
@@ -109,6 +113,10 @@ class ModelProfile:
     supports_documents: bool = False
     supports_thinking: bool = False
     schema_dialect: SchemaDialect = "json_schema"
+    native_json_schema: bool = False
+    """Besides its dialect, the provider takes standard JSON Schema (`$ref`, recursion,
+    free-form objects) for tools and structured output, as Gemini does through
+    `parametersJsonSchema` / `responseJsonSchema`; then the schema goes that way, unrewritten."""
     context_window: int | None = None
     max_output_tokens: int | None = None
     tokenizer: str | None = None

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, cast
 
 from legato.exceptions import ModelError, ModelTimeout, ProviderServerError, StreamInterrupted
 from legato.messages import DocumentPart, ImagePart, JsonValue, Usage
@@ -14,13 +14,22 @@ from legato.models._provider import (
     error_from_status,
     parse_error,
     read_api_key,
+    redact,
     require,
     shared_ssl_context,
     transport_error,
 )
 from legato.models._transport import async_transport
 
-__all__ = ["data_url", "make_clients", "map_openai_error", "openai_post", "openai_usage"]
+__all__ = [
+    "data_url",
+    "make_clients",
+    "map_openai_error",
+    "openai_post",
+    "openai_usage",
+    "stream_error",
+    "stream_error_status",
+]
 
 
 def data_url(part: ImagePart | DocumentPart) -> str:
@@ -97,18 +106,98 @@ async def openai_post(
     )
 
 
+def _field(raw: Any, name: str) -> Any:
+    """`raw.name`, or `raw[name]` for usage that arrived as a plain mapping (Groq's x_groq)."""
+    if isinstance(raw, Mapping):
+        return cast(Mapping[str, Any], raw).get(name)
+    return getattr(raw, name, None)
+
+
+def _count(raw: Any, name: str) -> int:
+    value = _field(raw, name)
+    return value if isinstance(value, int) and not isinstance(value, bool) else 0
+
+
 def openai_usage(raw: Any, *, input_key: str, output_key: str) -> Usage:
-    """Usage from an OpenAI usage object (Chat: prompt/completion; Responses: input/output)."""
+    """Usage from an OpenAI usage object (Chat: prompt/completion; Responses: input/output).
+
+    Fields a server adds (Groq's timings, OpenRouter's `cost`) are ignored; a count that is
+    missing or not an integer counts as 0.
+    """
     if raw is None:
         return Usage(requests=1)
-    input_details = getattr(raw, f"{input_key}_details", None)
-    output_details = getattr(raw, f"{output_key}_details", None)
+    input_details = _field(raw, f"{input_key}_details")
+    output_details = _field(raw, f"{output_key}_details")
     return Usage(
-        input_tokens=getattr(raw, f"{input_key}", 0) or 0,
-        output_tokens=getattr(raw, f"{output_key}", 0) or 0,
-        cache_read_tokens=getattr(input_details, "cached_tokens", 0) or 0,
-        reasoning_tokens=getattr(output_details, "reasoning_tokens", 0) or 0,
+        input_tokens=_count(raw, input_key),
+        output_tokens=_count(raw, output_key),
+        cache_read_tokens=_count(input_details, "cached_tokens") if input_details else 0,
+        reasoning_tokens=_count(output_details, "reasoning_tokens") if output_details else 0,
         requests=1,
+    )
+
+
+_STREAM_ERROR_STATUS: Mapping[str, int] = {
+    "invalid_request_error": 400,
+    "invalid_value": 400,
+    "invalid_prompt": 400,  # Responses: the prompt was refused
+    "invalid_image": 400,
+    "tool_use_failed": 400,
+    "json_validate_failed": 400,
+    "context_length_exceeded": 400,
+    "authentication_error": 401,
+    "invalid_api_key": 401,
+    "permission_error": 403,
+    "not_found_error": 404,
+    "model_not_found": 404,
+    "rate_limit_error": 429,
+    "rate_limit_exceeded": 429,
+    "overloaded_error": 529,
+    "overloaded": 503,
+    "server_error": 500,
+    "api_error": 500,
+}
+"""HTTP statuses for the error `code`/`type` strings servers put in in-stream error objects."""
+
+
+def stream_error_status(body: object) -> int | None:
+    """The HTTP status an in-stream error object stands for, from its code; None if unknown.
+
+    OpenRouter puts the upstream status in `code` (a number); OpenAI and Groq give `code`
+    and `type` strings (`rate_limit_exceeded`, `invalid_request_error`, ...).
+    """
+    if not isinstance(body, Mapping):
+        return None
+    error = cast(Mapping[str, Any], body)
+    inner = error.get("error")
+    if isinstance(inner, Mapping):
+        error = cast(Mapping[str, Any], inner)
+    for key in ("code", "status"):
+        value = error.get(key)
+        if isinstance(value, int) and not isinstance(value, bool) and 100 <= value < 600:
+            return value
+        if isinstance(value, str) and value.isdigit() and 100 <= int(value) < 600:
+            return int(value)
+    for key in ("code", "type"):
+        value = error.get(key)
+        if isinstance(value, str) and value in _STREAM_ERROR_STATUS:
+            return _STREAM_ERROR_STATUS[value]
+    return None
+
+
+def stream_error(body: object, *, provider: str, text: str) -> ModelError:
+    """The legato error for an error event inside a 200 stream, classified by its code.
+
+    A client error (bad request, context too long, auth, unknown model) is the same typed,
+    non-retryable error as its HTTP twin; a rate limit or overload is retryable as such; a
+    server error or an unknown code is `StreamInterrupted` (retryable unless events were
+    already delivered).
+    """
+    status = stream_error_status(body)
+    if status is not None and (status < 500 or status in (503, 529)):
+        return error_from_status(status, provider=provider, body=body)
+    return StreamInterrupted(
+        f"{provider}: error inside the stream: {text}", provider=provider, body=redact(body)
     )
 
 
@@ -133,15 +222,7 @@ def map_openai_error(exc: Exception, *, provider: str, started: bool) -> ModelEr
         return ProviderServerError(f"{provider}: connection failed: {exc}", provider=provider)
     if isinstance(exc, sdk.APIError):
         # An error event inside a stream: the SDK raises APIError with the event's body.
-        body = getattr(exc, "body", None)
-        err = error_from_status(500, provider=provider, body=body)
-        return (
-            err
-            if not isinstance(err, ProviderServerError)
-            else StreamInterrupted(
-                f"{provider}: error inside the stream: {exc}", provider=provider, body=err.body
-            )
-        )
+        return stream_error(getattr(exc, "body", None), provider=provider, text=str(exc))
     if isinstance(exc, json.JSONDecodeError):
         return parse_error(provider, exc.doc, f"invalid JSON from the server: {exc}")
     return None

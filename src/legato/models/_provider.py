@@ -225,7 +225,7 @@ _CONTEXT = re.compile(
     r"exceeds the maximum number of tokens|exceeds the context|input length exceeds",
     re.I,
 )
-_FILTERED = re.compile(r"content[_ ]filter|content[_ ]policy|safety", re.I)
+_FILTERED = re.compile(r"content[_ ]filter|content[_ ]policy|safety|flagged for moderation", re.I)
 
 
 def redact(value: object) -> object:
@@ -243,6 +243,27 @@ def redact(value: object) -> object:
     if isinstance(value, str):
         return _SECRET_VALUE.sub("[redacted]", value)
     return value
+
+
+_DELAY = re.compile(r"^\s*(\d+(?:\.\d+)?)s\s*$")
+
+
+def retry_delay(body: object) -> float | None:
+    """Seconds from a `google.rpc.RetryInfo` in an error body (`"retryDelay": "17s"`)."""
+    error = cast(Mapping[str, object], body).get("error") if isinstance(body, Mapping) else None
+    details = (
+        cast(Mapping[str, object], error).get("details") if isinstance(error, Mapping) else None
+    )
+    for item in cast(list[object], details) if isinstance(details, list) else []:
+        delay = (
+            cast(Mapping[str, object], item).get("retryDelay")
+            if isinstance(item, Mapping)
+            else None
+        )
+        match = _DELAY.match(delay) if isinstance(delay, str) else None
+        if match:
+            return float(match[1])
+    return None
 
 
 def retry_after_seconds(headers: Mapping[str, str] | None) -> float | None:
@@ -294,13 +315,21 @@ def error_from_status(
     safe = redact(body)
     kwargs: dict[str, Any] = {"provider": provider, "status_code": status, "body": safe}
     if status == 429:
-        return RateLimited(detail, retry_after=retry_after_seconds(headers), **kwargs)
+        wait = retry_after_seconds(headers)
+        limited = RateLimited(
+            detail, retry_after=wait if wait is not None else retry_delay(body), **kwargs
+        )
+        if "insufficient_quota" in text:  # OpenAI: billing exhausted; waiting will not help
+            limited.retryable = False
+        return limited
     if status in (503, 529) or "overloaded" in text.lower():
         return ModelOverloaded(detail, **kwargs)
     if status == 408:
         return ModelTimeout(detail, **kwargs)
     if status >= 500:
         return ProviderServerError(detail, **kwargs)
+    if status == 403 and _FILTERED.search(text):  # OpenRouter: 403 when moderation flags input
+        return ContentFiltered(detail, **kwargs)
     if status in (401, 403):
         return AuthenticationFailed(detail, **kwargs)
     if _CONTEXT.search(text):
@@ -362,6 +391,21 @@ def cost_in_dollars(usage: Usage, *, model: str, provider_id: str | None) -> flo
         usage.cache_write_tokens,
     )
     return _price(model, provider_id, counts)
+
+
+def cache_savings(usage: Usage, *, model: str, provider_id: str | None) -> float:
+    """Dollars the prompt cache saved on a call (0 without cached tokens or known prices).
+
+    That is the call's price with every prompt token billed at the plain input rate, less
+    its actual price.
+    """
+    if not (usage.cache_read_tokens or usage.cache_write_tokens):
+        return 0.0
+    actual = cost_in_dollars(usage, model=model, provider_id=provider_id)
+    if actual is None or _prices() is None or provider_id is None or not model:
+        return 0.0
+    uncached = _price(model, provider_id, (usage.input_tokens, usage.output_tokens, 0, 0))
+    return 0.0 if uncached is None else uncached - actual
 
 
 @lru_cache(maxsize=4096)
@@ -434,6 +478,7 @@ class ProviderModel:
         async for event in self._stream_once(request):
             if isinstance(event, ResponseCompleted):
                 completed = True
+                event = self._with_savings(event)
             yield event
         if not completed:
             msg = f"{self.name}: the stream ended without a complete response"
@@ -464,6 +509,19 @@ class ProviderModel:
             exc, provider=self.provider, started=True
         )
         return exc if mapped is None else mapped
+
+    def _with_savings(self, event: ResponseCompleted) -> ResponseCompleted:
+        """The response with what the prompt cache saved put into its usage."""
+        response = event.response
+        saved = cache_savings(
+            response.usage,
+            model=response.model_name or self.model,
+            provider_id=self.price_provider,
+        )
+        if not saved:
+            return event
+        usage = dataclasses.replace(response.usage, cache_savings=saved)
+        return ResponseCompleted(response=dataclasses.replace(response, usage=usage))
 
     def _cost(self, usage: Usage, model_name: str) -> float | None:
         return cost_in_dollars(

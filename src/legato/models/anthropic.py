@@ -3,8 +3,14 @@
 ```py
 from legato.models.anthropic import AnthropicModel
 
-model = AnthropicModel("claude-sonnet-4-5", cache_instructions=True)  # key: ANTHROPIC_API_KEY
+model = AnthropicModel("claude-sonnet-4-5")  # key: ANTHROPIC_API_KEY
 ```
+
+Prompt caching is on by default (`ModelSettings.prompt_cache`, or the constructor's
+`cache_*` flags): the tool definitions, the instructions and a rolling breakpoint on the
+history (the last block of the newest user turn, and of the one before it, so each step
+reads the previous step's prefix from the cache) carry `cache_control`, within Anthropic's
+limit of four breakpoints. Cache reads, writes and the dollars saved are in the usage.
 
 Thinking blocks keep their signature and are sent back only to Anthropic (a signature means
 nothing to another provider). Structured output rides on a forced tool whose arguments are
@@ -70,6 +76,7 @@ _STOP: dict[str, StopReason] = {
     "end_turn": StopReason.END_TURN,
     "tool_use": StopReason.TOOL_CALLS,
     "max_tokens": StopReason.MAX_TOKENS,
+    "model_context_window_exceeded": StopReason.MAX_TOKENS,
     "stop_sequence": StopReason.STOP_SEQUENCE,
     "refusal": StopReason.CONTENT_FILTER,
     "pause_turn": StopReason.OTHER,
@@ -85,6 +92,24 @@ _ERROR_STATUS = {
     "request_too_large": 413,
 }
 _CACHE = {"type": "ephemeral"}
+_BREAKPOINTS = 4
+"""Anthropic accepts at most four `cache_control` breakpoints per request."""
+
+
+def _mark(block: Obj) -> Obj:
+    return {**block, "cache_control": _CACHE}
+
+
+def _mark_history(messages: list[Obj], budget: int) -> None:
+    """Put a breakpoint on the last block of the newest user turns (at most `budget`)."""
+    marked = 0
+    for message in reversed(messages):
+        if marked >= budget:
+            return
+        blocks = message["content"]
+        if message["role"] == "user" and blocks:
+            blocks[-1] = _mark(blocks[-1])
+            marked += 1
 
 
 # -- request translation ----------------------------------------------------------------------
@@ -189,8 +214,9 @@ class AnthropicModel(ProviderModel):
         profile: ModelProfile | None = None,
         api_key: str | None = None,
         base_url: str | None = None,
-        cache_instructions: bool = False,
-        cache_tools: bool = False,
+        cache_instructions: bool | None = None,
+        cache_tools: bool | None = None,
+        cache_history: bool | None = None,
         default_max_tokens: int = 4096,
     ) -> None:
         """Create a model.
@@ -201,14 +227,17 @@ class AnthropicModel(ProviderModel):
             profile: Override the capabilities.
             api_key: Shortcut for `settings.api_key` (default: `ANTHROPIC_API_KEY`).
             base_url: Shortcut for `settings.base_url`.
-            cache_instructions: Mark the system prompt for prompt caching.
-            cache_tools: Mark the tool definitions for prompt caching.
+            cache_instructions: Mark the system prompt for prompt caching (None: follow
+                `ModelSettings.prompt_cache`, on unless it is False).
+            cache_tools: Mark the tool definitions for prompt caching (None: as above).
+            cache_history: Keep a rolling breakpoint on the conversation (None: as above).
             default_max_tokens: `max_tokens` when the settings give none (the API requires it).
         """
         settings = (settings or ProviderSettings()).overridden(api_key=api_key, base_url=base_url)
         super().__init__(model, settings=settings, profile=profile or PROFILE)
         self.cache_instructions = cache_instructions
         self.cache_tools = cache_tools
+        self.cache_history = cache_history
         self.default_max_tokens = default_max_tokens
         key = read_api_key(settings.api_key, env_var="ANTHROPIC_API_KEY", provider="anthropic")
         sdk = require("anthropic", "anthropic", "anthropic")
@@ -246,8 +275,12 @@ class AnthropicModel(ProviderModel):
         system, messages = anthropic_messages(request.messages)
         if request.instructions:
             system.insert(0, {"type": "text", "text": request.instructions})
-        if system and self.cache_instructions:
-            system[-1] = {**system[-1], "cache_control": _CACHE}
+        on = s.prompt_cache is not False
+        cache_system = self.cache_instructions if self.cache_instructions is not None else on
+        cache_tools = self.cache_tools if self.cache_tools is not None else on
+        cache_history = self.cache_history if self.cache_history is not None else on
+        if system and cache_system:
+            system[-1] = _mark(system[-1])
         body: Obj = {
             "model": self.model,
             "messages": messages,
@@ -286,13 +319,16 @@ class AnthropicModel(ProviderModel):
             )
             choice = {"type": "tool", "name": out.name}
         if tools:
-            if self.cache_tools:
-                tools[-1] = {**tools[-1], "cache_control": _CACHE}
+            if cache_tools:
+                tools[-1] = _mark(tools[-1])
             body["tools"] = tools
             choice = choice or {"type": "auto"}
             if s.parallel_tool_calls is False and choice["type"] != "none":
                 choice["disable_parallel_tool_use"] = True
             body["tool_choice"] = choice
+        if cache_history:
+            used = int(bool(system and cache_system)) + int(bool(tools and cache_tools))
+            _mark_history(messages, min(2, _BREAKPOINTS - used))
         if s.thinking_budget:
             body["thinking"] = {"type": "enabled", "budget_tokens": s.thinking_budget}
         optional: dict[str, object] = {

@@ -55,6 +55,12 @@ class _Call:
 _Open = _Text | _Thinking | _Call
 
 
+def _check_text(value: object) -> None:
+    if not isinstance(value, str):
+        msg = f"expected text, got {type(value).__name__} {value!r:.60}"
+        raise TypeError(msg)
+
+
 class ResponseAssembler:
     """Collects fragments of one response; each `add_*` returns the event to emit, if any."""
 
@@ -68,9 +74,15 @@ class ResponseAssembler:
     # -- text and thinking --------------------------------------------------------------------
 
     def add_text(self, text: str | None) -> TextDelta | None:
-        """Append answer text; a new text part starts after any other part."""
+        """Append answer text; a new text part starts after any other part.
+
+        Raises:
+            TypeError: `text` is not a string (a payload of the wrong shape; providers turn
+                this into `ResponseParseError` with the payload).
+        """
         if not text:
             return None
+        _check_text(text)
         last = self._parts[-1] if self._parts else None
         if not isinstance(last, _Text):
             last = _Text()
@@ -81,7 +93,11 @@ class ResponseAssembler:
     def add_thinking(
         self, text: str | None = None, *, signature: str | None = None, redacted: bool = False
     ) -> ThinkingDelta | None:
-        """Append reasoning text and/or its signature."""
+        """Append reasoning text and/or its signature (`TypeError` if either is not a string)."""
+        if text:
+            _check_text(text)
+        if signature is not None:
+            _check_text(signature)
         last = self._parts[-1] if self._parts else None
         if not isinstance(last, _Thinking):
             if not text and signature is None and not redacted:

@@ -8,25 +8,41 @@ provider adapter rewrites the schema at the wire, through the dialect named in i
 - `json_schema`: unchanged (a deep copy).
 - `openai_strict`: OpenAI's strict mode (structured outputs / `strict: true` tools).
 - `anthropic`: standard JSON Schema, passed through.
-- `gemini`: Gemini's OpenAPI-style subset (no `$ref`, no `additionalProperties`).
+- `gemini`: Gemini's OpenAPI-style subset (no `$ref`, no `additionalProperties`), for
+  Gemini models whose profile does not take JSON Schema; those that do get the schema through
+  `to_gemini_json_schema` (`parametersJsonSchema` / `responseJsonSchema`).
 
 Every function returns a new dict and never mutates its input. A schema that a dialect cannot
-express raises `ToolDefinitionError` naming the place in the schema; providers may catch it
-and fall back (for instance, send a tool without `strict`).
+express raises `ToolDefinitionError` naming the place in the schema. For OpenAI strict mode
+the providers do not fail on it: `strict_or_plain` sends that one tool (or output schema)
+without `strict`, with a warning logged once per tool.
 """
 
 from __future__ import annotations
 
 import copy
 import json
+import logging
 from collections.abc import Callable, Mapping
+from functools import lru_cache
 from typing import TypeAlias
 
 from legato.exceptions import ToolDefinitionError
 from legato.messages import JsonValue
 from legato.models._base import SchemaDialect
 
-__all__ = ["apply_dialect", "to_anthropic", "to_gemini", "to_json_schema", "to_openai_strict"]
+__all__ = [
+    "apply_dialect",
+    "strict_or_plain",
+    "strict_problem",
+    "to_anthropic",
+    "to_gemini",
+    "to_gemini_json_schema",
+    "to_json_schema",
+    "to_openai_strict",
+]
+
+logger = logging.getLogger("legato.models")
 
 Schema: TypeAlias = dict[str, JsonValue]
 _NULL: Schema = {"type": "null"}
@@ -113,6 +129,36 @@ def to_openai_strict(schema: Mapping[str, JsonValue]) -> Schema:
     return _Strict(_definitions(root)).node(root, "", root=True)
 
 
+def strict_problem(schema: Mapping[str, JsonValue]) -> str | None:
+    """Why `schema` cannot be sent in OpenAI strict mode, or None if it can."""
+    try:
+        to_openai_strict(schema)
+    except ToolDefinitionError as exc:
+        return str(exc)
+    return None
+
+
+def strict_or_plain(
+    name: str, schema: Mapping[str, JsonValue], *, plain: SchemaDialect = "json_schema"
+) -> tuple[Schema, bool]:
+    """`(schema, True)` in strict form, or `(schema, False)` in the `plain` dialect.
+
+    A tool (or output schema) that asks for strict mode but holds something strict mode cannot
+    express (a free-form dict) falls back to non-strict for that one tool, as other
+    frameworks do, and a warning naming the tool and the place is logged once.
+    """
+    try:
+        return to_openai_strict(schema), True
+    except ToolDefinitionError as exc:
+        _warn_not_strict(name, str(exc))
+        return apply_dialect(schema, plain), False
+
+
+@lru_cache(maxsize=512)
+def _warn_not_strict(name: str, reason: str) -> None:
+    logger.warning("%r is sent without strict mode: %s", name, reason)
+
+
 class _Strict:
     def __init__(self, defs: Mapping[str, JsonValue]) -> None:
         self.defs = defs
@@ -157,7 +203,9 @@ class _Strict:
 
     def close(self, out: Schema, path: str, *, root: bool) -> None:
         extra = out.get("additionalProperties")
-        free_form = "properties" not in out and extra is not False and not root
+        # `properties: {}` without `additionalProperties: false` is a free-form dict too:
+        # closing it would tell the model the value must be `{}`.
+        free_form = not out.get("properties") and extra is not False and not root
         if free_form or (isinstance(extra, dict) and extra):
             where = path or "the top level"
             msg = (
@@ -245,7 +293,8 @@ def to_gemini(schema: Mapping[str, JsonValue]) -> Schema:
     Type names stay lower-case JSON Schema names; SDKs that want `STRING` map them.
 
     Raises:
-        ToolDefinitionError: a recursive type, or a `$ref` that `$defs` does not define.
+        ToolDefinitionError: a recursive type, a `$ref` that `$defs` does not define, or a
+            free-form object (a dict field: Gemini refuses an OBJECT without properties).
     """
     root = copy.deepcopy(dict(schema))
     return _gemini(root, _definitions(root), (), "")
@@ -268,6 +317,13 @@ def _gemini(
         return _gemini({**_resolve(defs, ref), **siblings}, defs, (*stack, ref), path)
     if "const" in schema:
         schema["enum"] = [schema.pop("const")]
+    if path and _free_form(schema):
+        msg = (
+            f"{path}: a free-form object (dict) has no equivalent in Gemini's `parameters` "
+            "schema (an OBJECT without properties is refused); send JSON Schema instead "
+            "(ModelProfile.native_json_schema) or use a model with named fields"
+        )
+        raise ToolDefinitionError(msg)
     out: Schema = {}
     for key, value in schema.items():
         if key not in _GEMINI_KEYWORDS:
@@ -284,6 +340,26 @@ def _gemini(
         else:
             out[key] = value
     return _gemini_tidy(out)
+
+
+def _free_form(schema: Schema) -> bool:
+    """An object schema whose keys are not named (a dict), unless explicitly closed."""
+    if schema.get("type") != "object" or schema.get("properties"):
+        return False
+    return schema.get("additionalProperties") is not False
+
+
+def to_gemini_json_schema(schema: Mapping[str, JsonValue]) -> Schema:
+    """Gemini's `parametersJsonSchema` / `responseJsonSchema`: JSON Schema, `$ref` included.
+
+    Those fields take standard JSON Schema (`$ref`/`$defs`, recursion, `additionalProperties`,
+    type lists), so the schema goes as given, less its `$schema` URI, with a top-level
+    `"type": "object"` added when missing.
+    """
+    out = copy.deepcopy(dict(schema))
+    out.pop("$schema", None)
+    out.setdefault("type", "object")
+    return out
 
 
 def _gemini_nullable(schema: Schema) -> Schema:

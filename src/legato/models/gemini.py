@@ -6,10 +6,18 @@ from legato.models.gemini import GeminiModel
 model = GeminiModel("gemini-2.5-flash")  # key from GEMINI_API_KEY (or GOOGLE_API_KEY)
 ```
 
-Tool schemas go out in Gemini's schema dialect (`legato.models.dialects.to_gemini`: no
-`$ref`, no `additionalProperties`). Thought signatures, which Gemini needs back on the next
-turn, are kept: on thinking parts, and for function calls in the message's
-`provider_details["gemini_signatures"]`; they are sent back to Gemini only.
+Tool and output schemas go out as JSON Schema (`parametersJsonSchema`,
+`responseJsonSchema`: `$ref` and recursion included) when the profile says the model takes
+it (`ModelProfile.native_json_schema`, the default here), else in Gemini's OpenAPI subset
+(`legato.models.dialects.to_gemini`: no `$ref`, no free-form objects, a typed error for
+either). Thought signatures, which Gemini needs back on the next turn, are kept wherever they
+come: on thinking parts, for function calls in the message's
+`provider_details["gemini_signatures"]`, and on text parts (the empty text part that can
+end a stream included) in `provider_details["gemini_text_signatures"]`; they are sent back,
+on the same parts, to Gemini only.
+
+A conversation Gemini cannot take (no user content at all, or one that would start with a
+model turn) is refused with `InvalidRequest` before anything is sent.
 """
 
 from __future__ import annotations
@@ -19,12 +27,13 @@ import dataclasses
 import json
 import os
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass
 from typing import Any, cast
 
 from legato.exceptions import (
     ContentFiltered,
+    InvalidRequest,
     ModelError,
     ModelTimeout,
     ProviderServerError,
@@ -55,7 +64,7 @@ from legato.models._provider import (
 )
 from legato.models._transport import async_transport
 from legato.models.assembly import ResponseAssembler
-from legato.models.dialects import apply_dialect
+from legato.models.dialects import apply_dialect, to_gemini_json_schema
 
 __all__ = ["GeminiModel", "from_name", "gemini_contents"]
 
@@ -66,6 +75,7 @@ PROFILE = ModelProfile(
     supports_documents=True,
     supports_thinking=True,
     schema_dialect="gemini",
+    native_json_schema=True,
 )
 _STOP: dict[str, StopReason] = {
     "STOP": StopReason.END_TURN,
@@ -75,8 +85,13 @@ _STOP: dict[str, StopReason] = {
     "PROHIBITED_CONTENT": StopReason.CONTENT_FILTER,
     "BLOCKLIST": StopReason.CONTENT_FILTER,
     "SPII": StopReason.CONTENT_FILTER,
+    "IMAGE_SAFETY": StopReason.CONTENT_FILTER,
 }
+"""Documented finish reasons that are not OTHER (`LANGUAGE`, `MALFORMED_FUNCTION_CALL`, ...)."""
 _SIGNATURES = "gemini_signatures"
+_TEXT_SIGNATURES = "gemini_text_signatures"
+"""`[{"run": n, "signature": s, "empty": bool}]`: the signature of the n-th text part of the
+message, or (`empty`) of an empty text part that followed it (or ended the message)."""
 
 
 def _media(part: ImagePart | DocumentPart) -> Obj:
@@ -95,13 +110,45 @@ def _user_parts(parts: tuple[Any, ...]) -> list[Obj]:
     return out
 
 
+def _text_signatures(details: Mapping[str, JsonValue]) -> tuple[dict[int, str], list[_Empty]]:
+    """(signature per text run, signed empty text parts) from a message's provider details."""
+    on_text: dict[int, str] = {}
+    empty: list[_Empty] = []
+    for entry in cast(list[Any], details.get(_TEXT_SIGNATURES) or []):
+        if not isinstance(entry, dict):
+            continue
+        item = cast(dict[str, Any], entry)
+        run, signature = item.get("run"), item.get("signature")
+        if not isinstance(run, int) or not isinstance(signature, str):
+            continue
+        if item.get("empty"):
+            empty.append((run, signature))
+        else:
+            on_text[run] = signature
+    return on_text, empty
+
+
+_Empty = tuple[int, str]
+
+
+def _signed_empty(signature: str) -> Obj:
+    return {"text": "", "thought_signature": base64.b64decode(signature)}
+
+
 def _model_parts(message: Message) -> list[Obj]:
     details = message.provider_details or {}
     signatures = cast(dict[str, str], details.get(_SIGNATURES) or {})
+    on_text, empty = _text_signatures(details)
     out: list[Obj] = []
+    run = 0
     for part in message.parts:
         if isinstance(part, TextPart) and part.text:
-            out.append({"text": part.text})
+            text: Obj = {"text": part.text}
+            if run in on_text:
+                text["thought_signature"] = base64.b64decode(on_text[run])
+            out.append(text)
+            out.extend(_signed_empty(sig) for at, sig in empty if at == run)
+            run += 1
         elif isinstance(part, ThinkingPart) and part.provider == "gemini":
             thought: Obj = {"text": part.text, "thought": True}
             if part.signature:
@@ -113,6 +160,7 @@ def _model_parts(message: Message) -> list[Obj]:
             if part.id in signatures:
                 entry["thought_signature"] = base64.b64decode(signatures[part.id])
             out.append(entry)
+    out.extend(_signed_empty(sig) for at, sig in empty if at >= run)
     return out
 
 
@@ -169,6 +217,10 @@ class _State:
     usage: Any = None
     calls: int = 0
     signatures: dict[str, JsonValue] = dataclasses.field(default_factory=lambda: {})
+    text_runs: int = 0
+    """Text parts of the response so far (consecutive text merges into one)."""
+    in_text: bool = False
+    text_signatures: list[JsonValue] = dataclasses.field(default_factory=lambda: [])
 
 
 class GeminiModel(ProviderModel):
@@ -244,11 +296,7 @@ class GeminiModel(ProviderModel):
             config["system_instruction"] = "\n\n".join(system)
         if request.tools:
             declarations = [
-                {
-                    "name": t.name,
-                    "description": t.description,
-                    "parameters": apply_dialect(t.parameters, self.profile.schema_dialect),
-                }
+                {"name": t.name, "description": t.description, **self._parameters(t.parameters)}
                 for t in request.tools
             ]
             config["tools"] = [{"function_declarations": declarations}]
@@ -262,7 +310,10 @@ class GeminiModel(ProviderModel):
             config["tool_config"] = {"function_calling_config": mode}
         if request.output is not None:
             config["response_mime_type"] = "application/json"
-            config["response_schema"] = apply_dialect(request.output.schema, "gemini")
+            if self.profile.native_json_schema:
+                config["response_json_schema"] = to_gemini_json_schema(request.output.schema)
+            else:
+                config["response_schema"] = apply_dialect(request.output.schema, "gemini")
         if s.thinking_budget is not None:
             config["thinking_config"] = {
                 "thinking_budget": s.thinking_budget,
@@ -288,9 +339,16 @@ class GeminiModel(ProviderModel):
             config["http_options"] = http
         return config
 
+    def _parameters(self, schema: dict[str, JsonValue]) -> Obj:
+        """A function declaration's schema field: JSON Schema where the model takes it."""
+        if self.profile.native_json_schema:
+            return {"parameters_json_schema": to_gemini_json_schema(schema)}
+        return {"parameters": apply_dialect(schema, self.profile.schema_dialect)}
+
     async def _stream_once(self, request: ModelRequest) -> AsyncIterator[ModelStreamEvent]:
-        client = (await self._clients.get()).client
         _, contents = gemini_contents(request.messages)
+        self._check_turns(contents)
+        client = (await self._clients.get()).client
         config = self.config(request)
         assembler = ResponseAssembler(provider="gemini", id_prefix=f"call_{uuid.uuid4().hex[:12]}")
         state = _State()
@@ -318,6 +376,21 @@ class GeminiModel(ProviderModel):
             msg = f"{self.name}: the stream ended without a finish reason"
             raise StreamInterrupted(msg, provider=self.provider)
         yield self._completed(assembler, state)
+
+    def _check_turns(self, contents: list[Obj]) -> None:
+        """Refuse what Gemini would refuse with a bare SDK error, before sending it."""
+        if not contents:
+            msg = (
+                f"{self.name}: the request has no user content (an empty prompt?); Gemini "
+                "needs at least one non-empty user turn besides the system instruction"
+            )
+            raise InvalidRequest(msg, provider=self.provider)
+        if contents[0]["role"] != "user":
+            msg = (
+                f"{self.name}: the conversation would start with a model turn (the user turn "
+                "before it is empty); Gemini requires the first turn to be the user's"
+            )
+            raise InvalidRequest(msg, provider=self.provider)
 
     def _chunk(
         self, chunk: Any, assembler: ResponseAssembler, state: _State
@@ -352,10 +425,23 @@ class GeminiModel(ProviderModel):
                 )
                 if sig_text:
                     state.signatures[call.id or f"call_{index}"] = sig_text
+                state.in_text = False
             elif part.thought and part.text is not None:
                 out.append(assembler.add_thinking(part.text or None, signature=sig_text))
+                state.in_text = False
             elif part.text:
+                if not state.in_text:
+                    state.text_runs += 1
+                    state.in_text = True
                 out.append(assembler.add_text(part.text))
+                if sig_text:
+                    state.text_signatures.append(
+                        {"run": state.text_runs - 1, "signature": sig_text, "empty": False}
+                    )
+            elif sig_text:
+                # An empty text part that only carries a signature (it can end a stream).
+                run = state.text_runs - 1 if state.in_text else state.text_runs
+                state.text_signatures.append({"run": run, "signature": sig_text, "empty": True})
         return [e for e in out if e is not None]
 
     def _completed(self, assembler: ResponseAssembler, state: _State) -> ResponseCompleted:
@@ -373,16 +459,18 @@ class GeminiModel(ProviderModel):
             reasoning_tokens=thoughts,
             requests=1,
         )
-        details: dict[str, JsonValue] | None = (
-            {_SIGNATURES: dict(state.signatures)} if state.signatures else None
-        )
+        details: dict[str, JsonValue] = {}
+        if state.signatures:
+            details[_SIGNATURES] = dict(state.signatures)
+        if state.text_signatures:
+            details[_TEXT_SIGNATURES] = list(state.text_signatures)
         response = assembler.build(
             usage=usage,
             stop_reason=stop,
             model_name=state.model,
             cost=self._cost(usage, state.model or self.model),
             provider_response_id=state.id,
-            provider_details=details,
+            provider_details=details or None,
         )
         return ResponseCompleted(response=response)
 
@@ -396,6 +484,13 @@ class GeminiModel(ProviderModel):
             return error_from_status(exc.code, provider=self.provider, body=body, headers=headers)
         if isinstance(exc, json.JSONDecodeError):
             return parse_error(self.provider, exc.doc, f"invalid JSON from the server: {exc}")
+        if type(exc).__name__ == "ValidationError" and hasattr(exc, "errors"):
+            # The SDK could not read the payload into its types (pydantic).
+            raw = [
+                {"loc": e.get("loc"), "input": e.get("input"), "type": e.get("type")}
+                for e in cast(Any, exc).errors()
+            ]
+            return parse_error(self.provider, raw, f"unexpected response shape: {exc}")
         if isinstance(exc, errors.UnknownApiResponseError):
             raw = exc.__cause__.doc if isinstance(exc.__cause__, json.JSONDecodeError) else str(exc)
             return parse_error(self.provider, raw, f"invalid JSON from the server: {exc}")

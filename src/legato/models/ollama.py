@@ -127,6 +127,10 @@ class _State:
     calls: int = 0
 
 
+_DONE: dict[str, StopReason] = {"stop": StopReason.END_TURN, "length": StopReason.MAX_TOKENS}
+"""`done_reason` values; others (`load`, `unload`, future ones) are `StopReason.OTHER`."""
+
+
 class OllamaModel(ProviderModel):
     """A model served by Ollama, through its native `/api/chat`."""
 
@@ -232,9 +236,9 @@ class OllamaModel(ProviderModel):
                 buffer += piece
                 *lines, buffer = buffer.split(b"\n")
                 for line in lines:
-                    for event in self._line(line, assembler, state):
+                    for event in self._translate(self._line, line, assembler, state):
                         yield event
-            for event in self._line(buffer, assembler, state):
+            for event in self._translate(self._line, buffer, assembler, state):
                 yield event
         if not state.seen:
             msg = f"{self.name}: HTTP 200 but the stream had no events"
@@ -296,7 +300,7 @@ class OllamaModel(ProviderModel):
         return [e for e in out if e is not None]
 
     def _completed(self, assembler: ResponseAssembler, state: _State) -> ResponseCompleted:
-        stop = StopReason.MAX_TOKENS if state.reason == "length" else StopReason.END_TURN
+        stop = _DONE.get(state.reason or "stop", StopReason.OTHER)
         usage = Usage(
             input_tokens=state.input_tokens, output_tokens=state.output_tokens, requests=1
         )

@@ -15,7 +15,7 @@ from __future__ import annotations
 import functools
 from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 from legato.exceptions import ContentFiltered, ModelError, StreamInterrupted
 from legato.messages import (
@@ -43,7 +43,7 @@ from legato.models._openai_common import (
 )
 from legato.models._provider import ProviderModel, ProviderSettings
 from legato.models.assembly import ResponseAssembler
-from legato.models.dialects import apply_dialect
+from legato.models.dialects import apply_dialect, strict_or_plain
 
 __all__ = ["OPENAI", "OpenAIChatModel", "ServerProfile", "chat_messages", "from_name"]
 
@@ -54,8 +54,10 @@ _FINISH: dict[str, StopReason] = {
     "tool_calls": StopReason.TOOL_CALLS,
     "function_call": StopReason.TOOL_CALLS,
     "length": StopReason.MAX_TOKENS,
+    "model_length": StopReason.MAX_TOKENS,  # Mistral: the model's context is full
     "content_filter": StopReason.CONTENT_FILTER,
 }
+"""Documented `finish_reason` values; `error` (OpenRouter, Mistral) raises; others are OTHER."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -175,9 +177,13 @@ def chat_body(request: ModelRequest, *, model: str, server: ServerProfile, strea
     if request.tools:
         tools: list[Obj] = []
         for t in request.tools:
-            strict = bool(t.strict) and server.send_strict
-            dialect = "openai_strict" if strict else server.model.schema_dialect
-            fn: Obj = {"name": t.name, "parameters": apply_dialect(t.parameters, dialect)}
+            if t.strict and server.send_strict:
+                schema, strict = strict_or_plain(
+                    t.name, t.parameters, plain=server.model.schema_dialect
+                )
+            else:
+                schema, strict = apply_dialect(t.parameters, server.model.schema_dialect), False
+            fn: Obj = {"name": t.name, "parameters": schema}
             if t.description:
                 fn["description"] = t.description
             if strict:
@@ -188,8 +194,10 @@ def chat_body(request: ModelRequest, *, model: str, server: ServerProfile, strea
         if s.parallel_tool_calls is not None and server.send_parallel_tool_calls:
             body["parallel_tool_calls"] = s.parallel_tool_calls
     if request.output is not None:
-        strict = request.output.strict and server.send_strict
-        schema = apply_dialect(request.output.schema, "openai_strict" if strict else "json_schema")
+        if request.output.strict and server.send_strict:
+            schema, strict = strict_or_plain(request.output.name, request.output.schema)
+        else:
+            schema, strict = apply_dialect(request.output.schema, "json_schema"), False
         spec: Obj = {"name": request.output.name, "schema": schema}
         if strict:
             spec["strict"] = True
@@ -309,6 +317,10 @@ class OpenAIChatModel(ProviderModel):
         state.response_id = chunk.id or state.response_id
         if chunk.usage is not None:
             state.usage = chunk.usage
+        extra: Mapping[str, Any] = getattr(chunk, "model_extra", None) or {}
+        groq = extra.get("x_groq")
+        if isinstance(groq, Mapping) and cast(Mapping[str, Any], groq).get("usage"):
+            state.usage = state.usage or cast(Mapping[str, Any], groq)["usage"]  # Groq's place
         events: list[ModelStreamEvent] = []
         for choice in chunk.choices or ():
             if choice.index:
@@ -335,6 +347,9 @@ class OpenAIChatModel(ProviderModel):
         return _feed(assembler, choice.message, streamed=False)
 
     def _completed(self, assembler: ResponseAssembler, state: _State) -> ResponseCompleted:
+        if state.finish == "error":
+            msg = f"{self.name}: the server ended the answer with finish_reason 'error'"
+            raise StreamInterrupted(msg, provider=self.provider)
         stop = _FINISH.get(state.finish or "stop", StopReason.OTHER)
         if stop is StopReason.CONTENT_FILTER:
             msg = f"{self.name}: the provider withheld the answer (content filter)"
@@ -369,7 +384,11 @@ def _feed(assembler: ResponseAssembler, delta: Any, *, streamed: bool) -> list[M
     reasoning = extra.get("reasoning_content") or extra.get("reasoning")
     if isinstance(reasoning, str):
         events.append(assembler.add_thinking(reasoning))
-    events.append(assembler.add_text(delta.content))
+    content: object = delta.content
+    if isinstance(content, str) or content is None:
+        events.append(assembler.add_text(content))
+    else:
+        events.extend(_content_chunks(assembler, content))
     for position, call in enumerate(delta.tool_calls or ()):
         fn = call.function
         events.append(
@@ -381,6 +400,53 @@ def _feed(assembler: ResponseAssembler, delta: Any, *, streamed: bool) -> list[M
             )
         )
     return [e for e in events if e is not None]
+
+
+def _content_chunks(assembler: ResponseAssembler, content: object) -> list[ModelStreamEvent | None]:
+    """Content sent as a list of typed chunks (Mistral: `thinking`, then `text`).
+
+    A `thinking` chunk holds its text as a string or as a list of text chunks. Chunk types
+    legato does not know (references, images the model returns, ...) are skipped, never a
+    crash; content that is neither a list nor a chunk raises `TypeError`, which the caller
+    turns into a `ResponseParseError` carrying the payload.
+    """
+    chunks: list[object]
+    if isinstance(content, Mapping):
+        chunks = [content]
+    elif isinstance(content, list):
+        chunks = cast(list[object], content)
+    else:
+        msg = f"message content of type {type(content).__name__}"
+        raise TypeError(msg)
+    events: list[ModelStreamEvent | None] = []
+    for raw in chunks:
+        if isinstance(raw, str):
+            events.append(assembler.add_text(raw))
+            continue
+        if not isinstance(raw, Mapping):
+            continue
+        item = cast(Mapping[str, Any], raw)
+        kind = item.get("type")
+        if kind == "text" and isinstance(item.get("text"), str):
+            events.append(assembler.add_text(item["text"]))
+        elif kind == "thinking":
+            text = _chunk_text(item.get("thinking"))
+            if text:
+                events.append(assembler.add_thinking(text))
+    return events
+
+
+def _chunk_text(value: object) -> str:
+    if isinstance(value, str):
+        return value
+    if isinstance(value, list):
+        parts = [
+            cast(Mapping[str, Any], v).get("text")
+            for v in cast(list[object], value)
+            if isinstance(v, Mapping)
+        ]
+        return "".join(p for p in parts if isinstance(p, str))
+    return ""
 
 
 @functools.cache

@@ -38,10 +38,11 @@ from legato.models._openai_common import (
     merge_body,
     openai_post,
     openai_usage,
+    stream_error,
 )
 from legato.models._provider import ProviderModel, ProviderSettings
 from legato.models.assembly import ResponseAssembler
-from legato.models.dialects import apply_dialect
+from legato.models.dialects import apply_dialect, strict_or_plain
 
 __all__ = ["OpenAIResponsesModel", "from_name", "responses_input"]
 
@@ -133,8 +134,10 @@ def responses_body(request: ModelRequest, *, model: str, stream: bool) -> Obj:
     if request.tools:
         tools: list[Obj] = []
         for t in request.tools:
-            strict = bool(t.strict)
-            schema = apply_dialect(t.parameters, "openai_strict" if strict else "json_schema")
+            if t.strict:
+                schema, strict = strict_or_plain(t.name, t.parameters)
+            else:
+                schema, strict = apply_dialect(t.parameters, "json_schema"), False
             tool: Obj = {"type": "function", "name": t.name, "parameters": schema, "strict": strict}
             if t.description:
                 tool["description"] = t.description
@@ -144,8 +147,10 @@ def responses_body(request: ModelRequest, *, model: str, stream: bool) -> Obj:
         if s.parallel_tool_calls is not None:
             body["parallel_tool_calls"] = s.parallel_tool_calls
     if request.output is not None:
-        strict = request.output.strict
-        schema = apply_dialect(request.output.schema, "openai_strict" if strict else "json_schema")
+        if request.output.strict:
+            schema, strict = strict_or_plain(request.output.name, request.output.schema)
+        else:
+            schema, strict = apply_dialect(request.output.schema, "json_schema"), False
         fmt: Obj = {"type": "json_schema", "name": request.output.name, "schema": schema}
         fmt["strict"] = strict
         body["text"] = {"format": fmt}
@@ -275,19 +280,13 @@ class OpenAIResponsesModel(ProviderModel):
         return [e for e in out if e is not None]
 
     def _raise_failed(self, event: Any) -> None:
-        from legato.models._provider import error_from_status
-
+        """A `response.failed` / `error` event, classified by its error code (`stream_error`)."""
         response = getattr(event, "response", None)
         error = getattr(response, "error", None) if response is not None else event
         code = str(getattr(error, "code", "") or "")
         message = str(getattr(error, "message", "") or "the response failed")
         body = {"error": {"code": code, "message": message}}
-        status = 429 if "rate_limit" in code else 400 if "context_length" in code else 500
-        err = error_from_status(status, provider=self.provider, body=body)
-        if status == 500:
-            msg = f"{self.name}: the response failed mid-stream: {message}"
-            raise StreamInterrupted(msg, provider=self.provider, body=body)
-        raise err
+        raise stream_error(body, provider=self.provider, text=f"the response failed: {message}")
 
     def _items(self, output: Any, assembler: ResponseAssembler) -> list[ModelStreamEvent]:
         out: list[ModelStreamEvent | None] = []
@@ -323,6 +322,8 @@ class OpenAIResponsesModel(ProviderModel):
             raise ContentFiltered(msg, provider=self.provider)
         if reason == "max_output_tokens":
             stop = StopReason.MAX_TOKENS
+        elif reason is not None:
+            stop = StopReason.OTHER  # an incomplete answer for a reason not documented yet
         model_name = str(getattr(response, "model", "") or "")
         output: list[Any] = list(getattr(response, "output", None) or [])
         ids = [str(item.id) for item in output if item.type == "reasoning"]

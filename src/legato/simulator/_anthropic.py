@@ -22,6 +22,8 @@ _ERRORS: dict[ErrorKind, tuple[int, str]] = {
 
 
 def _stop(turn: SimTurn) -> str:
+    if turn.raw_finish is not None:
+        return turn.raw_finish
     if turn.finish == "length":
         return "max_tokens"
     if turn.finish == "content_filter":
@@ -54,6 +56,12 @@ class AnthropicWire:
             "output_tokens": u.output_tokens,
             "cache_read_input_tokens": u.cached_tokens,
             "cache_creation_input_tokens": u.cache_write_tokens,
+            "cache_creation": {
+                "ephemeral_5m_input_tokens": u.cache_write_tokens,
+                "ephemeral_1h_input_tokens": 0,
+            },
+            "server_tool_use": None,
+            "service_tier": "standard",
         }
 
     def _blocks(self, turn: SimTurn, seq: int) -> list[Obj]:
@@ -98,6 +106,7 @@ class AnthropicWire:
             "message_start",
             message={**message, "content": [], "stop_reason": None, "usage": start_usage},
         )
+        emit("ping")  # documented keep-alive, sent at any point of the stream
         index = 0
 
         def block(start: Obj, deltas: list[Obj]) -> None:

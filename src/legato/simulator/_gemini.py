@@ -20,6 +20,8 @@ _ERRORS: dict[ErrorKind, tuple[int, str]] = {
 
 
 def _finish(turn: SimTurn) -> str:
+    if turn.raw_finish is not None:
+        return turn.raw_finish
     if turn.finish == "length":
         return "MAX_TOKENS"
     if turn.finish == "content_filter":
@@ -35,7 +37,20 @@ class GeminiWire:
         status, name = _ERRORS[kind]
         if kind == "context_length":
             message = f"The input token count (1200000) exceeds the maximum number of tokens allowed (1048576). {message}"
-        return status, {"error": {"code": status, "message": message, "status": name}}
+        error: Obj = {"code": status, "message": message, "status": name}
+        if kind == "rate_limit":
+            quota = {"quotaMetric": "generativelanguage.googleapis.com/generate_content_requests"}
+            error["details"] = [
+                {"@type": "type.googleapis.com/google.rpc.QuotaFailure", "violations": [quota]}
+            ]
+        return status, {"error": error}
+
+    def with_retry_delay(self, body: Obj, seconds: float) -> Obj:
+        """Google says when to retry in the body (`google.rpc.RetryInfo`), not in a header."""
+        error: Obj = dict(body["error"])
+        info = {"@type": "type.googleapis.com/google.rpc.RetryInfo", "retryDelay": f"{seconds:g}s"}
+        error["details"] = [*error.get("details", []), info]
+        return {"error": error}
 
     def error_event(self, kind: ErrorKind, message: str) -> bytes:
         """An error object as a stream event."""
@@ -53,6 +68,8 @@ class GeminiWire:
             "thoughtsTokenCount": u.reasoning_tokens,
             "cachedContentTokenCount": u.cached_tokens,
             "totalTokenCount": u.input_tokens + u.output_tokens,
+            "promptTokensDetails": [{"modality": "TEXT", "tokenCount": u.input_tokens}],
+            "trafficType": "ON_DEMAND",
         }
 
     def _chunk(self, turn: SimTurn, request_model: str, seq: int, parts: list[Obj]) -> Obj:
@@ -60,6 +77,7 @@ class GeminiWire:
             "candidates": [{"content": {"role": "model", "parts": parts}, "index": 0}],
             "modelVersion": turn.model or request_model,
             "responseId": f"gem_{seq}",
+            "createTime": "2026-12-02T10:00:00.000000Z",
         }
 
     def _calls(self, turn: SimTurn, seq: int) -> list[Obj]:
@@ -82,6 +100,10 @@ class GeminiWire:
                 thought[0]["thoughtSignature"] = turn.thinking_signature
         if not stream:
             answer: list[Obj] = [{"text": turn.text}] if turn.text else []
+            if turn.text_signature:
+                if not answer:
+                    answer = [{"text": ""}]
+                answer[-1]["thoughtSignature"] = turn.text_signature
             called = self._calls(turn, seq)
             parts = [*thought, *(answer + called if turn.text_first else called + answer)]
             body = self._chunk(turn, model, seq, parts)
@@ -99,6 +121,12 @@ class GeminiWire:
                 chunks.append(self._chunk(turn, model, seq, self._calls(turn, seq)))
 
         ordered(turn, text=text, calls=calls)
+        if turn.text_signature:
+            chunks.append(
+                self._chunk(
+                    turn, model, seq, [{"text": "", "thoughtSignature": turn.text_signature}]
+                )
+            )
         if not chunks:
             chunks.append(self._chunk(turn, model, seq, [{"text": ""}]))
         chunks[-1]["candidates"][0]["finishReason"] = _finish(turn)

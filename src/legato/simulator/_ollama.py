@@ -48,10 +48,12 @@ class OllamaWire:
 
     def _final(self, turn: SimTurn, model: str, message: Obj) -> Obj:
         line = self._line(model, message, done=True)
-        line["done_reason"] = "length" if turn.finish == "length" else "stop"
+        line["done_reason"] = turn.raw_finish or ("length" if turn.finish == "length" else "stop")
         line["prompt_eval_count"] = turn.usage.input_tokens
         line["eval_count"] = turn.usage.output_tokens
-        line["total_duration"] = 1000
+        line.update(
+            total_duration=1000, load_duration=100, prompt_eval_duration=300, eval_duration=600
+        )
         return line
 
     def _calls(self, turn: SimTurn) -> list[Obj]:

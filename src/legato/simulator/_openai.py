@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal, TypeAlias
 
 from legato.simulator._scenario import ErrorKind, SimTurn
 from legato.simulator._wire import JsonReply, Obj, Reply, StreamReply, call_id, ordered, sse
 
-__all__ = ["ChatWire", "ResponsesWire"]
+__all__ = ["ChatWire", "Flavor", "ResponsesWire"]
+
+Flavor: TypeAlias = Literal["openai", "groq", "mistral", "openrouter"]
+"""Which Chat Completions server is imitated (the documented differences only)."""
 
 _ERRORS: dict[ErrorKind, tuple[int, str, str | None]] = {
     "rate_limit": (429, "rate_limit_exceeded", "rate_limit_exceeded"),
@@ -27,6 +30,8 @@ def _error(kind: ErrorKind, message: str) -> tuple[int, Obj]:
 
 
 def _finish(turn: SimTurn) -> str:
+    if turn.raw_finish is not None:
+        return turn.raw_finish
     if turn.finish == "length":
         return "length"
     if turn.finish == "content_filter":
@@ -35,15 +40,47 @@ def _finish(turn: SimTurn) -> str:
 
 
 class ChatWire:
-    """`POST /v1/chat/completions`."""
+    """`POST /v1/chat/completions`, as OpenAI or one of the compatible servers sends it."""
+
+    def __init__(self, flavor: Flavor = "openai") -> None:
+        self.flavor: Flavor = flavor
 
     def error(self, kind: ErrorKind, message: str) -> tuple[int, Obj]:
-        """OpenAI's error body."""
-        return _error(kind, message)
+        """OpenAI's error body (OpenRouter's carries the numeric status as `code`)."""
+        status, body = _error(kind, message)
+        if self.flavor == "openrouter":
+            if kind == "context_length":
+                message = (
+                    "This endpoint's maximum context length is 128000 tokens. However, you "
+                    f"requested about 131072 tokens. {message}"
+                )
+            if kind == "content_filter":  # moderation: 403 with the reasons in metadata
+                meta: Obj = {
+                    "reasons": ["violence"],
+                    "flagged_input": "...",
+                    "provider_name": "Sim",
+                }
+                error: Obj = {
+                    "code": 403,
+                    "message": f"Input was flagged for moderation. {message}",
+                }
+                return 403, {"error": {**error, "metadata": meta}}
+            return status, {"error": {"code": status, "message": message}}
+        return status, body
 
     def error_event(self, kind: ErrorKind, message: str) -> bytes:
-        """An `error` object inside the stream, as OpenAI-compatible servers send it."""
-        return sse(_error(kind, message)[1])
+        """An `error` object inside a 200 stream.
+
+        OpenAI and Groq send the error object with its `type`/`code` strings; OpenRouter sends
+        a chunk whose `error.code` is the upstream HTTP status and whose choice finishes with
+        `error`.
+        """
+        _, body = self.error(kind, message)
+        if self.flavor == "openrouter":
+            choice = {"index": 0, "delta": {"content": ""}, "finish_reason": "error"}
+            chunk = {"id": "gen-err", "object": "chat.completion.chunk", "created": 1700000000}
+            return sse({**chunk, "model": "sim", "provider": "Sim", **body, "choices": [choice]})
+        return sse(body)
 
     def malformed_event(self) -> bytes:
         """Broken JSON in a data line."""
@@ -51,48 +88,86 @@ class ChatWire:
 
     def _usage(self, turn: SimTurn) -> Obj:
         u = turn.usage
-        return {
+        usage: Obj = {
             "prompt_tokens": u.input_tokens,
             "completion_tokens": u.output_tokens,
             "total_tokens": u.input_tokens + u.output_tokens,
-            "prompt_tokens_details": {"cached_tokens": u.cached_tokens},
-            "completion_tokens_details": {"reasoning_tokens": u.reasoning_tokens},
+            "prompt_tokens_details": {"cached_tokens": u.cached_tokens, "audio_tokens": 0},
+            "completion_tokens_details": {
+                "reasoning_tokens": u.reasoning_tokens,
+                "audio_tokens": 0,
+                "accepted_prediction_tokens": 0,
+                "rejected_prediction_tokens": 0,
+            },
         }
+        if self.flavor == "groq":  # timings beside the counts
+            usage.update(queue_time=0.01, prompt_time=0.002, completion_time=0.03, total_time=0.04)
+        elif self.flavor == "openrouter":
+            usage.update(cost=0.000123, is_byok=False)
+        elif self.flavor == "mistral":  # counts only
+            usage = {k: usage[k] for k in ("prompt_tokens", "completion_tokens", "total_tokens")}
+        return usage
+
+    def _content(self, turn: SimTurn) -> Any:
+        """The message content: a string, or Mistral's typed chunks when there is reasoning."""
+        if self.flavor == "mistral" and turn.thinking:
+            thinking: Obj = {
+                "type": "thinking",
+                "thinking": [{"type": "text", "text": turn.thinking}],
+            }
+            return [thinking, {"type": "text", "text": turn.text}]
+        return turn.text or None
 
     def reply(self, turn: SimTurn, request: Obj, *, stream: bool, seq: int) -> Reply:
         """A completion, or its chunks."""
         model = turn.model or str(request.get("model", "sim"))
         head: Obj = {"id": f"chatcmpl-{seq}", "created": 1700000000, "model": model}
+        if self.flavor == "openai":  # documented fields legato does not read
+            head.update(system_fingerprint="fp_sim", service_tier="default")
         if not stream:
-            message: Obj = {"role": "assistant", "content": turn.text or None}
-            if turn.thinking:
-                message["reasoning_content"] = turn.thinking
-            if turn.calls:
-                message["tool_calls"] = [
-                    {
-                        "id": call_id(c, seq, i),
-                        "type": "function",
-                        "function": {"name": c.name, "arguments": c.text},
-                    }
-                    for i, c in enumerate(turn.calls)
-                ]
-            choice = {"index": 0, "message": message, "finish_reason": _finish(turn)}
-            body = {**head, "object": "chat.completion", "choices": [choice]}
-            return JsonReply(body={**body, "usage": self._usage(turn)})
+            return self._whole(turn, head, seq)
+        return self._chunks(turn, request, head, seq)
+
+    def _whole(self, turn: SimTurn, head: Obj, seq: int) -> JsonReply:
+        message: Obj = {"role": "assistant", "content": self._content(turn)}
+        if self.flavor == "openai":
+            message.update(refusal=None, annotations=[])
+        if turn.thinking and self.flavor != "mistral":
+            message["reasoning_content"] = turn.thinking
+        if turn.calls:
+            message["tool_calls"] = [
+                {
+                    "id": call_id(c, seq, i),
+                    "type": "function",
+                    "function": {"name": c.name, "arguments": c.text},
+                }
+                for i, c in enumerate(turn.calls)
+            ]
+        choice = {"index": 0, "message": message, "logprobs": None, "finish_reason": _finish(turn)}
+        body = {**head, "object": "chat.completion", "choices": [choice]}
+        return JsonReply(body={**body, "usage": self._usage(turn)})
+
+    def _chunks(self, turn: SimTurn, request: Obj, head: Obj, seq: int) -> StreamReply:
         events: list[bytes] = []
 
         def chunk(delta: Obj, finish: str | None = None) -> None:
             choice = {"index": 0, "delta": delta, "finish_reason": finish}
             events.append(sse({**head, "object": "chat.completion.chunk", "choices": [choice]}))
 
+        if self.flavor == "openrouter":
+            events.append(b": OPENROUTER PROCESSING\n\n")  # keep-alive comment
         chunk({"role": "assistant", "content": ""})
-        if turn.thinking:
-            for piece in (turn.thinking[i : i + 6] for i in range(0, len(turn.thinking), 6)):
+        mistral = self.flavor == "mistral"
+        for piece in (turn.thinking[i : i + 6] for i in range(0, len(turn.thinking), 6)):
+            if mistral:
+                thought = {"type": "thinking", "thinking": [{"type": "text", "text": piece}]}
+                chunk({"content": [thought]})
+            else:
                 chunk({"reasoning_content": piece})
 
         def text() -> None:
             for piece in turn.fragments:
-                chunk({"content": piece})
+                chunk({"content": [{"type": "text", "text": piece}] if mistral else piece})
 
         def calls() -> None:
             pieces: list[tuple[int, int, str]] = [
@@ -111,11 +186,18 @@ class ChatWire:
                 chunk({"tool_calls": [tc]})
 
         ordered(turn, text=text, calls=calls)
-        chunk({}, _finish(turn))
+        if mistral:  # usage rides on the finishing chunk, asked for or not
+            choice = {"index": 0, "delta": {"content": ""}, "finish_reason": _finish(turn)}
+            done = {**head, "object": "chat.completion.chunk", "choices": [choice]}
+            events.append(sse({**done, "usage": self._usage(turn)}))
+        else:
+            chunk({}, _finish(turn))
         options: Obj = request.get("stream_options") or {}
-        if options.get("include_usage"):
-            usage: Obj = {**head, "object": "chat.completion.chunk", "choices": []}
-            events.append(sse({**usage, "usage": self._usage(turn)}))
+        last: Obj = {**head, "object": "chat.completion.chunk", "choices": []}
+        if self.flavor == "groq":  # usage rides on the last chunk, under x_groq
+            events.append(sse({**last, "x_groq": {"id": f"req_{seq}", "usage": self._usage(turn)}}))
+        elif options.get("include_usage") and not mistral:
+            events.append(sse({**last, "usage": self._usage(turn)}))
         events.append(b"data: [DONE]\n\n")
         return StreamReply(events=events)
 
@@ -184,10 +266,10 @@ class ResponsesWire:
     def _response(self, turn: SimTurn, request: Obj, seq: int, *, done: bool) -> Obj:
         status = "completed"
         details = None
-        if turn.finish in ("length", "content_filter"):
+        if turn.finish in ("length", "content_filter") or turn.raw_finish is not None:
             status = "incomplete"
             reason = "max_output_tokens" if turn.finish == "length" else "content_filter"
-            details = {"reason": reason}
+            details = {"reason": turn.raw_finish or reason}
         return {
             "id": f"resp_{seq}",
             "object": "response",
@@ -212,6 +294,7 @@ class ResponsesWire:
             events.append(sse({"type": type_, "sequence_number": len(events), **fields}, type_))
 
         emit("response.created", response=self._response(turn, request, seq, done=False))
+        emit("response.in_progress", response=self._response(turn, request, seq, done=False))
         for index, item in enumerate(self._items(turn, seq)):
             self._stream_item(emit, turn, item, index)
         final = self._response(turn, request, seq, done=True)

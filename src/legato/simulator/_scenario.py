@@ -95,13 +95,16 @@ class Fault:
     """Override the error's HTTP status code."""
     message: str = "simulated failure"
     retry_after: float | None = None
-    """Send a Retry-After header (seconds)."""
+    """Say when to retry (seconds): a Retry-After header, or for Gemini a `RetryInfo`
+    `retryDelay` in the error body, as Google sends it."""
     disconnect_after: int | None = None
     """Send this many stream events (or this many body bytes, non-streaming), then drop the line."""
     malformed_after: int | None = None
     """After this many stream events send a line of broken JSON (non-streaming: broken body)."""
     error_event_after: int | None = None
-    """After this many stream events send the provider's in-stream error event (kind `error`)."""
+    """After this many stream events send the provider's in-stream error event."""
+    event_error: ErrorKind = "server"
+    """The kind of that in-stream error event (its embedded code says what went wrong)."""
     raw_event: bytes | None = None
     """Bytes sent as one extra stream event (after `raw_after` events), exactly as given."""
     raw_after: int = 0
@@ -124,12 +127,18 @@ class SimTurn:
     thinking: str = ""
     """Reasoning text, sent before everything else."""
     thinking_signature: str | None = None
+    text_signature: str | None = None
+    """A thought signature on the answer text (Gemini: on the text part when whole, on an
+    empty text part that ends the stream when streamed)."""
     calls: tuple[SimCall, ...] = ()
     text_first: bool = True
     """Text before the tool calls (True) or after them (False)."""
     usage: SimUsage = field(default_factory=SimUsage)
     finish: Finish | None = None
     """Why generation stopped; defaults to `stop` (tool calls when there are calls)."""
+    raw_finish: str | None = None
+    """The wire's own finish/stop reason, sent verbatim instead of the one `finish` gives
+    (`"pause_turn"`, `"MALFORMED_FUNCTION_CALL"`, `"load"`, ...; any string, known or not)."""
     model: str | None = None
     """The model name reported; defaults to the one requested."""
     interleave_calls: bool = False

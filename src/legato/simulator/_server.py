@@ -10,6 +10,10 @@ with WireSimulator() as sim:
 
 Each request takes the next scripted `SimTurn` (or asks `responder`) and gets it rendered in
 the format of the endpoint it hit, streamed or not, damaged as the turn's `Fault` says.
+Chat Completions under `/groq/`, `/mistral/` or `/openrouter/` (`f"{sim.url}/groq/v1"`)
+speaks that server's documented variant: Groq's `x_groq.usage`, Mistral's typed content
+chunks (thinking, text), OpenRouter's keep-alive comments, numeric in-stream error codes and
+`cost` in usage.
 Every request is recorded in `requests` with its headers and JSON body.
 """
 
@@ -30,7 +34,7 @@ from typing import Any, cast
 from legato.simulator._anthropic import AnthropicWire
 from legato.simulator._gemini import GeminiWire
 from legato.simulator._ollama import OllamaWire
-from legato.simulator._openai import ChatWire, ResponsesWire
+from legato.simulator._openai import ChatWire, Flavor, ResponsesWire
 from legato.simulator._scenario import Fault, SimTurn
 from legato.simulator._wire import JsonReply, Obj, StreamReply, Wire, dumps
 
@@ -54,10 +58,15 @@ class RecordedRequest:
     stream: bool
 
 
+_FLAVOR = re.compile(r"/(?P<flavor>groq|mistral|openrouter)/")
+
+
 def _route(path: str, body: Obj) -> tuple[str, Wire, bool, Obj] | None:
     bare = path.split("?", 1)[0]
     if bare.endswith("/chat/completions"):
-        return "openai_chat", ChatWire(), bool(body.get("stream")), body
+        flavor = _FLAVOR.search(bare)
+        wire = ChatWire(flavor=cast(Flavor, flavor["flavor"]) if flavor else "openai")
+        return "openai_chat", wire, bool(body.get("stream")), body
     if bare.endswith("/responses"):
         return "openai_responses", ResponsesWire(), bool(body.get("stream")), body
     if bare.endswith("/messages"):
@@ -136,7 +145,9 @@ class _Handler(BaseHTTPRequestHandler):
         if fault.error is not None:
             status, body = wire.error(fault.error, fault.message)
             headers: dict[str, str] = {}
-            if fault.retry_after is not None:
+            if fault.retry_after is not None and isinstance(wire, GeminiWire):
+                body = wire.with_retry_delay(body, fault.retry_after)
+            elif fault.retry_after is not None:
                 headers["retry-after"] = f"{fault.retry_after:g}"
             self._json(fault.status or status, body, headers)
             return
@@ -164,7 +175,7 @@ class _Handler(BaseHTTPRequestHandler):
         events = [] if fault.empty else list(reply.events)
         if fault.error_event_after is not None:
             n = fault.error_event_after
-            events = [*events[:n], wire.error_event("server", fault.message)]
+            events = [*events[:n], wire.error_event(fault.event_error, fault.message)]
         if fault.malformed_after is not None:
             n = fault.malformed_after
             events = [*events[:n], wire.malformed_event(), *events[n:]]

@@ -53,7 +53,6 @@ SPAWNS_CHILDREN = "legato.spawns_children"
 """Tool metadata key: the tool runs child runs (whose tools the run's policy may name)."""
 
 _OWN_TOOLS = frozenset({"spawn", "wait_children", "todo", "open_skill", "read_skill_file"})
-_CTX = "_legato_spawn_ctx"
 _NO_TIMEOUT = 10.0**9
 
 
@@ -191,8 +190,7 @@ class SpawnToolset:
         return listed
 
     def _observed(self, tool: Tool) -> Tool:
-        async def observed(**kwargs: Any) -> Any:
-            ctx: RunContext[Any] = kwargs.pop(_CTX)
+        async def observed(ctx: RunContext[Any], /, **kwargs: Any) -> Any:
             try:
                 value = await tool.invoke(kwargs, ctx)
             except Exception:
@@ -205,7 +203,7 @@ class SpawnToolset:
                 return f"{value}\n\n{hint}"
             return (*to_content(value), TextPart(text=hint))
 
-        return replace(tool, function=observed, context_parameter=_CTX)
+        return replace(tool, function=observed, context_parameter="ctx", context_positional=True)
 
     def _todo_tool(self) -> Tool:
         async def todo(

@@ -114,7 +114,7 @@ def function_schema(
     pairs: list[tuple[str, str]] = []
     for index, param in enumerate(params):
         hint = hints.get(param.name, param.annotation)
-        if _is_run_context(hint):
+        if is_run_context(hint):
             if context_parameter is not None:
                 msg = (
                     f"tool {name!r}: parameters {context_parameter!r} and {param.name!r} are both "
@@ -192,7 +192,8 @@ def _type_hints(
     return hints
 
 
-def _is_run_context(hint: Any) -> bool:
+def is_run_context(hint: Any) -> bool:
+    """Whether a type hint is `RunContext` (or `RunContext[...]`, or it `Annotated`)."""
     if get_origin(hint) is Annotated:
         hint = get_args(hint)[0]
     target = get_origin(hint) or hint

@@ -2,19 +2,23 @@
 
 from __future__ import annotations
 
+import functools
 import inspect
+import logging
 import re
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field, replace
-from typing import Any, Literal, TypeAlias, cast, overload
+from typing import Any, Literal, TypeAlias, cast, get_args, get_type_hints, overload
 
 from legato.exceptions import ToolArgumentsInvalid, ToolDefinitionError
 from legato.messages import JsonValue, ToolDefinition
+from legato.models.dialects import strict_problem
 from legato.tools._context import RunContext
 from legato.tools._contract import Postcondition, Precondition, ToolContract, conditions
 from legato.tools._isolation import Isolation, call_in_process, call_in_thread, check_isolatable
 from legato.tools._reconcile import Reconciler
-from legato.tools._schema import DocstringFormat, function_schema
+from legato.tools._schema import DocstringFormat, function_schema, is_run_context
+from legato.tools._validate import SchemaArguments
 
 __all__ = ["SideEffects", "SinkKind", "Tool", "tool"]
 
@@ -32,6 +36,10 @@ SinkKind: TypeAlias = Literal[
 SINK_KINDS: frozenset[str] = frozenset(
     ("recipient", "account", "url", "path", "command", "credential", "text")
 )
+
+_SIDE_EFFECTS: tuple[str, ...] = get_args(SideEffects)
+
+logger = logging.getLogger("legato.tools")
 
 _NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
 
@@ -64,7 +72,10 @@ class Tool:
     validator: Validator = field(repr=False)
     """Turns the model's arguments into keyword arguments, or raises `ToolArgumentsInvalid`."""
     context_parameter: str | None = None
-    """The parameter that receives the `RunContext`, if any."""
+    """The parameter that receives the `RunContext`, if any (found by its type)."""
+    context_positional: bool = False
+    """The context goes in as the first positional argument, so that no argument the model
+    sends (a schema property named `ctx`, say) can take its place or be dropped for it."""
     side_effects: SideEffects = "none"
     timeout: float | None = None
     """Seconds a call may take before it fails with a timeout error the model sees."""
@@ -98,12 +109,16 @@ class Tool:
     def __post_init__(self) -> None:
         _check_name(self.name)
         _check_sinks(self.name, self.parameters, self.sinks)
-        if self.max_retries < 0:
-            msg = f"tool {self.name!r}: max_retries must be >= 0"
-            raise ToolDefinitionError(msg)
-        if self.timeout is not None and self.timeout <= 0:
-            msg = f"tool {self.name!r}: timeout must be positive"
-            raise ToolDefinitionError(msg)
+        _check_options(self)
+        if self.strict:
+            problem = strict_problem(self.parameters)
+            if problem is not None:
+                logger.warning(
+                    "tool %r asks for strict mode, which cannot express %s; providers send "
+                    "it without strict",
+                    self.name,
+                    problem,
+                )
         if self.isolation == "process":
             check_isolatable(
                 self.name,
@@ -179,7 +194,6 @@ class Tool:
         timeout: float | None = None,
         max_retries: int = 1,
         sequential: bool = False,
-        takes_context: bool = False,
         strict: bool | None = None,
         metadata: Mapping[str, JsonValue] | None = None,
         contract: ToolContract | None = None,
@@ -188,23 +202,35 @@ class Tool:
     ) -> Tool:
         """Build a tool from a raw JSON schema and a callable (MCP servers, catalogs).
 
-        The callable receives the arguments as keyword arguments (plus `ctx=` when
-        `takes_context`). Arguments are checked against the schema's top-level `required`
-        and `properties` (and `additionalProperties: false`) before the call; deeper
-        validation is the callee's. A null sent for an optional property whose schema does
-        not allow null (strict providers send those) is dropped, as if omitted.
+        The callable receives the arguments as keyword arguments. If its first parameter is
+        typed `RunContext` (found by type, never by name), it receives the run context by
+        position; make it positional-only (`def call(ctx: RunContext, /, **arguments)`) when
+        the schema may hold a property of the same name.
+
+        Every call is validated against the whole schema (types, enums, nested objects and
+        arrays, `additionalProperties`, combinators, `$ref`) before the callable runs; a
+        violation goes back to the model as `ToolArgumentsInvalid`. A null sent for an
+        optional property whose schema does not allow null (strict providers send those) is
+        dropped, as if omitted.
+
+        Raises:
+            ToolDefinitionError: the schema is not an object schema, is not valid JSON
+                Schema, or holds a reference that does not resolve inside it.
         """
         params = dict(parameters)
         if params.get("type", "object") != "object":
             msg = f"tool {name!r}: the parameters schema must describe an object"
             raise ToolDefinitionError(msg)
+        _check_name(name)
+        context = _context_parameter(function, name, params)
         return cls(
             name=name,
             description=description,
             parameters=params,
             function=function,
-            validator=_SchemaValidator(name, params),
-            context_parameter="ctx" if takes_context else None,
+            validator=SchemaArguments(name, params),
+            context_parameter=context,
+            context_positional=context is not None,
             side_effects=side_effects,
             timeout=timeout,
             max_retries=max_retries,
@@ -241,13 +267,17 @@ class Tool:
         `isolation="process"` (see `legato.tools._isolation`).
         """
         kwargs = dict(arguments)
-        if self.context_parameter is not None:
+        args: tuple[Any, ...] = ()
+        if self.context_positional:
+            args = (ctx,)
+        elif self.context_parameter is not None:
             kwargs[self.context_parameter] = ctx
         if _is_async(self.function):
-            return await self.function(**kwargs)
+            return await self.function(*args, **kwargs)
         if self.isolation == "process":
             return await call_in_process(self.name, self.function, kwargs)
-        result = await call_in_thread(self.function, kwargs)
+        call = functools.partial(self.function, *args) if args else self.function
+        result = await call_in_thread(call, kwargs)
         if inspect.isawaitable(result):
             return await result
         return result
@@ -310,6 +340,82 @@ def _sink_map(sinks: Iterable[str] | Mapping[str, SinkKind] | None) -> dict[str,
     return dict.fromkeys(sinks, text)
 
 
+def _check_options(t: Tool) -> None:
+    """Refuse options of the wrong type or value when the tool is defined.
+
+    The values are read as plain objects: type hints do not stop `side_effects=True` or a
+    misspelt literal at run time, and the gate trusts what is declared here.
+    """
+    side, description, retries, timeout, sequential, strict, metadata = cast(
+        tuple[object, ...],
+        (
+            t.side_effects,
+            t.description,
+            t.max_retries,
+            t.timeout,
+            t.sequential,
+            t.strict,
+            t.metadata,
+        ),
+    )
+    problems: list[str] = []
+    if not isinstance(side, str) or side not in _SIDE_EFFECTS:
+        allowed = ", ".join(repr(v) for v in _SIDE_EFFECTS)
+        problems.append(f"side_effects must be one of {allowed}, got {side!r}")
+    if not isinstance(description, str):
+        problems.append(f"description must be a string, got {description!r}")
+    if isinstance(retries, bool) or not isinstance(retries, int) or retries < 0:
+        problems.append(f"max_retries must be an integer >= 0, got {retries!r}")
+    if timeout is not None and (
+        isinstance(timeout, bool) or not isinstance(timeout, int | float) or timeout <= 0
+    ):
+        problems.append(f"timeout must be a positive number of seconds or None, got {timeout!r}")
+    if not isinstance(sequential, bool):
+        problems.append(f"sequential must be True or False, got {sequential!r}")
+    if strict is not None and not isinstance(strict, bool):
+        problems.append(f"strict must be True, False or None, got {strict!r}")
+    if not isinstance(metadata, Mapping):
+        problems.append(f"metadata must be a mapping, got {metadata!r}")
+    if problems:
+        raise ToolDefinitionError(f"tool {t.name!r}: " + "; ".join(problems))
+
+
+def _context_parameter(
+    function: Callable[..., Any], tool: str, schema: Mapping[str, JsonValue]
+) -> str | None:
+    """The first parameter of a raw-schema tool's callable, if it is typed `RunContext`."""
+    try:
+        params = list(inspect.signature(function).parameters.values())
+    except (TypeError, ValueError):
+        return None
+    if not params or params[0].kind not in (
+        params[0].POSITIONAL_ONLY,
+        params[0].POSITIONAL_OR_KEYWORD,
+    ):
+        return None
+    first = params[0]
+    target: Any = function if inspect.isroutine(function) else type(function).__call__
+    try:
+        hint = get_type_hints(target).get(first.name, first.annotation)
+    except (NameError, TypeError, SyntaxError, AttributeError):
+        hint = first.annotation
+    if not is_run_context(hint):
+        return None
+    props = schema.get("properties")
+    if (
+        first.kind is first.POSITIONAL_OR_KEYWORD
+        and isinstance(props, dict)
+        and first.name in props
+    ):
+        msg = (
+            f"tool {tool!r}: the schema has a property {first.name!r}, the name of the "
+            "RunContext parameter; make that parameter positional-only "
+            f"(def call({first.name}: RunContext, /, **arguments))"
+        )
+        raise ToolDefinitionError(msg)
+    return first.name
+
+
 def _is_method_tool(t: Tool) -> bool:
     return bool(t.metadata.get("_method"))
 
@@ -319,53 +425,6 @@ def _is_async(function: Callable[..., Any]) -> bool:
     return inspect.iscoroutinefunction(target) or inspect.iscoroutinefunction(
         getattr(target, "__call__", None)  # noqa: B004 - callable objects with async __call__
     )
-
-
-class _SchemaValidator:
-    """Top-level checks for tools whose schema came from elsewhere."""
-
-    __slots__ = ("_additional", "_name", "_properties", "_required")
-
-    def __init__(self, name: str, schema: Mapping[str, JsonValue]) -> None:
-        self._name = name
-        props = schema.get("properties")
-        self._properties: dict[str, JsonValue] = dict(props) if isinstance(props, dict) else {}
-        required = schema.get("required")
-        self._required = (
-            [r for r in required if isinstance(r, str)] if isinstance(required, list) else []
-        )
-        self._additional = schema.get("additionalProperties", True) is not False
-
-    def __call__(self, arguments: JsonValue) -> dict[str, Any]:
-        if not isinstance(arguments, dict):
-            raise ToolArgumentsInvalid(self._name, ["arguments: expected a JSON object"])
-        problems = [f"{r}: missing required argument" for r in self._required if r not in arguments]
-        if not self._additional:
-            problems += [
-                f"{k}: unexpected argument" for k in arguments if k not in self._properties
-            ]
-        if problems:
-            raise ToolArgumentsInvalid(self._name, problems)
-        return {
-            k: v
-            for k, v in arguments.items()
-            if not (
-                v is None and k not in self._required and not _allows_null(self._properties.get(k))
-            )
-        }
-
-
-def _allows_null(schema: JsonValue) -> bool:
-    """Whether a property schema admits null (unknown shapes are given the benefit of the doubt)."""
-    if not isinstance(schema, dict) or not schema:
-        return True
-    kind = schema.get("type")
-    if kind == "null" or (isinstance(kind, list) and "null" in kind):
-        return True
-    options = schema.get("anyOf", schema.get("oneOf"))
-    if isinstance(options, list):
-        return any(_allows_null(o) for o in options)
-    return kind is None and "$ref" not in schema and "enum" not in schema and "const" not in schema
 
 
 ToolFunction = Callable[..., Any]

@@ -64,11 +64,34 @@ def _responses(url: str, settings: ProviderSettings) -> Model:
 
 
 def _groq(url: str, settings: ProviderSettings) -> Model:
+    # `/groq/` makes the simulator speak Groq's variant (usage under `x_groq` when streamed).
     return compatible_model(
         "groq",
         "llama-3.3-70b-versatile",
-        base_url=f"{url}/v1",
+        base_url=f"{url}/groq/v1",
         api_key="gsk-test",
+        settings=settings,
+    )
+
+
+def _mistral(url: str, settings: ProviderSettings) -> Model:
+    # Mistral's variant: reasoning as typed content chunks (thinking, then text).
+    return compatible_model(
+        "mistral",
+        "mistral-large-latest",
+        base_url=f"{url}/mistral/v1",
+        api_key="m",
+        settings=settings,
+    )
+
+
+def _openrouter(url: str, settings: ProviderSettings) -> Model:
+    # OpenRouter's variant: keep-alive comments, numeric in-stream error codes, usage cost.
+    return compatible_model(
+        "openrouter",
+        "openai/gpt-4o",
+        base_url=f"{url}/openrouter/v1",
+        api_key="o",
         settings=settings,
     )
 
@@ -129,6 +152,24 @@ CASES: list[Case] = [
         make=_groq,
         model="llama-3.3-70b-versatile",
         price_provider="groq",
+        http_errors=_OPENAI_ERRORS,
+    ),
+    Case(
+        id="mistral",
+        api="openai_chat",
+        make=_mistral,
+        model="mistral-large-latest",
+        price_provider="mistral",
+        http_errors=_OPENAI_ERRORS,
+        cached_tokens=False,
+        reasoning_tokens=False,
+    ),
+    Case(
+        id="openrouter",
+        api="openai_chat",
+        make=_openrouter,
+        model="openai/gpt-4o",
+        price_provider="openrouter",
         http_errors=_OPENAI_ERRORS,
     ),
     Case(
