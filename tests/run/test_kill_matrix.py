@@ -211,6 +211,21 @@ def _event_count(matrix: Matrix) -> int:
     return int(json.loads(stats.read_text())["events"])  # the parent's and the child's
 
 
+@pytest.fixture(scope="module", autouse=True)
+def _stop_servers() -> Iterator[None]:
+    """Stop the fork server (and the resource tracker it starts) after this module: other
+    tests check that no child process of the test run is left behind."""
+    yield
+    from multiprocessing import forkserver, resource_tracker
+
+    server: Any = getattr(forkserver, "_forkserver")  # noqa: B009  # the module's one server
+    server._stop()
+    tracker: Any = getattr(resource_tracker, "_resource_tracker")  # noqa: B009
+    stop = getattr(tracker, "_stop", None)
+    if stop is not None:
+        stop()
+
+
 @pytest.fixture
 def workdir() -> Iterator[Path]:
     path = Path(tempfile.mkdtemp(prefix="legato-kill-"))
