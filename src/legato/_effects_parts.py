@@ -61,6 +61,10 @@ class Switches:
     """Record a `SpawnFinished` for a child cancelled because its parent stopped."""
     tree_budget: bool = True
     """Run children (spawned, or agents as tools) on their parent run's budget."""
+    snapshot_args: bool = True
+    """Show contracts a private copy of the arguments as admitted (`legato.contracts`)."""
+    cap_output: bool = True
+    """Send the output cap a budget reserved when the request sets no `max_tokens`."""
 
 
 _SAFE = Switches()

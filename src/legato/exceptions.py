@@ -320,15 +320,19 @@ class MaxStepsExceeded(RunError):
 
 
 class ToolRetriesExceeded(RunError):
-    """A tool failed more times in one run than its `max_retries` allows."""
+    """A tool failed in more consecutive model turns than its `max_retries` allows.
+
+    Several failing calls of the tool in one response count as one failing turn;
+    `last_error` is the text of its latest failed call.
+    """
 
     def __init__(self, tool: str, retries: int, last_error: str) -> None:
         self.tool = tool
         self.retries = retries
         self.last_error = last_error
         super().__init__(
-            f"tool {tool!r} failed {retries + 1} times (max_retries={retries}); last error: "
-            f"{last_error}"
+            f"tool {tool!r} failed in {retries + 1} consecutive turns (max_retries={retries}); "
+            f"last error: {last_error}"
         )
 
 

@@ -8,13 +8,16 @@ plain values; the executor turns them into journal events and tool results.
 
 from __future__ import annotations
 
+import copy
 import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from types import MappingProxyType
 from typing import Any, Literal
 
 from pydantic_core import to_jsonable_python
 
+from legato._effects_parts import current_switches
 from legato.contracts._contract import Contract, Halt, Reject, Verdict
 from legato.contracts._state import Draft, Snapshot, State
 from legato.events import StateCommitted, StateLoaded, StateRejected
@@ -62,6 +65,7 @@ class Pending:
     base: Snapshot[Any]
     draft: Draft[Any]
     args: Mapping[str, Any]
+    """The arguments as admitted: a private copy the tool cannot change (see `admitted`)."""
     passed: tuple[str, ...] = ()
 
 
@@ -208,6 +212,7 @@ class StateSession:
         base = self.state.snapshot()
         try:
             contract = self._bind(tool)
+            args = admitted(args, tool=tool.name)
             view = self._view(base, contract, tool.name)
             verdict = contract.precondition(view, args, tool=tool.name)
         except StateError as exc:
@@ -360,6 +365,25 @@ class StateSession:
         )
         text = f"{type(exc).__name__}: {exc}\nNothing was committed."
         return Settlement(event=event, error=text)
+
+
+def admitted(args: Mapping[str, Any], *, tool: str) -> Mapping[str, Any]:
+    """A private deep copy of a call's arguments, read-only at the top level.
+
+    The tool runs on its own arguments; its pre- and postconditions see this copy, taken
+    when the call is checked, so a tool that changes an argument in place (shrinks a list
+    it was asked to add) cannot change what its postcondition compares against.
+
+    Raises:
+        ContractViolation: an argument cannot be copied (the call is refused, fail closed).
+    """
+    if not current_switches().snapshot_args:  # test twin: the tool's own objects
+        return args
+    try:
+        return MappingProxyType(copy.deepcopy(dict(args)))
+    except Exception as exc:
+        msg = f"the arguments cannot be copied for the contract ({type(exc).__name__}: {exc})"
+        raise ContractViolation(msg, tool=tool) from exc
 
 
 def _message(outcome: Reject | Any) -> str:
