@@ -372,6 +372,7 @@ class RunDriver(Generic[OutputT]):
                 scope=self._scope,
                 journal=self.journal,
                 budget=cfg.budget,
+                model=cfg.model,
             )
 
         async for event in executor.run_calls(

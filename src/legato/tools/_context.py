@@ -6,7 +6,7 @@ import asyncio
 import math
 from collections.abc import Coroutine, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Generic, Protocol, cast, runtime_checkable
+from typing import TYPE_CHECKING, Any, Generic, Protocol, cast, runtime_checkable
 
 from typing_extensions import TypeVar
 
@@ -14,6 +14,9 @@ from legato.events import Journal, ToolProgress
 from legato.exceptions import ToolError
 from legato.messages import Message, Usage
 from legato.tools._contract import StateAccess
+
+if TYPE_CHECKING:  # type-only: a tool is handed the run's model, never imports a provider
+    from legato.models import Model
 
 __all__ = ["RunBudget", "RunContext", "RunScope"]
 
@@ -94,6 +97,8 @@ class RunContext(Generic[DepsT]):
     budget: RunBudget | None = None
     """The run's budget (what its model and tool calls reserve from); None without one.
     Sub-agents started by a tool draw from it too."""
+    model: Model | None = None
+    """The model the run calls (its `profile` tells the context window); None outside a run."""
 
     def report_progress(
         self, progress: float, total: float | None = None, message: str | None = None
