@@ -8,12 +8,13 @@ from typing import Any
 import pytest
 from pydantic import BaseModel, Field
 
-from legato import Agent, RunContext, tool
-from legato.contracts import Snapshot
+from legato import Agent, RunContext, Tool, tool
+from legato.contracts import Snapshot, at_least, contract, requires
 from legato.effects import unsafe_switches
 from legato.events import StateCommitted, StateRejected
-from legato.exceptions import ContractViolation
+from legato.exceptions import ContractViolation, ToolDefinitionError
 from legato.testing import ScriptedModel, call, reply
+from legato.tools import Conditions
 
 
 class Cart(BaseModel):
@@ -93,3 +94,58 @@ def test_arguments_that_cannot_be_copied_fail_closed() -> None:
 
     with pytest.raises(ContractViolation, match="cannot be copied"):
         admitted({"x": Unpicklable()}, tool="t")
+
+
+# -- writes need a postcondition, or an explicit opt-in --------------------------------------
+
+
+class Account(BaseModel):
+    balance: int = 100
+
+
+def set_balance_body(ctx: RunContext[Any], value: int) -> str:
+    """Set the balance."""
+    assert ctx.state is not None
+    ctx.state["balance"] = value
+    return "ok"
+
+
+def test_writes_without_ensures_is_a_definition_error() -> None:
+    with pytest.raises(ToolDefinitionError, match="unchecked_writes=True"):
+        tool(writes=["balance"])(set_balance_body)
+    with pytest.raises(ToolDefinitionError, match="without ensures"):
+        contract(writes=["balance"])
+    with pytest.raises(ToolDefinitionError, match="writes nothing"):
+        tool(unchecked_writes=True)(set_balance_body)
+
+
+def test_a_contract_assembled_without_ensures_is_refused_at_run_start() -> None:
+    # built in ways no keyword check sees: a decorator, a hand-made contract value
+    decorated = requires(lambda state, args: True, writes=["balance"])(tool(set_balance_body))
+    handmade = Tool.from_function(
+        set_balance_body, contract=Conditions(writes=frozenset({"balance"}))
+    )
+    for unchecked in (decorated, handmade):
+        model = ScriptedModel([reply(call("set_balance_body", {"value": -1_000_000})), "x"])
+        agent = Agent(model, tools=[unchecked], state=Account())
+        with pytest.raises(ToolDefinitionError, match="set_balance_body"):
+            agent.run_sync("go")
+        assert model.requests == []  # refused before the first model call
+
+
+def balance_run(setter: Tool) -> int:
+    model = ScriptedModel([reply(call("set_balance_body", {"value": -1_000_000})), "x"])
+    result = Agent(model, tools=[setter], state=Account()).run_sync("go")
+    assert result.state is not None
+    return int(result.state["balance"])
+
+
+def test_a_postcondition_keeps_a_type_valid_but_wrong_value_out() -> None:
+    checked = tool(writes=["balance"], ensures=at_least("balance", 0))(set_balance_body)
+    assert balance_run(checked) == 100
+
+
+def test_twin_with_the_explicit_opt_in_any_type_valid_value_commits() -> None:
+    opted_in = tool(writes=["balance"], unchecked_writes=True)(set_balance_body)
+    assert opted_in.contract is not None
+    assert balance_run(opted_in) == -1_000_000

@@ -32,6 +32,7 @@ from legato.exceptions import (
 )
 from legato.messages import JsonValue
 from legato.tools import Tool
+from legato.tools._contract import check_writes
 
 __all__ = ["Pending", "Refusal", "Settlement", "StateOptions", "StateSession"]
 
@@ -416,7 +417,8 @@ def _error_evidence(exc: StateError) -> dict[str, JsonValue]:
 def merge_tools(tools: Sequence[Tool], session: StateSession | None) -> list[Tool]:
     """The run's tools plus `read_state` when the options ask for it.
 
-    A tool with a contract in a run without a state is refused: its checks would be skipped.
+    A tool with a contract in a run without a state is refused: its checks would be skipped;
+    so is one that writes keys with no postcondition and no `unchecked_writes=True`.
     """
     if session is None:
         checked = [t.name for t in tools if t.contract is not None]
@@ -427,6 +429,9 @@ def merge_tools(tools: Sequence[Tool], session: StateSession | None) -> list[Too
             )
             raise ConfigurationError(msg)
         return list(tools)
+    for t in tools:
+        if t.contract is not None:
+            check_writes(t.contract, tool=t.name)  # decorators and Tool(contract=) too
     if not session.options.read_tool:
         return list(tools)
     if any(t.name == "read_state" for t in tools):

@@ -287,6 +287,7 @@ def tool(
     ensures: Postcondition | Iterable[Postcondition] | None = None,
     reads: Iterable[str] | None = None,
     writes: Iterable[str] | None = None,
+    unchecked_writes: bool = False,
     contract: ToolContract | None = None,
 ) -> Callable[[ToolFunction], Tool]: ...
 
@@ -307,6 +308,7 @@ def tool(
     ensures: Postcondition | Iterable[Postcondition] | None = None,
     reads: Iterable[str] | None = None,
     writes: Iterable[str] | None = None,
+    unchecked_writes: bool = False,
     contract: ToolContract | None = None,
 ) -> Tool | Callable[[ToolFunction], Tool]:
     """Turn a function (sync or async) or a method into a `Tool`.
@@ -314,11 +316,25 @@ def tool(
     Use bare (`@tool`) or with options (`@tool(side_effects="irreversible", timeout=5)`).
     On a method defined in a class body, the tool binds to the instance it is read from.
     `requires`, `ensures`, `reads` and `writes` give the tool a contract over the run's
-    verified state (or pass a ready `contract`; see `legato.contracts`).
+    verified state (or pass a ready `contract`; see `legato.contracts`). A tool that
+    `writes` keys needs a postcondition (`ensures`) to decide what may be committed, or an
+    explicit `unchecked_writes=True` to commit any value of the right type.
+
+    Raises:
+        ToolDefinitionError: `writes` without `ensures` or `unchecked_writes=True`, or
+            both `contract` and the contract keywords.
     """
-    spec = conditions(requires=requires, ensures=ensures, reads=reads, writes=writes)
+    spec = conditions(
+        requires=requires,
+        ensures=ensures,
+        reads=reads,
+        writes=writes,
+        unchecked_writes=unchecked_writes,
+    )
     if spec is not None and contract is not None:
-        msg = "give either contract= or requires=/ensures=/reads=/writes=, not both"
+        msg = (
+            "give either contract= or requires=/ensures=/reads=/writes=/unchecked_writes=, not both"
+        )
         raise ToolDefinitionError(msg)
     tool_contract = contract if contract is not None else spec
 
