@@ -7,7 +7,7 @@ from dataclasses import dataclass, field, fields, replace
 from typing import Literal, Protocol, TypeAlias, runtime_checkable
 
 from legato.exceptions import StreamInterrupted
-from legato.messages import JsonValue, Message, ModelResponse, ToolDefinition
+from legato.messages import JsonValue, Message, ModelResponse, ToolDefinition, Usage
 
 __all__ = [
     "Model",
@@ -16,6 +16,7 @@ __all__ = [
     "ModelSettings",
     "ModelStreamEvent",
     "OutputSpec",
+    "PricedModel",
     "ResponseCompleted",
     "SchemaDialect",
     "TextDelta",
@@ -167,6 +168,15 @@ class Model(Protocol):
 
     def stream(self, request: ModelRequest) -> AsyncIterator[ModelStreamEvent]:
         """Send the request and yield events; the last one is `ResponseCompleted`."""
+        ...
+
+
+@runtime_checkable
+class PricedModel(Protocol):
+    """A model that can price a call before making it (every provider module can)."""
+
+    def price(self, usage: Usage) -> float | None:
+        """Dollars a call with this usage would cost; None when the price is unknown."""
         ...
 
 
