@@ -9,7 +9,7 @@ import pytest
 from pydantic import BaseModel, Field
 
 from legato import Agent, RunContext, Tool, tool
-from legato.contracts import Snapshot, at_least, contract, requires
+from legato.contracts import Snapshot, arg, at_least, contract, decreased_by, requires
 from legato.effects import unsafe_switches
 from legato.events import StateCommitted, StateRejected
 from legato.exceptions import ContractViolation, ToolDefinitionError
@@ -149,3 +149,40 @@ def test_twin_with_the_explicit_opt_in_any_type_valid_value_commits() -> None:
     opted_in = tool(writes=["balance"], unchecked_writes=True)(set_balance_body)
     assert opted_in.contract is not None
     assert balance_run(opted_in) == -1_000_000
+
+
+# -- arguments an approver edited are the ones checked ---------------------------------------
+
+
+def test_an_approvers_edit_is_checked_against_the_preconditions() -> None:
+    from legato.approvals import ApprovalPolicy, CallbackApprover, Edit, Rule
+
+    ran: list[int] = []
+
+    @tool(
+        side_effects="irreversible",
+        requires=at_least("balance", arg("amount")),
+        ensures=decreased_by("balance", arg("amount")),
+        writes=["balance"],
+    )
+    def pay(ctx: RunContext[Any], amount: int) -> str:
+        """Pay out."""
+        assert ctx.state is not None
+        ran.append(amount)
+        ctx.state["balance"] -= amount
+        return "paid"
+
+    def run_with(edit_to: int) -> int:
+        policy = ApprovalPolicy(
+            rules=[Rule("pay", "ask")],
+            handler=CallbackApprover(lambda r: Edit(arguments={"amount": edit_to})),
+        )
+        model = ScriptedModel([reply(call("pay", {"amount": 10})), "done"])
+        result = Agent(model, tools=[pay], state=Account(), approvals=policy).run_sync("pay 10")
+        assert result.state is not None
+        return int(result.state["balance"])
+
+    assert run_with(1000) == 100  # the edit overdraws: refused before the tool runs
+    assert ran == []
+    assert run_with(30) == 70  # a valid edit runs and commits against the edited amount
+    assert ran == [30]
