@@ -45,7 +45,7 @@ from typing_extensions import Unpack
 from legato._effects_parts import current_switches
 from legato.exceptions import BudgetExceeded, ConfigurationError, PriceUnknown
 from legato.messages import Usage
-from legato.models import Model, ModelRequest, PricedModel
+from legato.models import Model, ModelRequest, price_of
 
 __all__ = [
     "Budget",
@@ -529,9 +529,9 @@ _OUTPUT_BOUND: tuple[Resource, ...] = ("output_tokens", "tokens", "dollars")
 
 def _model_price(model: Model | None, input_tokens: int, output_tokens: int) -> float | None:
     """The model's own price for that many tokens; None when it cannot price calls."""
-    if not isinstance(model, PricedModel):
+    if model is None:
         return None
-    return model.price(Usage(input_tokens=input_tokens, output_tokens=output_tokens))
+    return price_of(model, Usage(input_tokens=input_tokens, output_tokens=output_tokens))
 
 
 def nested_budget(own: Budget | BudgetLimits | None, parent: Budget | None) -> Budget | None:

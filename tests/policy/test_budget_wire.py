@@ -125,3 +125,15 @@ def test_the_price_table_prices_the_worst_case(sim: WireSimulator) -> None:
         model.price(Usage(input_tokens=1000, output_tokens=4096)) or 0
     )
     assert worst.tokens == 5096
+
+
+def test_wrapped_models_price_like_the_models_they_wrap(sim: WireSimulator) -> None:
+    from legato.models import FallbackModel, RetryingModel, price_of
+
+    usage = Usage(input_tokens=1000, output_tokens=1000)
+    cheap, dear = gpt(sim, "gpt-4o-mini"), gpt(sim, "gpt-4o")
+    assert price_of(RetryingModel(dear), usage) == dear.price(usage)
+    chain = FallbackModel([cheap, dear])
+    assert price_of(chain, usage) == max(cheap.price(usage) or 0, dear.price(usage) or 0)
+    unknown = FallbackModel([cheap, ScriptedModel([])])
+    assert price_of(unknown, usage) is None  # one member cannot be priced: nor can the chain

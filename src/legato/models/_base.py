@@ -24,6 +24,7 @@ __all__ = [
     "ToolCallDelta",
     "ToolChoice",
     "complete",
+    "price_of",
 ]
 
 ToolChoice: TypeAlias = "Literal['auto', 'required', 'none'] | str"
@@ -178,6 +179,11 @@ class PricedModel(Protocol):
     def price(self, usage: Usage) -> float | None:
         """Dollars a call with this usage would cost; None when the price is unknown."""
         ...
+
+
+def price_of(model: Model, usage: Usage) -> float | None:
+    """What `model` would charge for `usage`; None when it cannot price calls."""
+    return model.price(usage) if isinstance(model, PricedModel) else None
 
 
 async def complete(model: Model, request: ModelRequest) -> ModelResponse:
