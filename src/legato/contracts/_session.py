@@ -13,7 +13,7 @@ import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from types import MappingProxyType
-from typing import Any, Literal
+from typing import Any, Literal, cast
 
 from pydantic_core import to_jsonable_python
 
@@ -381,10 +381,25 @@ def admitted(args: Mapping[str, Any], *, tool: str) -> Mapping[str, Any]:
     if not current_switches().snapshot_args:  # test twin: the tool's own objects
         return args
     try:
-        return MappingProxyType(copy.deepcopy(dict(args)))
+        return MappingProxyType({name: _private(value) for name, value in args.items()})
     except Exception as exc:
         msg = f"the arguments cannot be copied for the contract ({type(exc).__name__}: {exc})"
         raise ContractViolation(msg, tool=tool) from exc
+
+
+_ATOMS = (str, int, float, bool, type(None))
+
+
+def _private(value: object) -> object:
+    """A deep copy; JSON-shaped values (what validated arguments mostly are) the fast way."""
+    kind: type = type(value)
+    if kind in _ATOMS:
+        return value
+    if kind is list:
+        return [_private(v) for v in cast("list[object]", value)]
+    if kind is dict:
+        return {k: _private(v) for k, v in cast("dict[object, object]", value).items()}
+    return copy.deepcopy(value)
 
 
 def _message(outcome: Reject | Any) -> str:
