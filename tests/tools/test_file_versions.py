@@ -3,11 +3,15 @@
 from __future__ import annotations
 
 import asyncio
+import os
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+import legato
 from legato import Agent
 from legato.messages import JsonValue
 from legato.models import ModelRequest
@@ -143,3 +147,30 @@ async def test_a_file_created_after_a_run_saw_it_missing_is_not_clobbered(
     with pytest.raises(Exception, match="was created since you last read it"):
         await use(tools, "a", "write_file", path="new.txt", content="a\n")
     assert (tmp_path / "new.txt").read_text() == "b was first\n"
+
+
+async def test_a_write_by_another_process_is_detected(tmp_path: Path, tools: Toolset) -> None:
+    await use(tools, "a", "read_file", path="notes.txt")
+    other = (
+        "import asyncio\n"
+        "from legato.sandbox import Workspace\n"
+        "from legato.tools import RunContext\n"
+        "from legato.tools.builtin import workspace_tools\n"
+        f"tools = workspace_tools(Workspace({str(tmp_path)!r}), commands=False)\n"
+        "write = tools.get('write_file')\n"
+        "ctx = RunContext(deps=None, run_id='other-process')\n"
+        "asyncio.run(write.invoke({'path': 'notes.txt', 'content': 'theirs\\n'}, ctx))\n"
+    )
+    env = {**os.environ, "PYTHONPATH": str(Path(legato.__file__).parents[1])}
+    done = await asyncio.to_thread(
+        subprocess.run,
+        [sys.executable, "-c", other],
+        capture_output=True,
+        timeout=60,
+        check=False,
+        env=env,
+    )
+    assert done.returncode == 0, done.stderr
+    with pytest.raises(Exception, match="was changed since you last read it"):
+        await use(tools, "a", "write_file", path="notes.txt", content="mine\n")
+    assert (tmp_path / "notes.txt").read_text() == "theirs\n"
