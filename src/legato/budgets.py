@@ -393,7 +393,8 @@ class Budget:
         """Reserve one model call's worst case; return the request to send, and the hold.
 
         The output reserved is the request's `max_tokens`, else the model profile's
-        `max_output_tokens`, else `output_reserve`. When the request sets no `max_tokens`
+        `max_output_tokens`, else `output_reserve` (plus the request's `thinking_budget`:
+        reasoning tokens are output tokens). When the request sets no `max_tokens`
         and this budget (or one it draws from) limits output, total tokens or dollars,
         the returned request carries the reserved cap, so the provider cannot generate
         more than was reserved.
@@ -402,8 +403,11 @@ class Budget:
             BudgetExceeded: the worst case does not fit (nothing is held).
             PriceUnknown: dollars are limited and the call cannot be priced.
         """
+        settings = request.settings
         profile_cap = model.profile.max_output_tokens if model is not None else None
-        cap = request.settings.max_tokens or profile_cap or self.limits.output_reserve
+        # reasoning counts as output (and a provider may need room beyond the thinking budget)
+        reserve = self.limits.output_reserve + (settings.thinking_budget or 0)
+        cap = settings.max_tokens or profile_cap or reserve
         worst = self.model_call_worst_case(
             input_tokens=estimate_tokens(request), max_tokens=cap, model=model
         )

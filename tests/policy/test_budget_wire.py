@@ -137,3 +137,12 @@ def test_wrapped_models_price_like_the_models_they_wrap(sim: WireSimulator) -> N
     assert price_of(chain, usage) == max(cheap.price(usage) or 0, dear.price(usage) or 0)
     unknown = FallbackModel([cheap, ScriptedModel([])])
     assert price_of(unknown, usage) is None  # one member cannot be priced: nor can the chain
+
+
+async def test_the_cap_leaves_room_for_a_thinking_budget() -> None:
+    model = ScriptedModel(["thought it through"])
+    settings = ModelSettings(thinking_budget=8000)
+    budget = Budget(output_tokens=50_000)
+    await Agent(model, model_settings=settings).run("think", budget=budget)
+    (request,) = model.requests
+    assert request.settings.max_tokens == 8000 + 4096  # above the thinking budget
