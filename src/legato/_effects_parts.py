@@ -65,6 +65,8 @@ class Switches:
     """Show contracts a private copy of the arguments as admitted (`legato.contracts`)."""
     cap_output: bool = True
     """Send the output cap a budget reserved when the request sets no `max_tokens`."""
+    meter_side_calls: bool = True
+    """Reserve a run's model calls outside its loop (compaction summaries) in its budget."""
 
 
 _SAFE = Switches()

@@ -36,7 +36,7 @@ import json
 import math
 import threading
 import time
-from collections.abc import Iterable
+from collections.abc import AsyncIterator, Iterable
 from dataclasses import dataclass, fields, replace
 from typing import Literal, TypeAlias, TypedDict
 
@@ -45,7 +45,14 @@ from typing_extensions import Unpack
 from legato._effects_parts import current_switches
 from legato.exceptions import BudgetExceeded, ConfigurationError, PriceUnknown
 from legato.messages import Usage
-from legato.models import Model, ModelRequest, price_of
+from legato.models import (
+    Model,
+    ModelProfile,
+    ModelRequest,
+    ModelStreamEvent,
+    ResponseCompleted,
+    price_of,
+)
 
 __all__ = [
     "Budget",
@@ -469,6 +476,16 @@ class Budget:
             steps=1,
         )
 
+    def metered(self, model: Model) -> Model:
+        """`model` with every call reserved in this budget first (and capped like the run's).
+
+        For model calls a run makes outside its loop, such as a compaction summary:
+        they spend from the same budget, and one that does not fit is never sent.
+        """
+        if not current_switches().meter_side_calls:  # test twin: the call is not counted
+            return model
+        return _Metered(model, self)
+
     def _limits_any(self, resources: tuple[Resource, ...]) -> bool:
         """Whether this budget, or one it draws them from, limits any of `resources`."""
         if any(getattr(self.limits, r) is not None for r in resources):
@@ -529,6 +546,40 @@ _RESOURCES: tuple[Resource, ...] = (
 _ALL: frozenset[Resource] = frozenset(_RESOURCES)
 _OUTPUT_BOUND: tuple[Resource, ...] = ("output_tokens", "tokens", "dollars")
 """Limits that an uncapped output could overshoot."""
+
+
+class _Metered:
+    """A model whose calls reserve in a budget before they are sent (see `Budget.metered`)."""
+
+    def __init__(self, model: Model, budget: Budget) -> None:
+        self.model = model
+        self.budget = budget
+
+    @property
+    def name(self) -> str:
+        """The wrapped model's name."""
+        return self.model.name
+
+    @property
+    def profile(self) -> ModelProfile:
+        """The wrapped model's profile."""
+        return self.model.profile
+
+    def price(self, usage: Usage) -> float | None:
+        """The wrapped model's price."""
+        return price_of(self.model, usage)
+
+    async def stream(self, request: ModelRequest) -> AsyncIterator[ModelStreamEvent]:
+        """Reserve, stream, settle with the reported usage (a failed call gives it back)."""
+        request, reservation = self.budget.reserve_model_call(request, self.model)
+        try:
+            async for event in self.model.stream(request):
+                if isinstance(event, ResponseCompleted):
+                    response = event.response
+                    reservation.settle(self.budget.model_call_actual(response.usage, response.cost))
+                yield event
+        finally:
+            reservation.release()  # no-op once settled
 
 
 def _model_price(model: Model | None, input_tokens: int, output_tokens: int) -> float | None:

@@ -115,7 +115,7 @@ class RunDriver(Generic[OutputT]):
             stream=self._scope.publish,
         )
         self._executor: ToolExecutor | None = None
-        self._context = ContextStep(config.context, config.model)
+        self._context = ContextStep(config.context, config.model, budget=config.budget)
 
     def _record(self, event: JournalEvent) -> JournalEvent:
         self.journal.append(event)
