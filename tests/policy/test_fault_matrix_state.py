@@ -7,8 +7,9 @@ Randomized model-free runs of three families, each property checked after every 
   complete; no such call may commit, and every honest call must;
 - caps:     a model that writes until it is stopped runs under a token, output or dollar
   budget whose requests set no `max_tokens`; no budget may end above its limit;
-- files:    2-4 concurrent runs increment a counter file through the shipped
-  `read_file` / `write_file` tools, re-reading when told to; no increment may be lost.
+- files:    2-4 concurrent runs change one file through the shipped file tools (increment
+  a counter with `write_file` or `edit_file`, or append a line to a file that starts
+  absent), re-reading when told to; no change may be lost.
 
 Each family's protection is switched off in a twin (`unsafe_switches(snapshot_args=False)`,
 `unsafe_switches(cap_output=False)`, `FileToolOptions(check_versions=False)`), which must
@@ -183,32 +184,60 @@ async def caps_run(rng: random.Random, seen: Counter[str]) -> None:
 # -- lost updates through files ------------------------------------------------------------------
 
 
-def incrementer(rng: random.Random) -> Any:
+def numbered(text: str) -> list[str]:
+    """The lines `read_file` showed, without their numbers."""
+    return [line.split("\t", 1)[1] for line in text.splitlines() if "\t" in line]
+
+
+def writer_model(rng: random.Random, mode: str, me: str) -> Any:
+    """One run's model: read the file, then change it by `mode`; re-read on any error.
+
+    - `counter`: write the number + 1 (`write_file`);
+    - `edit`:    replace the number by the number + 1 (`edit_file`);
+    - `append`:  the file starts absent; write what was read plus a line of its own.
+    """
+
     async def turn(request: ModelRequest) -> Any:
         last = request.messages[-1]
-        if last.role != "tool":
-            return reply(call("read_file", {"path": "counter.txt"}))
+        if (
+            last.role != "tool"
+            or last.tool_results[0].name != "read_file"
+            and (last.tool_results[0].is_error)
+        ):
+            return reply(call("read_file", {"path": "shared.txt"}))
         result = last.tool_results[0]
-        if result.name == "read_file":
-            value = int(result.text.split("\t", 1)[1])
-            await asyncio.sleep(rng.choice((0, 0, 0.0005, 0.001, 0.002)))
-            return reply(call("write_file", {"path": "counter.txt", "content": str(value + 1)}))
-        if result.is_error:
-            return reply(call("read_file", {"path": "counter.txt"}))
-        return "incremented"
+        if result.name != "read_file":
+            return "done"
+        await asyncio.sleep(rng.choice((0, 0, 0.0005, 0.001, 0.002)))
+        if mode == "append":
+            lines = [] if result.is_error else numbered(result.text)
+            content = "".join(f"{line}\n" for line in [*lines, me])
+            return reply(call("write_file", {"path": "shared.txt", "content": content}))
+        value = int(numbered(result.text)[0])
+        if mode == "edit":
+            edit = {"path": "shared.txt", "old_text": str(value), "new_text": str(value + 1)}
+            return reply(call("edit_file", edit))
+        return reply(call("write_file", {"path": "shared.txt", "content": str(value + 1)}))
 
     return turn
 
 
-def fresh_counter(root: Path) -> None:
+def fresh(root: Path, mode: str) -> None:
     root.mkdir()
-    (root / "counter.txt").write_text("0")
+    if mode != "append":
+        (root / "shared.txt").write_text("0")
+
+
+def landed(root: Path, mode: str) -> int:
+    text = (root / "shared.txt").read_text()
+    return len(text.splitlines()) if mode == "append" else int(text)
 
 
 async def files_run(
     rng: random.Random, seen: Counter[str], root: Path, *, check_versions: bool
 ) -> None:
-    fresh_counter(root)
+    mode = rng.choice(("counter", "counter", "edit", "append"))
+    fresh(root, mode)
     runs = rng.randint(2, 4)
     options = FileToolOptions(check_versions=check_versions)
     # a refused write is a failed call: with n writers one may be refused n-1 times in a row
@@ -217,12 +246,15 @@ async def files_run(
         for t in workspace_tools(Workspace(root), commands=False, options=options)
     ]
     agents = [
-        Agent(FunctionModel(incrementer(random.Random(rng.random()))), tools=shared)
-        for _ in range(runs)
+        Agent(
+            FunctionModel(writer_model(random.Random(rng.random()), mode, f"run {i}")), tools=shared
+        )
+        for i in range(runs)
     ]
-    await asyncio.gather(*(a.run("increment the counter") for a in agents))
+    await asyncio.gather(*(a.run("change the shared file") for a in agents))
     seen["increments"] += runs
-    seen["files"] += runs - int((root / "counter.txt").read_text())
+    seen[f"{mode} runs"] += 1
+    seen["files"] += runs - landed(root, mode)
 
 
 # -- the matrix -----------------------------------------------------------------------------------
@@ -265,7 +297,9 @@ async def test_fault_matrix_state_every_property_holds(
             f"\nfault matrix (state): {runs} runs "
             f"{ {f: seen[f'{f} runs'] for f in FAMILIES} }; "
             f"{seen['cheating calls']} cheating and {seen['honest calls']} honest calls, "
-            f"{seen['model calls']} capped model calls, {seen['increments']} increments; "
+            f"{seen['model calls']} capped model calls, {seen['increments']} file changes "
+            f"({seen['counter runs']} counter, {seen['edit runs']} edit, "
+            f"{seen['append runs']} append runs); "
             f"violations {violations}"
         )
     assert runs == 800
