@@ -61,6 +61,20 @@ class Switches:
     """Record a `SpawnFinished` for a child cancelled because its parent stopped."""
     tree_budget: bool = True
     """Run children (spawned, or agents as tools) on their parent run's budget."""
+    write_ahead: bool = True
+    """Commit an event the resume contract stands on (an admission, an outcome) to the
+    store before recording returns; off: the journal is stored only when the run ends."""
+    hold_tree: bool = True
+    """An open ask anywhere in a tree of runs holds side-effecting calls everywhere in it."""
+    inherit_gate: bool = True
+    """A child run gets its parent's approval policy (nested) and security hooks."""
+    park_parent: bool = True
+    """A child that parks parks its parent (off: the parent sees a failed child)."""
+    resume_claim: bool = True
+    """A resumed run first claims its journal's next position (`RunResumed`)."""
+    hold_on_failure: bool = True
+    """An ask that ends without a decision (its handler raised, its decision was claimed by
+    another resumer) refuses the side-effecting calls it held instead of releasing them."""
     snapshot_args: bool = True
     """Show contracts a private copy of the arguments as admitted (`legato.contracts`)."""
     cap_output: bool = True
@@ -137,8 +151,46 @@ class LedgerEntry:
         self.done: asyncio.Event | None = None
 
 
+class GateTree:
+    """The hold shared by the gates of a tree of runs (a run and its children, recursively).
+
+    Each gate reports the asks it has open; a side-effecting call in any run of the tree is
+    held while another run of the tree has one open, and when one of them parks or ends its
+    ask without a decision, the held calls park or are refused with it.
+    """
+
+    __slots__ = ("_changed", "_open", "failed", "park")
+
+    def __init__(self) -> None:
+        self._open: dict[int, frozenset[str]] = {}
+        self._changed = asyncio.Event()
+        self.park: ParkedRun | None = None
+        self.failed: str | None = None
+
+    def report(self, gate: object, open_calls: frozenset[str]) -> None:
+        """`gate`'s open asks now (empty: none)."""
+        key = id(gate)
+        if self._open.get(key, frozenset()) == open_calls:
+            return
+        if open_calls:
+            self._open[key] = open_calls
+        else:
+            self._open.pop(key, None)
+        self._changed.set()
+        self._changed = asyncio.Event()
+
+    def held_for(self, gate: object) -> bool:
+        """Whether another run of the tree has an ask open."""
+        key = id(gate)
+        return any(k != key for k in self._open)
+
+    async def changed(self) -> None:
+        """Wait until some gate of the tree reports."""
+        await self._changed.wait()
+
+
 class StepState:
-    __slots__ = ("calls", "open", "park", "plans", "rejected", "step")
+    __slots__ = ("calls", "failed", "open", "park", "plans", "rejected", "step")
 
     def __init__(self, *, step: int = 0) -> None:
         self.step = step
@@ -148,6 +200,9 @@ class StepState:
         """Calls of this step with an `ask` not decided yet."""
         self.rejected = False
         self.park: ParkedRun | None = None
+        self.failed: str | None = None
+        """Why an ask of this step ended without a decision (its handler raised, its
+        decision was claimed elsewhere): the side-effecting calls it held never run."""
 
 
 def expired(request: ApprovalRequest) -> bool:

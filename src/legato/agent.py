@@ -16,13 +16,12 @@ from pydantic import BaseModel
 from typing_extensions import TypeVar, Unpack
 
 from legato.contracts import State, StateOptions
-from legato.events import Journal, RunEvent, RunFailed, RunFinished
-from legato.exceptions import ConfigurationError, JournalError
+from legato.events import Journal, JournalEvent, RunEvent, RunFailed, RunFinished, RunStarted
+from legato.exceptions import ConfigurationError, JournalError, RunNotResumable
 from legato.messages import ContentPart, Message
 from legato.models import Model, ModelSettings, infer_model
 from legato.run._loop import RunConfig, RunDriver
 from legato.run._output import OutputMode, OutputSchema
-from legato.run._persist import continue_context, persisted
 from legato.run._result import RunResult
 from legato.run._sync import iterate_sync, run_sync
 from legato.tools import Tool, Toolset, ToolSource
@@ -124,6 +123,8 @@ class ResumeOptions(TypedDict, total=False):
     """The budget for the rest of the run."""
     timeout: float | None
     """Seconds the rest of the run may take."""
+    owner: str | None
+    """Who resumes the run, recorded in its `RunResumed` event (default: host:pid)."""
 
 
 def _as_state(state: State[Any] | BaseModel | None) -> State[Any] | None:
@@ -281,17 +282,18 @@ class Agent(Generic[OutputT]):
         if self.memory is not None and message is not None:
             instructions = self.memory.instructions_for(self.instructions, message.text)
             config = replace(config, instructions=instructions)
+        store = self._store() if session is not None else self.store
+        config = replace(
+            config,
+            store=store,
+            session=session,
+            sessions=store if session is not None else None,
+            carry_context=not options.get("message_history"),
+        )
         driver = RunDriver(config)
         driver.start(message, history)
-        continue_context(driver, carried)
+        driver.carry_over(carried)
         return driver
-
-    def _events(self, driver: RunDriver[OutputT], options: RunOptions) -> AsyncGenerator[RunEvent]:
-        """The run's events, journaled to the store (and its session) as they happen."""
-        session = options.get("session")
-        store = self._store() if session is not None else self.store
-        carry = not options.get("message_history")
-        return persisted(driver, runs=store, sessions=store, session=session, carry_context=carry)
 
     def start(
         self, prompt: Prompt | None = None, /, **options: Unpack[RunOptions]
@@ -303,9 +305,7 @@ class Agent(Generic[OutputT]):
         from legato.run._handle import RunHandle
 
         driver = self._driver(prompt, options)
-        return RunHandle(
-            driver, events=self._events(driver, options), timeout=options.get("timeout")
-        )
+        return RunHandle(driver, timeout=options.get("timeout"))
 
     async def run(
         self, prompt: Prompt | None = None, /, **options: Unpack[RunOptions]
@@ -342,31 +342,34 @@ class Agent(Generic[OutputT]):
                 await handle.wait()
 
     async def resume(
-        self, journal: Journal | ParkedRun | str, /, **options: Unpack[ResumeOptions]
+        self, run: str | Journal | ParkedRun, /, **options: Unpack[ResumeOptions]
     ) -> RunResult[OutputT]:
-        """Continue a parked (or interrupted) run from its journal (or its JSONL text).
+        """Continue a parked or interrupted run, by id or from its journal.
 
-        Effects the journal shows as admitted are never run again; approval decisions
-        are claimed from the policy's store, each exactly once. Raises `RunParked` again
-        while decisions are missing.
+        `run` is a run id in the agent's store, a `Journal`, a `ParkedRun` or JSONL text.
+        Effects the journal shows as finished are never run again; one admitted and never
+        finished (a crash) is reconciled by its tool's declared kind. Approval decisions are
+        claimed from the policy's store, each exactly once. Raises `RunParked` again while
+        decisions are missing, `RunNotResumable` for an unknown, ended or edited run, and
+        `JournalConflict` when another process resumed the same stored run first (nothing
+        runs then). With a store, the resumed run is written ahead like any other and, when
+        it finishes, its session gets the turn.
         """
-        return await _finish(self.start_resumed(journal, **options))
+        return await _finish(self.start_resumed(run, **options))
+
+    def resume_sync(
+        self, run: str | Journal | ParkedRun, /, **options: Unpack[ResumeOptions]
+    ) -> RunResult[OutputT]:
+        """`resume` for synchronous code."""
+        return run_sync(self.resume(run, **options))
 
     def start_resumed(
-        self, journal: Journal | ParkedRun | str, /, **options: Unpack[ResumeOptions]
+        self, run: str | Journal | ParkedRun, /, **options: Unpack[ResumeOptions]
     ) -> RunHandle[OutputT]:
         """`resume`, returning the handle."""
-        from legato.approvals import ParkedRun
         from legato.run._handle import RunHandle
 
-        if isinstance(journal, ParkedRun):
-            journal = journal.journal
-        elif isinstance(journal, str):
-            journal = Journal.from_jsonl(journal)
-        events = list(journal.events)
-        if any(isinstance(e, RunFailed | RunFinished) for e in events):
-            msg = "cannot resume a run that has already finished or failed"
-            raise JournalError(msg)
+        events, saved, session = self._resume_prefix(run)
         config = self.run_config(
             deps=options.get("deps"),
             approvals=options.get("approvals"),
@@ -380,8 +383,75 @@ class Agent(Generic[OutputT]):
             # Limits per run: the run's fresh budget starts with what the run had spent
             # before it was interrupted. A shared `Budget` object already holds that.
             config.budget.count_spent(config.budget.spent_in(events))
-        driver = RunDriver(config, journal=Journal(events))
+        if self.store is not None:
+            config = replace(
+                config,
+                store=self.store,
+                session=session,
+                sessions=self.store if session is not None else None,
+            )
+        driver = RunDriver(config, journal=Journal(events), saved=saved)
+        from legato._effects_parts import current_switches
+
+        if current_switches().resume_claim:
+            driver.resumed(options.get("owner"))  # the claim: a losing resumer stops here
         return RunHandle(driver, timeout=options.get("timeout"))
+
+    def _resume_prefix(
+        self, run: str | Journal | ParkedRun
+    ) -> tuple[list[JournalEvent], int, str | None]:
+        """The journal to continue, how much of it the store holds, and its session.
+
+        A run id is loaded from the store. A journal passed in must agree with what the
+        store holds of that run (the store's copy is the truth; an older or edited copy is
+        refused); a run the store does not know is stored whole before it continues.
+        """
+        from legato.approvals import ParkedRun
+
+        run_id: str | None
+        if isinstance(run, ParkedRun):
+            journal: Journal | None = run.journal
+        elif isinstance(run, Journal):
+            journal = run
+        elif run.lstrip().startswith("{"):
+            journal = Journal.from_jsonl(run)
+        else:
+            journal = None
+        if journal is None:
+            run_id = str(run).strip()
+            if self.store is None:
+                raise RunNotResumable(run_id, "the agent has no store to load it from")
+            try:
+                stored = list(self.store.load_run(run_id).events)
+            except JournalError as exc:
+                raise RunNotResumable(run_id, str(exc)) from exc
+            events = stored
+        else:
+            events = list(journal.events)
+            run_id = journal.run_id
+            stored = None
+        first = events[0] if events else None
+        if not isinstance(first, RunStarted):
+            raise RunNotResumable(run_id, "its journal does not begin with RunStarted")
+        if any(isinstance(e, RunFailed | RunFinished) for e in events):
+            raise RunNotResumable(run_id, "it has already finished or failed")
+        if self.store is None:
+            return events, 0, None
+        info = self.store.run_info(first.run_id)
+        if stored is None and info is not None:
+            stored = list(self.store.load_run(first.run_id).events)
+        if stored is None:  # not in this store yet: it is stored whole, then continued
+            self.store.append_events(first.run_id, events, start=0)
+            return events, len(events), None
+        if not _same_prefix(stored, events):
+            why = (
+                "the journal passed differs from the stored one (edited, or an older copy: "
+                f"the store holds {len(stored)} events, it has {len(events)}); resume it by id"
+            )
+            raise RunNotResumable(first.run_id, why)
+        if len(events) > len(stored):  # events recorded in memory after the last commit
+            self.store.append_events(first.run_id, events[len(stored) :], start=len(stored))
+        return events, len(events), info.session if info is not None else None
 
     def stream_sync(
         self, prompt: Prompt | None = None, /, **options: Unpack[RunOptions]
@@ -391,6 +461,15 @@ class Agent(Generic[OutputT]):
 
     def __repr__(self) -> str:
         return f"Agent(name={self.name!r}, model={self._model_spec!r})"
+
+
+def _same_prefix(stored: Sequence[JournalEvent], given: Sequence[JournalEvent]) -> bool:
+    """Whether the shorter of two journals is the start of the longer (`given` not shorter)."""
+    if len(given) < len(stored):
+        return False
+    # compared as stored: the JSON form is what the store's copy was read back from
+    ours = Journal(given[: len(stored)]).to_jsonl()
+    return ours == Journal(stored).to_jsonl()
 
 
 async def _finish(handle: RunHandle[OutputT]) -> RunResult[OutputT]:

@@ -39,7 +39,7 @@ import sys
 import threading
 import time
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Literal, Protocol, TypeAlias, cast, runtime_checkable
 
 from legato.exceptions import DecisionAlreadyUsed, DecisionTokenInvalid, PolicyError
@@ -154,6 +154,9 @@ class ApprovalPolicy:
     reject_holds_siblings: bool = True
     """A rejection also refuses the side-effecting calls of the same response that were
     held behind it (the model is told and may call them again)."""
+    within: ApprovalPolicy | None = None
+    """The policy of the run this one is nested in (a child run's parent): every call gets
+    the stricter of the two actions, so a child can narrow its parent's policy, never widen it."""
 
     def __post_init__(self) -> None:
         if self.default not in _ACTIONS:
@@ -175,8 +178,37 @@ class ApprovalPolicy:
                 rules.extend(value)
         return cls(rules=rules)
 
+    @classmethod
+    def for_child(
+        cls, parent: ApprovalPolicy | None, own: ApprovalPolicy | None
+    ) -> ApprovalPolicy | None:
+        """The policy a child run gets: its own nested in its parent's (`within`).
+
+        Requests go to the parent's handler and store, so whoever decides for the parent
+        decides for the whole tree, and a decision is claimed once wherever it is used.
+        """
+        if parent is None:
+            return own
+        base = own if own is not None else cls()
+        return replace(
+            base,
+            handler=parent.handler,
+            store=parent.store,
+            wait=parent.wait,
+            ttl=parent.ttl,
+            within=parent,
+        )
+
     def action(self, tool: Tool, arguments: JsonValue) -> tuple[Action, str]:
         """The action for a call and a description of why (the rule, or the default)."""
+        action, why = self._own_action(tool, arguments)
+        if self.within is not None:
+            outer, outer_why = self.within.action(tool, arguments)
+            if _STRICTNESS[outer] > _STRICTNESS[action]:
+                return outer, f"{outer_why} (inherited from the parent run)"
+        return action, why
+
+    def _own_action(self, tool: Tool, arguments: JsonValue) -> tuple[Action, str]:
         for rule in self.rules:
             if rule.matches(tool.name, arguments):
                 return rule.action, rule.describe()
@@ -185,9 +217,16 @@ class ApprovalPolicy:
         return self.default, f"default for {tool.side_effects} tools -> {self.default}"
 
     def check(self, tools: Mapping[str, Tool]) -> None:
-        """Raise `PolicyError` for a rule naming no tool of the run, or an unknown argument."""
+        """Raise `PolicyError` for a rule naming no tool of the run, or an unknown argument.
+
+        A run with a tool that starts child runs (`spawn`, `agent.as_tool`) may name its
+        children's tools: the policy covers the whole tree.
+        """
+        has_children = any(t.metadata.get("legato.spawns_children") for t in tools.values())
         for rule in self.rules:
             matched = [t for name, t in tools.items() if fnmatch.fnmatchcase(name, rule.tool)]
+            if not matched and has_children:
+                continue
             if not matched:
                 known = ", ".join(sorted(tools)) or "none"
                 msg = f"approval rule {rule.describe()!r} names an unknown tool; tools: {known}"
@@ -196,6 +235,9 @@ class ApprovalPolicy:
                 if not any(_has_argument(t, name) for t in matched):
                     msg = f"approval rule {rule.describe()!r}: no tool {rule.tool!r} takes {name!r}"
                     raise PolicyError(msg)
+
+
+_STRICTNESS: dict[str, int] = {"auto": 0, "ask": 1, "deny": 2}
 
 
 def _has_argument(tool: Tool, name: str) -> bool:

@@ -35,6 +35,7 @@ from typing import Any
 
 from legato._effects_parts import (
     Cleared,
+    GateTree,
     LedgerEntry,
     Plan,
     StepState,
@@ -142,6 +143,7 @@ class EffectGate:
         hooks: Sequence[Hook] = (),
         agent: str = "",
         stream: Callable[[JournalEvent], object] | None = None,
+        tree: GateTree | None = None,
     ) -> None:
         """Make the gate of one run.
 
@@ -155,12 +157,16 @@ class EffectGate:
             agent: The agent's name, for hooks.
             stream: Also receives each event the gate records, for the run's stream
                 (default: an internal buffer read by `until_done` / `drain`).
+            tree: The hold shared with the other runs of a tree (a child gets its
+                parent's; default: a tree of this run alone).
         """
         self._journal = journal if journal is not None else Journal()
         self._record_fn = record or self._record_standalone
         self.policy = policy
         self.budget = budget
         self.switches = current_switches()
+        self.tree = tree if tree is not None else GateTree()
+        """The hold this gate shares with the other runs of its tree."""
         self.epoch = 0
         self.fenced: str | None = None
         """The reason the run was fenced, once it is."""
@@ -290,6 +296,13 @@ class EffectGate:
             self._clear.set()
         else:
             self._clear.clear()
+        tree = self.tree
+        if state.park is not None and tree.park is None:
+            tree.park = state.park
+        if state.failed is not None and tree.failed is None:
+            tree.failed = state.failed
+        settled = state.park is not None or self.fenced is not None
+        tree.report(self, frozenset() if settled else frozenset(state.open))
 
     # -- admission ---------------------------------------------------------------------------------
 
@@ -377,7 +390,10 @@ class EffectGate:
             self._step.rejected = True
             return self._refuse(call, eid, "rejected", f"Not run: {decision.message}")
         if tool.side_effects != "none" and self.switches.hold_run_wide:
-            await self._hold()  # approved, but other requests of the run are still pending
+            # approved, but other requests of the run are still pending
+            held = await self._hold()
+            if held is not None:
+                return self._refuse(call, eid, "held", held)
         if isinstance(decision, Edit):
             try:
                 edited = tool.validate(decision.arguments)
@@ -392,7 +408,9 @@ class EffectGate:
     ) -> Cleared | Refused:
         if effectful:
             if self.switches.hold_run_wide:
-                await self._hold()
+                held = await self._hold()
+                if held is not None:
+                    return self._refuse(call, eid, "held", held)
             holds = self.policy is None or self.policy.reject_holds_siblings
             if self._step.rejected and holds:
                 text = (
@@ -458,12 +476,25 @@ class EffectGate:
         )
         return Refused(reason="duplicate", outcome=entry.outcome, result=result)
 
-    async def _hold(self) -> None:
-        while not self._clear.is_set():
-            await self._clear.wait()
-        park = self._step.park
+    async def _hold(self) -> str | None:
+        """Wait while an ask is open in the step or the tree; a refusal if the call must not run."""
+        tree = self.tree
+        while True:
+            if not self._clear.is_set():
+                await self._clear.wait()
+            elif tree.held_for(self) and self.fenced is None and self.switches.hold_tree:
+                await tree.changed()
+            else:
+                break
+        park = self._step.park or (tree.park if self.switches.hold_tree else None)
         if park is not None and self.fenced is None:
             raise RunParked(park, parked_message(park))
+        failed = self._step.failed or (tree.failed if self.switches.hold_tree else None)
+        if failed is not None and self.switches.hold_on_failure:
+            return (
+                f"Not run: it was held behind an approval that ended without a decision ({failed})."
+            )
+        return None
 
     # -- approvals -----------------------------------------------------------------------------------
 
@@ -501,6 +532,13 @@ class EffectGate:
                     )
                 )
                 return decision
+            except RunParked:
+                raise
+            except BaseException as exc:
+                # no decision: whatever this ask held must not run now
+                if state.failed is None and self.switches.hold_on_failure:
+                    state.failed = f"{type(exc).__name__}: {exc}"
+                raise
             finally:
                 state.open.discard(call.id)
                 self._update_clear()

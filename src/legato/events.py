@@ -49,6 +49,7 @@ __all__ = [
     "HookApplied",
     "RefusalReason",
     "RunParked",
+    "RunResumed",
     "ToolCallAdmitted",
     "ToolCallRefused",
     "Journal",
@@ -345,6 +346,19 @@ class RunParked:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class RunResumed:
+    """A process took the run over to continue it (its claim on the journal's next position).
+
+    Written before anything else the resumed run does: of two processes resuming the same
+    stored run, only the one whose `RunResumed` is stored first goes on.
+    """
+
+    owner: str
+    """Who resumed it (host and process id by default)."""
+    kind: Literal["run_resumed"] = "run_resumed"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class HookApplied:
     """A security hook changed or blocked something (the audit record of hooks)."""
 
@@ -591,6 +605,7 @@ AnyJournalEvent: TypeAlias = (
     | ApprovalDecided
     | CancelRequested
     | RunParked
+    | RunResumed
     | HookApplied
 )
 """Any event that is recorded in a journal (the plain union)."""

@@ -59,8 +59,10 @@ LegatoError
 │   ├── DecisionTokenInvalid      the token belongs to no request, or to another call
 │   └── DecisionAlreadyUsed       the token (or the decision) was already used once
 ├── JournalError                  a journal that cannot be read or replayed
-│   └── AuditChainBroken          an audit chain whose hashes do not verify
+│   ├── AuditChainBroken          an audit chain whose hashes do not verify
+│   └── RunNotResumable           no such stored run, it already ended, or its journal was edited
 ├── StoreError                    the store (sessions, journals, memory) cannot be used as asked
+│   ├── JournalConflict           another process wrote that journal position first (a losing resumer)
 │   ├── StoreCorrupted            the file is not a legato database, or it is damaged
 │   ├── SchemaTooNew              the database was written by a newer legato
 │   ├── SessionNotFound           no session has that name
@@ -103,6 +105,7 @@ __all__ = [
     "ContractRetriesExceeded",
     "ContractViolation",
     "InvalidRequest",
+    "JournalConflict",
     "JournalError",
     "LeaseRefused",
     "LegatoError",
@@ -127,6 +130,7 @@ __all__ = [
     "ResponseParseError",
     "RunCancelled",
     "RunError",
+    "RunNotResumable",
     "StateError",
     "StateValidationError",
     "SandboxUnavailable",
@@ -589,6 +593,18 @@ class JournalError(LegatoError):
     """A journal that cannot be parsed, or that does not replay."""
 
 
+class RunNotResumable(JournalError):
+    """The run cannot be resumed; nothing was executed or written.
+
+    Its id is unknown, it already ended, or the journal passed differs from the stored one.
+    """
+
+    def __init__(self, run_id: str | None, reason: str) -> None:
+        self.run_id = run_id
+        self.reason = reason
+        super().__init__(f"run {run_id or '?'} cannot be resumed: {reason}")
+
+
 class NetworkBlocked(LegatoError):
     """A connection to a non-loopback address was attempted while the network guard is on."""
 
@@ -598,6 +614,22 @@ class NetworkBlocked(LegatoError):
 
 class StoreError(LegatoError):
     """A store (sessions, run journals, approvals, memory) cannot do what was asked."""
+
+
+class JournalConflict(StoreError):
+    """Another writer stored that position of the run's journal first.
+
+    Two processes resumed the same run: the one whose write lands second gets this and
+    stops before anything else is admitted (its effects were never written as admitted).
+    """
+
+    def __init__(self, run_id: str, position: int) -> None:
+        self.run_id = run_id
+        self.position = position
+        super().__init__(
+            f"run {run_id}: position {position} of its journal was written by another process "
+            "(the run was resumed elsewhere); this process stops and runs nothing more"
+        )
 
 
 class StoreCorrupted(StoreError):

@@ -301,8 +301,7 @@ async def copied(store: MemoryJournalStore, parent: Journal) -> MemoryJournalSto
     for record in await store.children(run_id):
         await copy.link(record)
         journal = await store.load(record.lineage.run_id)
-        for event in journal or ():
-            await copy.append(record.lineage.run_id, event)
+        copy.append_events(record.lineage.run_id, (journal or Journal()).events, start=0)
     return copy
 
 

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from legato.events import RunStarted, UserPrompt
-from legato.exceptions import StoreError
+from legato.exceptions import JournalConflict, StoreError
 from legato.messages import Message
 from legato.store import PostgresStore, SQLiteStore
 from pg_cluster import AnyStore
@@ -153,8 +153,8 @@ def _run_appender(path: str, worker: int) -> None:
                     start=start,
                 )
                 break
-            except StoreError as exc:
-                assert "already stored" in str(exc)  # another writer took the position
+            except JournalConflict as exc:  # another writer took the position
+                assert exc.position == start
     store.close()
 
 
@@ -187,8 +187,6 @@ def test_a_writer_waits_for_another_writers_transaction_instead_of_interleaving(
     import sqlite3
 
     import pytest
-
-    from legato.exceptions import StoreError
 
     path = tmp_path / "legato.db"
     first = SQLiteStore(path)

@@ -10,6 +10,7 @@ import pytest
 from legato import Agent, tool
 from legato.events import RunFailed, RunStarted, UserPrompt
 from legato.exceptions import (
+    JournalConflict,
     JournalError,
     SessionExists,
     SessionNotFound,
@@ -149,14 +150,16 @@ def test_unknown_run_is_a_journal_error(store: AnyStore) -> None:
 def test_appending_over_stored_events_writes_nothing(store: AnyStore) -> None:
     start = RunStarted(run_id="r", agent="a", model="m")
     store.append_events("r", [start, UserPrompt(message=Message.user("1"))], start=0)
-    with pytest.raises(StoreError, match="already stored"):
+    with pytest.raises(JournalConflict, match="written by another process"):
         store.append_events(
             "r",
             [UserPrompt(message=Message.user("2")), UserPrompt(message=Message.user("3"))],
             start=1,
         )
     assert len(store.load_run("r")) == 2
-    with pytest.raises(StoreError, match="already stored"):  # the same run started twice
+    with pytest.raises(
+        JournalConflict, match="written by another process"
+    ):  # the same run started twice
         store.append_events("r", [start], start=0)
     with pytest.raises(JournalError, match="no stored run to append to"):
         store.append_events("never-started", [UserPrompt(message=Message.user("x"))], start=3)

@@ -8,6 +8,9 @@ journal replayed through `RunState` gives the same conversation and result.
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import os
+import socket
 import time
 import uuid
 from collections.abc import AsyncGenerator, AsyncIterator, Sequence
@@ -19,6 +22,7 @@ from typing_extensions import TypeVar
 from legato.contracts import State, StateOptions, StateSession
 from legato.contracts._session import merge_tools
 from legato.events import (
+    Compacted,
     Journal,
     JournalEvent,
     ModelRequested,
@@ -27,6 +31,7 @@ from legato.events import (
     RunFailed,
     RunFinished,
     RunParked,
+    RunResumed,
     RunStarted,
     StepFinished,
     UserPrompt,
@@ -35,6 +40,7 @@ from legato.exceptions import (
     ContextLengthExceeded,
     MaxStepsExceeded,
     OutputRetriesExceeded,
+    StoreError,
     StreamInterrupted,
     ToolDefinitionError,
     UnexpectedModelBehavior,
@@ -45,6 +51,7 @@ from legato.models import Model, ModelRequest, ModelSettings, ResponseCompleted
 from legato.run._context import ContextStep
 from legato.run._outcomes import cancelled_calls, check_failures, output_calls
 from legato.run._output import OUTPUT_TOOL, OutputSchema, OutputValidationError
+from legato.run._recorder import JournalSink, Recorder
 from legato.run._result import RunResult, result_from_state
 from legato.run._scope import Scope
 from legato.run._state import RunState
@@ -57,6 +64,7 @@ if TYPE_CHECKING:
     from legato.context import ContextPolicy
     from legato.effects import EffectGate
     from legato.security import Hook
+    from legato.store import SessionStore
 
 __all__ = ["RunConfig", "RunDriver"]
 
@@ -86,15 +94,41 @@ class RunConfig(Generic[OutputT]):
     approvals: ApprovalPolicy | None = None
     budget: Budget | None = None
     hooks: Sequence[Hook] = ()
+    store: JournalSink | None = None
+    """Where the journal is written ahead (a `legato.store.RunStore`; None: memory only).
+    Children's journals go to the same store."""
+    session: str | None = None
+    """The stored conversation this run is a turn of."""
+    sessions: SessionStore | None = None
+    """Where that conversation is kept; it gets the run's messages when the run finishes."""
+    carry_context: bool = True
+    """Save the run's latest compacted view with its session turn, for the next run."""
+    parent_gate: EffectGate | None = None
+    """A child run's parent's gate: the child's shares its hold (see `legato.spawn`)."""
+
+
+def default_owner() -> str:
+    """Who is resuming a run, as recorded in `RunResumed`: host and process id."""
+    return f"{socket.gethostname()}:{os.getpid()}"
 
 
 class RunDriver(Generic[OutputT]):
     """Drives one run to its end; iterate `events()` to run it."""
 
-    def __init__(self, config: RunConfig[OutputT], *, journal: Journal | None = None) -> None:
+    def __init__(
+        self, config: RunConfig[OutputT], *, journal: Journal | None = None, saved: int = 0
+    ) -> None:
+        """A driver for a fresh run, or for the run whose past `journal` holds.
+
+        `saved`: how many of `journal`'s events `config.store` holds already.
+        """
         self.config = config
         self.journal = journal or Journal()
         self.state = RunState.from_events(list(self.journal.events))
+        self.recorder = Recorder(
+            self.journal, self.state, sink=config.store, session=config.session, saved=saved
+        )
+        self._record = self.recorder.record
         self._output: OutputT | None = None
         self._session = StateSession.for_run(
             config.state,
@@ -113,15 +147,13 @@ class RunDriver(Generic[OutputT]):
             hooks=config.hooks,
             agent=config.agent_name,
             stream=self._scope.publish,
+            tree=config.parent_gate.tree if config.parent_gate is not None else None,
         )
+        self.recorder.observe(self._gate.observe)
+        self._scope.gate = self._gate
+        self._scope.store = config.store
         self._executor: ToolExecutor | None = None
         self._context = ContextStep(config.context, config.model, budget=config.budget)
-
-    def _record(self, event: JournalEvent) -> JournalEvent:
-        self.journal.append(event)
-        self.state.apply(event)
-        self._gate.observe(event)
-        return event
 
     def start(self, prompt: str | Message | None, history: Sequence[Message]) -> None:
         """Record the start of a fresh run (nothing is yielded for a resumed journal)."""
@@ -141,6 +173,43 @@ class RunDriver(Generic[OutputT]):
             message = Message.user(prompt) if isinstance(prompt, str) else prompt
             self._record(UserPrompt(message=message))
 
+    def carry_over(self, carried: Compacted | None) -> None:
+        """Start a session's run from the compacted view its previous run ended with.
+
+        The view is recorded as a `Compacted` event (reason `carried_over`), so the journal
+        shows exactly what the model saw, and no summary is computed twice.
+        """
+        if carried is None or carried.upto > len(self.state.messages):
+            return
+        self._record(replace(carried, reason="carried_over"))
+
+    def resumed(self, owner: str | None = None) -> RunResumed:
+        """Claim the run for this process before it continues (a resumed run's first event).
+
+        With a store, the claim is committed at once: of two processes resuming the same
+        stored run, the second gets `JournalConflict` here, before it runs anything.
+        """
+        event = RunResumed(owner=owner or default_owner())
+        self._record(event)
+        return event
+
+    def flush(self) -> None:
+        """Commit the journal events still buffered for the store."""
+        self.recorder.flush()
+
+    def _end_turn(self) -> None:
+        """A finished run's new messages become one turn of its session."""
+        cfg, state = self.config, self.state
+        if cfg.session is None or cfg.sessions is None or not state.finished:
+            return
+        latest = next((e for e in reversed(self.journal.events) if isinstance(e, Compacted)), None)
+        cfg.sessions.append_turn(
+            cfg.session,
+            state.messages[state.new_message_index :],
+            run_id=state.run_id,
+            context=latest if cfg.carry_context else None,
+        )
+
     async def events(self) -> AsyncGenerator[RunEvent]:
         """Run until the run finishes or fails, yielding every event."""
         for event in self.journal.events:
@@ -156,12 +225,17 @@ class RunDriver(Generic[OutputT]):
                     yield event
                 for event in self._scope.pending():
                     yield event
-        except Parked:
+        except Parked as exc:
             for event in await self._stop_owned("parked"):
                 yield event
-            parked = self._gate.parked
-            ids = tuple(r.id for r in parked.requests) if parked is not None else ()
-            yield self._record(RunParked(request_ids=ids))
+            requests = exc.parked.requests
+            yield self._record(RunParked(request_ids=tuple(r.id for r in requests)))
+            if exc.parked.run_id != self.state.run_id:
+                # a child parked: this run parks with it, and resuming it resumes the child
+                from legato.approvals import ParkedRun
+
+                here = ParkedRun(run_id=self.state.run_id, journal=self.journal, requests=requests)
+                raise Parked(here, str(exc)) from None
             raise
         except asyncio.CancelledError:
             await self._scope.close("was cancelled")  # the canceller records the run's end
@@ -173,6 +247,9 @@ class RunDriver(Generic[OutputT]):
             raise
         finally:
             await self._scope.close()
+            with contextlib.suppress(StoreError):  # kept in `recorder.broken`
+                self.recorder.flush()
+        self._end_turn()
 
     async def _stop_owned(self, why: str) -> list[RunEvent]:
         """Cancel what the run still owns (background children), before its end is recorded.

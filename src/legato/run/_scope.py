@@ -17,9 +17,13 @@ import asyncio
 import collections
 import contextlib
 from collections.abc import AsyncIterator, Callable, Coroutine, Iterable
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from legato.events import JournalEvent, RunEvent, ToolProgress, is_journal_event
+
+if TYPE_CHECKING:
+    from legato.effects import EffectGate
+    from legato.run._recorder import JournalSink
 
 __all__ = ["Scope", "on_loop"]
 
@@ -66,9 +70,11 @@ class Scope:
         "_record",
         "_tasks",
         "_wake",
+        "gate",
         "last_yielded",
         "progress_interval",
         "stopping",
+        "store",
     )
 
     PROGRESS_INTERVAL = 0.1
@@ -91,6 +97,10 @@ class Scope:
             self.PROGRESS_INTERVAL if progress_interval is None else progress_interval
         )
         """Seconds between two progress events of one call (0: every update)."""
+        self.gate: EffectGate | None = None
+        """The run's effect gate (children inherit it; see `legato.spawn`)."""
+        self.store: JournalSink | None = None
+        """Where the run's journal is written ahead (children's journals go there too)."""
         self.stopping: str | None = None
         """Why the run is stopping (`finished`, `failed`, `parked`, `was cancelled`), once
         `close` has begun: a task it cancels can tell why."""

@@ -2,7 +2,8 @@
 
 Each call is resolved, validated, run (with its timeout) and turned into a result the model
 sees. Nothing a tool does raises into the loop: unknown tools, bad arguments, exceptions
-and timeouts all become error results. Calls of one response run concurrently, except
+and timeouts all become error results (a child run that parks is the exception: the whole
+tree parks with it). Calls of one response run concurrently, except
 `sequential` tools, which run alone; results are reported in the order the model issued
 the calls.
 
@@ -32,7 +33,7 @@ from legato.events import (
     ToolCallStarted,
     ToolOutcome,
 )
-from legato.exceptions import StateError, ToolArgumentsInvalid, ToolError
+from legato.exceptions import RunParked, StateError, ToolArgumentsInvalid, ToolError
 from legato.messages import ToolCallPart, ToolResultPart
 from legato.run._scope import Scope
 from legato.tools import RunContext, Tool, to_content
@@ -197,6 +198,8 @@ class ToolExecutor:
             return _error(call, text, "timeout", started, pending=pending, exception=exc)
         except ToolError as exc:
             return _error(call, str(exc), "error", started, pending=pending, exception=exc)
+        except RunParked:
+            raise  # a child run parked: the whole tree waits for the decision
         except Exception as exc:
             text = f"{type(exc).__name__}: {exc}"
             return _error(call, text, "error", started, pending=pending, exception=exc)

@@ -13,8 +13,10 @@ from legato.run import RunDriver, RunResult
 from legato.spawn._child import (
     ChildStart,
     child_budget,
+    child_journals,
     current_depth,
     execute_child,
+    inherit_gate,
     prepare_child,
 )
 from legato.spawn._slice import SliceMode, select_slice
@@ -46,7 +48,7 @@ def agent_tool(
     spends from the caller's run budget (and from the agent's own budget, if it has one):
     each of its calls is reserved in both before it is made.
     """
-    journals = store or MemoryJournalStore()
+    memory = MemoryJournalStore()  # used when neither `store` nor the caller's run has one
 
     async def run_agent(ctx: RunContext[Any], task: str) -> Any:
         """Run the agent on a task.
@@ -68,9 +70,10 @@ def agent_tool(
             depth=depth,
         )
         record = ChildRecord(lineage=lineage, task=task, max_steps=agent.max_steps)
-        config = agent.run_config(deps=ctx.deps)
+        config = inherit_gate(agent.run_config(deps=ctx.deps), ctx)
         # the child spends from the caller's budget too; the agent's own budget also holds
         config = replace(config, budget=child_budget(agent.budget, ctx))
+        journals = child_journals(store, ctx, memory)
 
         def start() -> ChildStart:
             sliced = (
@@ -115,6 +118,7 @@ def agent_tool(
         name=name,
         description=description,
         timeout=None if timeout is None else timeout + 5.0,
+        metadata={"legato.spawns_children": True},
     )
 
 

@@ -15,8 +15,8 @@ import contextlib
 import json
 from collections.abc import Callable
 from contextvars import ContextVar
-from dataclasses import dataclass
-from typing import Any
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING, Any
 
 from legato._effects_parts import current_switches
 from legato.budgets import Budget, BudgetLimits, nested_budget
@@ -35,19 +35,26 @@ from legato.events import (
     UserPrompt,
     is_journal_event,
 )
-from legato.exceptions import ConfigurationError
+from legato.exceptions import ConfigurationError, RunParked
 from legato.messages import JsonValue, Usage
 from legato.run import RunConfig, RunDriver, RunState
+from legato.run._scope import Scope
 from legato.spawn._limits import BudgetAccount
-from legato.spawn._store import ChildRecord, JournalStore
+from legato.spawn._store import ChildRecord, JournalStore, StoredJournals
 from legato.tools import RunContext
+
+if TYPE_CHECKING:
+    from legato.effects import EffectGate
 
 __all__ = [
     "ChildOutcome",
     "PreparedChild",
     "child_budget",
+    "child_journals",
     "current_lineage",
     "execute_child",
+    "inherit_gate",
+    "parent_gate",
     "outcome_from_journal",
     "prepare_child",
     "tree_steps",
@@ -88,6 +95,53 @@ def child_budget(own: Budget | BudgetLimits | None, ctx: RunContext[Any]) -> Bud
     if not current_switches().tree_budget:
         parent = None
     return nested_budget(own, parent)
+
+
+def parent_gate(ctx: RunContext[Any]) -> EffectGate | None:
+    """The effect gate of the run calling a tool (None outside a run)."""
+    scope = ctx.scope
+    return scope.gate if isinstance(scope, Scope) else None
+
+
+def child_journals(
+    explicit: JournalStore | None, ctx: RunContext[Any], fallback: JournalStore
+) -> JournalStore:
+    """Where a child of the calling run keeps its journal.
+
+    The store given explicitly; else the parent run's own store (a child's journal sits
+    beside its parent's, so the tree resumes after a crash); else `fallback` (in memory).
+    """
+    if explicit is not None:
+        return explicit
+    scope = ctx.scope
+    store = scope.store if isinstance(scope, Scope) else None
+    if isinstance(store, JournalStore):
+        return store
+    if store is not None and hasattr(store, "load_run") and hasattr(store, "run_info"):
+        return StoredJournals(store)  # pyright: ignore[reportArgumentType]
+    return fallback
+
+
+def inherit_gate(config: RunConfig[Any], ctx: RunContext[Any]) -> RunConfig[Any]:
+    """A child's configuration under its parent's gate: policy nested, hooks first, one hold.
+
+    The child gets the stricter of its own approval policy and its parent's for every call,
+    with requests going to the parent's handler and store; the parent's security hooks run
+    before the child's own (redaction, injection screening); an ask open anywhere in the
+    tree holds side-effecting calls in all of it. Its budget is handled by `child_budget`.
+    """
+    parent = parent_gate(ctx)
+    if parent is None or not current_switches().inherit_gate:
+        return config
+    from legato.approvals import ApprovalPolicy
+
+    hooks = parent.hooks.hooks if parent.hooks is not None else ()
+    return replace(
+        config,
+        approvals=ApprovalPolicy.for_child(parent.policy, config.approvals),
+        hooks=(*hooks, *config.hooks),
+        parent_gate=parent,
+    )
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -248,10 +302,10 @@ async def prepare_child(
     start = make_start()
     if start.sliced is not None:
         emit(start.sliced)
-    await store.link(record)
     journal = Journal([start.started, start.prompt])
-    await store.append(run_id, start.started)
-    await store.append(run_id, start.prompt)
+    # the child's run exists in the store before its parent's journal links it
+    store.append_events(run_id, journal.events, start=0)
+    await store.link(record)
     emit(_started_event(record, resumed=False))
     return PreparedChild(record=record, journal=journal)
 
@@ -259,17 +313,15 @@ async def prepare_child(
 class _Relay:
     """Takes a child run's events: stores, charges and forwards them.
 
-    New events go to the store, each new model call's usage is charged to the child's
-    share, and events the parent has not seen go into its stream.
+    The child's recorder has stored each event already; each new model call's usage is
+    charged to the child's share, and events the parent has not seen go into its stream.
     """
 
     __slots__ = (
         "_account",
         "_charged",
         "_emit",
-        "_run_id",
         "_skip",
-        "_store",
         "_stored",
         "driver",
         "seen",
@@ -280,26 +332,22 @@ class _Relay:
         prepared: PreparedChild,
         driver: RunDriver[Any],
         *,
-        store: JournalStore,
         emit: Emit,
         account: BudgetAccount | None,
     ) -> None:
         self.driver = driver
-        self._run_id = prepared.lineage.run_id
-        self._store = store
         self._emit = emit
         self._account = account
-        self._stored = len(prepared.journal)  # in the store already
+        self._stored = len(prepared.journal)  # seen before this process ran the child
         self._skip = self._stored if prepared.resumed else 0  # in the parent's stream already
         self._charged = driver.state.step  # a resumed child's earlier calls are charged already
         self.seen = 0
 
-    async def take(self, event: RunEvent) -> None:
-        """Store, charge and forward one event of the child."""
+    def take(self, event: RunEvent) -> None:
+        """Charge and forward one event of the child."""
         if is_journal_event(event):
             self.seen += 1
             if self.seen > self._stored:
-                await self._store.append(self._run_id, event)
                 if self._account is not None and isinstance(event, ModelResponded):
                     step = max(self._charged, event.step)
                     usage = event.response.usage
@@ -309,10 +357,10 @@ class _Relay:
                 return
         self._emit(event)
 
-    async def rest(self) -> None:
+    def rest(self) -> None:
         """What the child's run recorded as it stopped but never yielded (its children's ends)."""
         for event in self.driver.journal.events[self.seen :]:
-            await self.take(event)
+            self.take(event)
 
 
 async def execute_child(
@@ -332,33 +380,45 @@ async def execute_child(
     (outcome `budget`). Cancellation (the parent stopping) still propagates, after the
     child's own children were stopped and a `SpawnFinished` with outcome `cancelled` was
     emitted; `stopping` tells why the parent stopped. The child's journal is left open.
+    A child that parks (an approval nobody has given yet) parks its parent: `RunParked`
+    propagates, and resuming the parent resumes the child where it stopped.
     """
     if prepared.finished is not None:
         return prepared.finished
     lineage = prepared.lineage
     token = _LINEAGE.set(lineage)
-    driver = RunDriver(config, journal=prepared.journal)
+    # the child writes its journal ahead to `store` like any run (it holds the prefix)
+    driver = RunDriver(
+        replace(config, store=store), journal=prepared.journal, saved=len(prepared.journal)
+    )
+    if prepared.resumed:
+        driver.resumed()
 
     def forward(event: RunEvent) -> None:
         emit(event if isinstance(event, ChildEvent) else ChildEvent(lineage=lineage, event=event))
 
-    relay = _Relay(prepared, driver, store=store, emit=forward, account=account)
+    relay = _Relay(prepared, driver, emit=forward, account=account)
     failure: tuple[SpawnOutcome, str, str] | None = None
     try:
         async with asyncio.timeout(time_limit):
             async with contextlib.aclosing(driver.events()) as events:
                 async for event in events:
-                    await relay.take(event)
+                    relay.take(event)
     except TimeoutError:
         failure = ("timeout", "ChildTimeout", f"did not finish within {time_limit or 0:g} seconds")
     except asyncio.CancelledError:
         if current_switches().finish_children:
-            await relay.rest()
+            relay.rest()
             why = (stopping() if stopping is not None else None) or "stopped"
             message = f"the parent run {why} while the child was still running"
             ended = _outcome(prepared, driver, "cancelled", error=f"RunCancelled: {message}")
             emit(ended.finished_event())
         raise
+    except RunParked:
+        relay.rest()
+        if current_switches().park_parent:
+            raise
+        failure = ("error", "RunParked", "the child is waiting for an approval")
     except Exception as exc:
         error_type = type(exc).__name__
         failure = (_FAILED_OUTCOMES.get(error_type, "error"), error_type, str(exc))
@@ -367,13 +427,10 @@ async def execute_child(
     if failure is None:
         outcome = _outcome(prepared, driver, "ok")
     else:
-        await relay.rest()
+        relay.rest()
         kind, error_type, message = failure
         if driver.state.failed is None:
-            event = RunFailed(error_type=error_type, message=message)
-            prepared.journal.append(event)
-            driver.state.apply(event)
-            await relay.take(event)
+            relay.take(driver.recorder.record(RunFailed(error_type=error_type, message=message)))
         outcome = _outcome(prepared, driver, kind, error=f"{error_type}: {message}")
     emit(outcome.finished_event())
     return outcome

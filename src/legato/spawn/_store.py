@@ -1,14 +1,27 @@
-"""Where child journals live until the SQLite store takes over: the `JournalStore` protocol."""
+"""Where child journals live: the `JournalStore` protocol, in memory or in the run's store.
+
+A child run writes its journal ahead through its own recorder, like any run; a
+`JournalStore` is what it writes to (`append_events`), plus what a resuming parent reads:
+a child's journal (`load`) and the children a run started (`children`).
+
+By default a child's journal goes to the parent run's store (`StoredJournals`), so a tree
+of runs survives a crash of the process and resumes as a tree; `MemoryJournalStore` keeps
+them in the process only (runs without a store).
+"""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
-from legato.events import Journal, JournalEvent, Lineage
+from legato.events import Journal, JournalEvent, Lineage, SpawnStarted
+from legato.exceptions import JournalConflict
 
-__all__ = ["ChildRecord", "JournalStore", "MemoryJournalStore"]
+if TYPE_CHECKING:
+    from legato.store import RunStore
+
+__all__ = ["ChildRecord", "JournalStore", "MemoryJournalStore", "StoredJournals"]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -23,17 +36,33 @@ class ChildRecord:
     max_tokens: int | None = None
     background: bool = False
 
+    @classmethod
+    def from_event(cls, event: SpawnStarted) -> ChildRecord:
+        """The record a parent's `SpawnStarted` event describes."""
+        return cls(
+            lineage=event.lineage,
+            task=event.task,
+            tools=event.tools,
+            skills=event.skills,
+            max_steps=event.max_steps,
+            max_tokens=event.max_tokens,
+            background=event.background,
+        )
+
 
 @runtime_checkable
 class JournalStore(Protocol):
-    """Durable journals of runs, and the parent-child links between them.
+    """Durable journals of child runs, and the parent-child links between them."""
 
-    Every journal event of a child is appended as it happens, so an interrupted child can
-    be resumed from what was stored. The SQLite store implements the same four methods.
-    """
-
-    async def append(self, run_id: str, event: JournalEvent) -> None:
-        """Record one more event of a run."""
+    def append_events(
+        self,
+        run_id: str,
+        events: Sequence[JournalEvent],
+        *,
+        start: int,
+        session: str | None = None,
+    ) -> None:
+        """Store events `start`, `start + 1`, ... of a run (`JournalConflict` if taken)."""
         ...
 
     async def load(self, run_id: str) -> Journal | None:
@@ -58,9 +87,19 @@ class MemoryJournalStore:
         self._events: dict[str, list[JournalEvent]] = {}
         self._children: dict[str, dict[str, ChildRecord]] = {}
 
-    async def append(self, run_id: str, event: JournalEvent) -> None:
-        """Record an event."""
-        self._events.setdefault(run_id, []).append(event)
+    def append_events(
+        self,
+        run_id: str,
+        events: Sequence[JournalEvent],
+        *,
+        start: int,
+        session: str | None = None,
+    ) -> None:
+        """Store events at `start` (the run's length so far, or `JournalConflict`)."""
+        stored = self._events.setdefault(run_id, [])
+        if start != len(stored):
+            raise JournalConflict(run_id, start)
+        stored.extend(events)
 
     async def load(self, run_id: str) -> Journal | None:
         """A copy of the run's journal."""
@@ -75,3 +114,46 @@ class MemoryJournalStore:
     async def children(self, parent_run_id: str) -> Sequence[ChildRecord]:
         """The children of a run."""
         return list(self._children.get(parent_run_id, {}).values())
+
+
+class StoredJournals:
+    """Child journals in a `RunStore` (SQLite, PostgreSQL), beside their parent's.
+
+    A child is a stored run like any other; its link is the parent's `SpawnStarted`
+    event, which the parent's recorder commits before the child starts.
+    """
+
+    __slots__ = ("runs",)
+
+    def __init__(self, runs: RunStore) -> None:
+        self.runs = runs
+
+    def append_events(
+        self,
+        run_id: str,
+        events: Sequence[JournalEvent],
+        *,
+        start: int,
+        session: str | None = None,
+    ) -> None:
+        """Store a child's events (one transaction)."""
+        self.runs.append_events(run_id, events, start=start, session=session)
+
+    async def load(self, run_id: str) -> Journal | None:
+        """The child's stored journal, or None."""
+        if self.runs.run_info(run_id) is None:
+            return None
+        return self.runs.load_run(run_id)
+
+    async def link(self, record: ChildRecord) -> None:
+        """Nothing to do: the parent's `SpawnStarted` event is the link."""
+
+    async def children(self, parent_run_id: str) -> Sequence[ChildRecord]:
+        """The children the parent's stored journal shows it started, first start first."""
+        if self.runs.run_info(parent_run_id) is None:
+            return []
+        found: dict[str, ChildRecord] = {}
+        for event in self.runs.load_run(parent_run_id):
+            if isinstance(event, SpawnStarted) and event.lineage.run_id not in found:
+                found[event.lineage.run_id] = ChildRecord.from_event(event)
+        return list(found.values())

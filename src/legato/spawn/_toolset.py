@@ -23,8 +23,10 @@ from legato.spawn._child import (
     ChildOutcome,
     ChildStart,
     child_budget,
+    child_journals,
     current_depth,
     execute_child,
+    inherit_gate,
     prepare_child,
 )
 from legato.spawn._limits import (
@@ -45,6 +47,9 @@ from legato.spawn._waiting import Child, WaitMode, collect, wait_for
 from legato.tools import RunContext, Tool, ToolSource, as_tool, to_content
 
 __all__ = ["Inheritance", "SpawnToolset", "spawn_tools"]
+
+SPAWNS_CHILDREN = "legato.spawns_children"
+"""Tool metadata key: the tool runs child runs (whose tools the run's policy may name)."""
 
 _OWN_TOOLS = frozenset({"spawn", "wait_children", "todo", "open_skill", "read_skill_file"})
 _CTX = "_legato_spawn_ctx"
@@ -125,7 +130,9 @@ class SpawnToolset:
         self.policy: SpawnPolicy = policy or ThresholdPolicy()
         self._slice: SliceMode = slice
         self._context_sources = list(sources)
+        self._explicit_store = store
         self.store: JournalStore = store or MemoryJournalStore()
+        """Where child journals go when the parent run has no store (or the one given)."""
         self._auto_grant = tuple(auto_grant)
         self._name = name
         self._account = account
@@ -265,7 +272,9 @@ class SpawnToolset:
                 raise ChildFailed(child_id, outcome.error or outcome.outcome)
             return outcome.text
 
-        return Tool.from_function(spawn, timeout=_NO_TIMEOUT, max_retries=3)
+        return Tool.from_function(
+            spawn, timeout=_NO_TIMEOUT, max_retries=3, metadata={SPAWNS_CHILDREN: True}
+        )
 
     def _wait_tool(self) -> Tool:
         async def wait_children(
@@ -331,7 +340,7 @@ class SpawnToolset:
 
     async def _resume_background(self, ctx: RunContext[Any], run: _Run) -> None:
         """Resume the run's unfinished background children found in the store."""
-        for record in await self.store.children(ctx.run_id):
+        for record in await self._journals(ctx).children(ctx.run_id):
             if record.background and record.lineage.run_id not in run.children:
                 await self._launch(ctx, run, record, start=None)
 
@@ -358,7 +367,7 @@ class SpawnToolset:
         child = run.children.get(child_id)
         if child is not None:
             return child
-        for record in await self.store.children(run.run_id):
+        for record in await self._journals(ctx).children(run.run_id):
             if record.lineage.run_id == child_id:  # started before a resume: continue or read back
                 return await self._launch(ctx, run, record, start=None)
         known = ", ".join(run.children) or "none"
@@ -545,7 +554,8 @@ class SpawnToolset:
         child_id = record.lineage.run_id
         share = BudgetShare(steps=record.max_steps, tokens=record.max_tokens)
         account: BudgetAccount | None = None
-        if await self.store.load(child_id) is None:
+        journals = self._journals(ctx)
+        if await journals.load(child_id) is None:
             # a fresh child: its share must fit, or nothing is recorded
             try:
                 account = run.ledger.take(child_id, share)
@@ -557,7 +567,7 @@ class SpawnToolset:
         emit = ctx.scope.emit if ctx.scope is not None else _drop
         if start is None:
             start = _no_fresh_start(record)
-        prepared = await prepare_child(record, store=self.store, emit=emit, make_start=start)
+        prepared = await prepare_child(record, store=journals, emit=emit, make_start=start)
         child = Child(prepared=prepared)
         run.children[child_id] = child
         run.known.add(child_id)
@@ -589,6 +599,7 @@ class SpawnToolset:
             tool_timeout=limits.tool_timeout,
             deps=ctx.deps,
         )
+        config = inherit_gate(config, ctx)  # the parent's policy (nested) and hooks
         if self._inherit is not None:
             config = self._inherit.child_config(config, record=record, ctx=ctx)
         # the child's tree spends from this run's budget too (and from one inherited)
@@ -607,7 +618,7 @@ class SpawnToolset:
                 outcome = await execute_child(
                     prepared,
                     config=config,
-                    store=self.store,
+                    store=journals,
                     emit=emit,
                     account=account,
                     time_limit=limits.timeout,
@@ -626,6 +637,10 @@ class SpawnToolset:
         else:
             child.task = asyncio.create_task(run_it())
         return child
+
+    def _journals(self, ctx: RunContext[Any]) -> JournalStore:
+        """Where this run's children keep their journals: the parent run's store by default."""
+        return child_journals(self._explicit_store, ctx, self.store)
 
     def _resumed_account(self, run: _Run, child_id: str, share: BudgetShare) -> BudgetAccount:
         """A resumed child's account: the share the ledger holds for it, else a new split.
@@ -651,7 +666,7 @@ class SpawnToolset:
             policy=self.policy if "spawn" in granted else NeverSpawn(name="spawn-not-granted"),
             slice=self._slice,
             sources=self._context_sources,
-            store=self.store,
+            store=self._explicit_store,
             inherit=self._inherit,
             name=self._name,
             account=ledger.account,

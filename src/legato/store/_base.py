@@ -41,7 +41,7 @@ class RunInfo:
     """The session the run belongs to, if any."""
     created_at: float
     """Unix time of its `RunStarted` event."""
-    status: Literal["running", "finished", "failed"]
+    status: Literal["running", "parked", "finished", "failed"]
     events: int
     """How many journal events are stored."""
 
@@ -94,6 +94,10 @@ class RunStore(Protocol):
 
     def list_runs(self, *, session: str | None = None, limit: int = 100) -> list[RunInfo]:
         """The newest runs first, optionally only those of one session."""
+        ...
+
+    def run_info(self, run_id: str) -> RunInfo | None:
+        """One stored run, or None if the store does not have it."""
         ...
 
 

@@ -7,7 +7,13 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, Literal, LiteralString, cast
 
 from legato.events import Compacted, Journal, JournalEvent, RunStarted
-from legato.exceptions import JournalError, SessionExists, SessionNotFound, StoreError
+from legato.exceptions import (
+    JournalConflict,
+    JournalError,
+    SessionExists,
+    SessionNotFound,
+    StoreError,
+)
 from legato.messages import JsonValue, Message
 from legato.store._base import ApprovalRecord, RunInfo, SessionInfo
 from legato.store._codec import (
@@ -31,9 +37,11 @@ __all__ = ["PostgresStore"]
 NOW: LiteralString = "extract(epoch from clock_timestamp())::double precision"
 """The server's clock, so machines with skewed clocks still order runs and sessions alike."""
 
-_STATUS: dict[str, Literal["finished", "failed"]] = {
+_STATUS: dict[str, Literal["running", "parked", "finished", "failed"]] = {
     "run_finished": "finished",
     "run_failed": "failed",
+    "run_parked": "parked",
+    "run_resumed": "running",
 }
 
 
@@ -90,7 +98,7 @@ class PostgresStore:
         if start == 0 and not isinstance(first, RunStarted):
             msg = f"run {run_id}: the first event must be RunStarted, not {first.kind}"
             raise JournalError(msg)
-        taken = StoreError(f"run {run_id}: events from position {start} are already stored")
+        taken = JournalConflict(run_id, start)
         unknown = JournalError(f"run {run_id}: no stored run to append to at position {start}")
         with self.db.write(conflict=taken, missing=unknown) as conn:
             if isinstance(first, RunStarted) and start == 0:
@@ -137,6 +145,17 @@ class PostgresStore:
         with self.db.read() as conn:
             rows = conn.execute(query, (session, session, limit)).fetchall()
         return [run_from_row(r) for r in rows]
+
+    def run_info(self, run_id: str) -> RunInfo | None:
+        """One stored run, or None."""
+        query = (
+            f"SELECT {RUN_COLUMNS}, "
+            "(SELECT count(*) FROM legato.events e WHERE e.run_id = r.run_id) FROM legato.runs r "
+            "WHERE r.run_id = %s"
+        )
+        with self.db.read() as conn:
+            row = conn.execute(query, (run_id,)).fetchone()
+        return run_from_row(row) if row is not None else None
 
     # -- sessions ------------------------------------------------------------------------------
 

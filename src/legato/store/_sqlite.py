@@ -10,7 +10,13 @@ from pathlib import Path
 from typing import Literal, cast
 
 from legato.events import Compacted, Journal, JournalEvent, RunStarted
-from legato.exceptions import JournalError, SessionExists, SessionNotFound, StoreError
+from legato.exceptions import (
+    JournalConflict,
+    JournalError,
+    SessionExists,
+    SessionNotFound,
+    StoreError,
+)
 from legato.messages import JsonValue, Message
 from legato.store._base import ApprovalRecord, RunInfo, SessionInfo
 from legato.store._codec import (
@@ -30,9 +36,11 @@ from legato.store._redact import redact_rows, run_redactor
 __all__ = ["SQLiteStore"]
 
 
-_STATUS: dict[str, Literal["finished", "failed"]] = {
+_STATUS: dict[str, Literal["running", "parked", "finished", "failed"]] = {
     "run_finished": "finished",
     "run_failed": "failed",
+    "run_parked": "parked",
+    "run_resumed": "running",
 }
 
 
@@ -98,8 +106,7 @@ class SQLiteStore:
                     msg = f"run {run_id}: the first event must be RunStarted, not {first.kind}"
                     raise JournalError(msg)
                 if known is not None:
-                    msg = f"run {run_id}: events from position 0 are already stored"
-                    raise StoreError(msg)
+                    raise JournalConflict(run_id, 0)
                 conn.execute(
                     "INSERT INTO runs(run_id, session, agent, model, created_at) "
                     "VALUES (?, ?, ?, ?, ?)",
@@ -113,8 +120,7 @@ class SQLiteStore:
                     "INSERT INTO events(run_id, seq, kind, data) VALUES (?, ?, ?, ?)", rows
                 )
             except sqlite3.IntegrityError as exc:
-                msg = f"run {run_id}: events from position {start} are already stored ({exc})"
-                raise StoreError(msg) from exc
+                raise JournalConflict(run_id, start) from exc
             if status is not None:
                 conn.execute("UPDATE runs SET status = ? WHERE run_id = ?", (status, run_id))
 
@@ -149,6 +155,17 @@ class SQLiteStore:
         with self.db.read() as conn:
             rows = conn.execute(query, (*args, limit)).fetchall()
         return [run_from_row(r) for r in rows]
+
+    def run_info(self, run_id: str) -> RunInfo | None:
+        """One stored run, or None."""
+        query = (
+            f"SELECT {RUN_COLUMNS}, "
+            "(SELECT count(*) FROM events e WHERE e.run_id = r.run_id) FROM runs r "
+            "WHERE r.run_id = ?"
+        )
+        with self.db.read() as conn:
+            row = conn.execute(query, (run_id,)).fetchone()
+        return run_from_row(row) if row is not None else None
 
     # -- sessions ------------------------------------------------------------------------------
 

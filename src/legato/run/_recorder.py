@@ -1,0 +1,151 @@
+"""`Recorder`: the one route every journal event of a run takes.
+
+In one order, for every event: written to the run's store (write-ahead), appended to the
+journal, applied to the `RunState` projection, observed by the effect gate (and any other
+observer), then handed to the stream. Nothing else appends to a run's journal, and
+persistence is part of recording, never a consumer of the stream.
+
+Durability points. Events that the resume contract stands on are committed to the store
+before `record` returns, together with every event buffered before them, in one
+transaction: an effect's admission (`ToolCallAdmitted`) is committed before the effect
+starts, its outcome (`ToolCallFinished`, `StateCommitted`) before the run moves on, and
+approvals, a run's claim by a resumer (`RunResumed`), spawns, model responses and the run's
+end likewise. Other events (a model request, a step's end) wait in a small buffer for the
+next durable one: after a crash they are lost together, and the journal's stored prefix is
+always one the run really went through.
+
+With no store the recorder appends in memory only, at the cost of one `None` check.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Protocol, runtime_checkable
+
+from legato.events import Journal, JournalEvent
+from legato.exceptions import StoreError
+from legato.run._state import RunState
+
+__all__ = ["DURABLE_KINDS", "JournalSink", "Recorder"]
+
+DURABLE_KINDS: frozenset[str] = frozenset(
+    {
+        "tool_call_admitted",
+        "tool_call_finished",
+        "tool_call_refused",
+        "approval_requested",
+        "approval_decided",
+        "cancel_requested",
+        "state_committed",
+        "state_rejected",
+        "model_responded",
+        "spawn_started",
+        "spawn_finished",
+        "run_resumed",
+        "run_parked",
+        "run_finished",
+        "run_failed",
+    }
+)
+"""Kinds of event committed to the store before `Recorder.record` returns."""
+
+
+@runtime_checkable
+class JournalSink(Protocol):
+    """Where a run's journal is written ahead (a `legato.store.RunStore` is one)."""
+
+    def append_events(
+        self,
+        run_id: str,
+        events: Sequence[JournalEvent],
+        *,
+        start: int,
+        session: str | None = None,
+    ) -> None:
+        """Store events `start`, `start + 1`, ... of a run in one transaction.
+
+        Raises `JournalConflict` when position `start` is already stored.
+        """
+        ...
+
+
+class Recorder:
+    """Records one run's events: store, journal, state, observers, stream (in that order)."""
+
+    __slots__ = (
+        "_buffer",
+        "_observers",
+        "_write_ahead",
+        "broken",
+        "journal",
+        "saved",
+        "session",
+        "sink",
+        "state",
+    )
+
+    def __init__(
+        self,
+        journal: Journal,
+        state: RunState,
+        *,
+        sink: JournalSink | None = None,
+        session: str | None = None,
+        saved: int = 0,
+    ) -> None:
+        """Record into `journal` and `state`.
+
+        Args:
+            journal: The run's journal (a resumed run's holds its past).
+            state: The projection every event is applied to.
+            sink: The store the journal is written ahead to (None: memory only).
+            session: The session the run belongs to, stored with the run.
+            saved: How many events of `journal` the sink already holds.
+        """
+        self.journal = journal
+        self.state = state
+        self.sink = sink
+        self.session = session
+        self.saved = saved
+        """Events of the journal the store holds."""
+        self.broken: StoreError | None = None
+        """The store error that stopped writing (nothing more is written once set)."""
+        self._buffer: list[JournalEvent] = []
+        self._observers: list[Callable[[JournalEvent], object]] = []
+        self._write_ahead = True
+        if sink is not None:
+            from legato._effects_parts import current_switches
+
+            self._write_ahead = current_switches().write_ahead
+
+    def observe(self, observer: Callable[[JournalEvent], object]) -> None:
+        """Call `observer` with every event recorded from now on, after the state applied it."""
+        self._observers.append(observer)
+
+    def record(self, event: JournalEvent) -> JournalEvent:
+        """Record `event`; raises the store's error (the event is then not recorded at all)."""
+        if self.sink is not None and self.broken is None:
+            self._write(event)
+        self.journal.append(event)
+        self.state.apply(event)
+        for observer in self._observers:
+            observer(event)
+        return event
+
+    def _write(self, event: JournalEvent) -> None:
+        self._buffer.append(event)
+        if event.kind in DURABLE_KINDS and self._write_ahead:
+            self.flush()
+
+    def flush(self) -> None:
+        """Commit what is buffered (the run's end calls this; durable events do it themselves)."""
+        if self.sink is None or not self._buffer or self.broken is not None:
+            return
+        events, self._buffer = self._buffer, []
+        run_id = self.state.run_id
+        try:
+            self.sink.append_events(run_id, events, start=self.saved, session=self.session)
+        except StoreError as exc:
+            self.broken = exc
+            raise
+        self.saved += len(events)
