@@ -5,9 +5,10 @@ change it and write it back lose an update when their turns interleave: the seco
 replaces the first without having seen it. `FileVersions` remembers, per run and file,
 the version the run last read or wrote through the file tools; a write or an edit of a
 file that has changed since then is refused with an error that tells the model to read
-the file again, and nothing is written. Check and write happen under one lock: a
-process-wide mutex and an advisory `flock` on the workspace root (other processes using
-legato's file tools on the same directory take it too).
+the file again, and nothing is written. Check and write happen under an advisory
+`flock` on the workspace root, taken through a descriptor of its own by every writer:
+threads of this process and other processes using legato's file tools on the same
+directory exclude each other.
 
 A version is the file's size and SHA-256 (files up to `hash_limit` bytes) or its inode,
 size and modification time (larger files). A run that never read a file may still
