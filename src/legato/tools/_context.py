@@ -85,7 +85,8 @@ class RunContext(Generic[DepsT]):
     usage: Usage = field(default_factory=Usage)
     """Usage of the run so far."""
     retry: int = 0
-    """How many times this tool has already failed in this run."""
+    """In how many model turns in a row this tool has failed just before this call (a turn
+    with several failing calls of it counts once; one whose calls all succeeded resets)."""
     scope: RunScope | None = None
     """The run's scope (event stream and owned tasks); None outside a run."""
     state: StateAccess | None = None
