@@ -274,7 +274,7 @@ def overhead(count: int) -> dict[str, float]:
 
         return step
 
-    bare = _tool().replace(contract=contract(writes=["balances"]))
+    bare = _tool().replace(contract=contract(writes=["balances"], unchecked_writes=True))
     t_off = per_call(off, count)
     t_bare = per_call(engine(bare), count)
     t_on = per_call(engine(_tool()), count)
@@ -329,7 +329,7 @@ def loop_overhead(steps: int, repeat: int) -> dict[str, float]:
 
         return run
 
-    bare = _tool().replace(contract=contract(writes=["balances"]))
+    bare = _tool().replace(contract=contract(writes=["balances"], unchecked_writes=True))
     t_none = timed(make(None), repeat) / steps
     t_bare = timed(make(bare), repeat) / steps
     t_on = timed(make(_tool()), repeat) / steps

@@ -77,6 +77,12 @@ class Switches:
     hold_on_failure: bool = True
     """An ask that ends without a decision (its handler raised, its decision was claimed by
     another resumer) refuses the side-effecting calls it held instead of releasing them."""
+    snapshot_args: bool = True
+    """Show contracts a private copy of the arguments as admitted (`legato.contracts`)."""
+    cap_output: bool = True
+    """Send the output cap a budget reserved when the request sets no `max_tokens`."""
+    meter_side_calls: bool = True
+    """Reserve a run's model calls outside its loop (compaction summaries) in its budget."""
 
 
 _SAFE = Switches()

@@ -4,14 +4,22 @@ A naive budget check (`if spent < limit: call()`) overshoots under parallel fan-
 concurrent call passes the check before any of them has spent anything. A `Budget` instead
 *reserves* each model call's worst case before the call starts (its input estimate plus
 `max_tokens` of output, priced) and settles the actual usage after, atomically, so
-concurrent calls cannot cross a limit together.
+concurrent calls cannot cross a limit together. A request that sets no `max_tokens` is
+sent with the output cap that was reserved for it, so the provider cannot generate past
+what the budget holds (when the budget limits output, total tokens or dollars).
 
 ```python
-budget = Budget(dollars=0.50, model_calls=20, prices=Prices(input=3.0, output=15.0))
+budget = Budget(dollars=0.50, model_calls=20)   # priced from legato's price table
+budget = Budget(dollars=0.50, prices=Prices(input=3.0, output=15.0))   # or your own prices
+budget = Budget(tokens=200_000)                  # input and output tokens together
 result = await agent.run("...", budget=budget)
 budget.used.dollars, budget.remaining().dollars
 child = budget.split(dollars=0.10)   # moves $0.10 to a sub-agent; child.close() returns the rest
 ```
+
+Without `prices=` or `call_estimate=`, a dollar budget prices each call with the model's
+own price table (`PricedModel.price`, which every provider module has); a model it does
+not know stops the run with `PriceUnknown` before the call is sent.
 
 A `Budget` may be shared by several runs (pass the same object) or moved in part to a
 child run (`split`). `BudgetLimits` given to an agent make a fresh `Budget` per run.
@@ -28,15 +36,23 @@ import json
 import math
 import threading
 import time
-from collections.abc import Iterable
+from collections.abc import AsyncIterator, Iterable
 from dataclasses import dataclass, fields, replace
 from typing import Literal, TypeAlias, TypedDict
 
 from typing_extensions import Unpack
 
-from legato.exceptions import BudgetExceeded, ConfigurationError
+from legato._effects_parts import current_switches
+from legato.exceptions import BudgetExceeded, ConfigurationError, PriceUnknown
 from legato.messages import Usage
-from legato.models import ModelRequest
+from legato.models import (
+    Model,
+    ModelProfile,
+    ModelRequest,
+    ModelStreamEvent,
+    ResponseCompleted,
+    price_of,
+)
 
 __all__ = [
     "Budget",
@@ -49,7 +65,7 @@ __all__ = [
 ]
 
 Resource: TypeAlias = Literal[
-    "input_tokens", "output_tokens", "dollars", "model_calls", "tool_calls", "steps"
+    "input_tokens", "output_tokens", "tokens", "dollars", "model_calls", "tool_calls", "steps"
 ]
 
 
@@ -59,6 +75,8 @@ class Spend:
 
     input_tokens: float = 0
     output_tokens: float = 0
+    tokens: float = 0
+    """Input and output tokens together (what `BudgetLimits.tokens` limits)."""
     dollars: float = 0.0
     model_calls: float = 0
     tool_calls: float = 0
@@ -68,6 +86,7 @@ class Spend:
         return Spend(
             input_tokens=self.input_tokens + other.input_tokens,
             output_tokens=self.output_tokens + other.output_tokens,
+            tokens=self.tokens + other.tokens,
             dollars=self.dollars + other.dollars,
             model_calls=self.model_calls + other.model_calls,
             tool_calls=self.tool_calls + other.tool_calls,
@@ -78,6 +97,7 @@ class Spend:
         return Spend(
             input_tokens=-self.input_tokens,
             output_tokens=-self.output_tokens,
+            tokens=-self.tokens,
             dollars=-self.dollars,
             model_calls=-self.model_calls,
             tool_calls=-self.tool_calls,
@@ -106,25 +126,27 @@ class BudgetLimits:
 
     input_tokens: int | None = None
     output_tokens: int | None = None
+    tokens: int | None = None
+    """Input and output tokens together."""
     dollars: float | None = None
+    """US dollars; priced by `prices`, else `call_estimate`, else the model's price table."""
     model_calls: int | None = None
     tool_calls: int | None = None
     steps: int | None = None
     wall_time: float | None = None
     """Seconds from the budget's first use."""
     prices: Prices | None = None
-    """Prices used to reserve (and, when the provider reports no cost, charge) dollars."""
+    """Prices used to reserve (and, when the provider reports no cost, charge) dollars;
+    None: the model's own price table (`PriceUnknown` when it has none)."""
     call_estimate: float | None = None
     """Dollars to reserve per model call when no prices are known."""
     output_reserve: int = 4096
-    """Output tokens to reserve for a call that sets no `max_tokens`."""
+    """Output tokens to reserve for a call that sets no `max_tokens` (and whose model's
+    profile names no `max_output_tokens`); the request is then sent with this cap."""
     input_margin: float = 1.25
     """Factor on the estimated input tokens when reserving (token counts are estimates)."""
 
     def __post_init__(self) -> None:
-        if self.dollars is not None and self.prices is None and self.call_estimate is None:
-            msg = "a dollar budget needs prices= or call_estimate= to reserve a call's worst case"
-            raise ConfigurationError(msg)
         for f in fields(self):
             value = getattr(self, f.name)
             if isinstance(value, int | float) and not isinstance(value, bool) and value < 0:
@@ -137,6 +159,7 @@ class LimitOptions(TypedDict, total=False):
 
     input_tokens: int | None
     output_tokens: int | None
+    tokens: int | None
     dollars: float | None
     model_calls: int | None
     tool_calls: int | None
@@ -348,6 +371,7 @@ class Budget:
             total = total + Spend(
                 input_tokens=usage.input_tokens,
                 output_tokens=usage.output_tokens,
+                tokens=usage.input_tokens + usage.output_tokens,
                 dollars=prices.cost(usage.input_tokens, usage.output_tokens) if prices else 0,
                 model_calls=usage.requests,
                 steps=child.tree_steps if child.tree_steps is not None else child.steps,
@@ -370,18 +394,66 @@ class Budget:
 
     # -- model calls ----------------------------------------------------------------------------------
 
-    def model_call_worst_case(self, *, input_tokens: int, max_tokens: int | None) -> Spend:
-        """What one model call may use at most: its input, `max_tokens` of output, priced."""
+    def reserve_model_call(
+        self, request: ModelRequest, model: Model | None = None
+    ) -> tuple[ModelRequest, Reservation]:
+        """Reserve one model call's worst case; return the request to send, and the hold.
+
+        The output reserved is the request's `max_tokens`, else the model profile's
+        `max_output_tokens`, else `output_reserve` (plus the request's `thinking_budget`:
+        reasoning tokens are output tokens). When the request sets no `max_tokens`
+        and this budget (or one it draws from) limits output, total tokens or dollars,
+        the returned request carries the reserved cap, so the provider cannot generate
+        more than was reserved.
+
+        Raises:
+            BudgetExceeded: the worst case does not fit (nothing is held).
+            PriceUnknown: dollars are limited and the call cannot be priced.
+        """
+        settings = request.settings
+        profile_cap = model.profile.max_output_tokens if model is not None else None
+        # reasoning counts as output (and a provider may need room beyond the thinking budget)
+        reserve = self.limits.output_reserve + (settings.thinking_budget or 0)
+        cap = settings.max_tokens or profile_cap or reserve
+        worst = self.model_call_worst_case(
+            input_tokens=estimate_tokens(request), max_tokens=cap, model=model
+        )
+        reservation = self.reserve(worst)
+        if (
+            request.settings.max_tokens is None
+            and self._limits_any(_OUTPUT_BOUND)
+            and current_switches().cap_output
+        ):
+            request = replace(request, settings=replace(request.settings, max_tokens=cap))
+        return request, reservation
+
+    def model_call_worst_case(
+        self, *, input_tokens: int, max_tokens: int | None, model: Model | None = None
+    ) -> Spend:
+        """What one model call may use at most: its input, `max_tokens` of output, priced.
+
+        Priced by `prices`, else `call_estimate`, else `model`'s own price table.
+
+        Raises:
+            PriceUnknown: no price is known and this budget (or one it draws from) limits
+                dollars.
+        """
         output = max_tokens if max_tokens is not None else self.limits.output_reserve
         input_tokens = math.ceil(input_tokens * self.limits.input_margin)
         prices = self.limits.prices
         if prices is not None:
             dollars = prices.cost(input_tokens, output)
+        elif self.limits.call_estimate is not None:
+            dollars = self.limits.call_estimate
         else:
-            dollars = self.limits.call_estimate or 0.0
+            priced = _model_price(model, input_tokens, output)
+            if priced is None and self._limits_any(("dollars",)):
+                raise PriceUnknown(model.name if model is not None else "(no model given)")
+            dollars = priced or 0.0
         return Spend(
             input_tokens=input_tokens,
             output_tokens=output,
+            tokens=input_tokens + output,
             dollars=dollars,
             model_calls=1,
             steps=1,
@@ -398,9 +470,29 @@ class Budget:
         return Spend(
             input_tokens=usage.input_tokens,
             output_tokens=usage.output_tokens,
+            tokens=usage.input_tokens + usage.output_tokens,
             dollars=cost,
             model_calls=1,
             steps=1,
+        )
+
+    def metered(self, model: Model) -> Model:
+        """`model` with every call reserved in this budget first (and capped like the run's).
+
+        For model calls a run makes outside its loop, such as a compaction summary:
+        they spend from the same budget, and one that does not fit is never sent.
+        """
+        if not current_switches().meter_side_calls:  # test twin: the call is not counted
+            return model
+        return _Metered(model, self)
+
+    def _limits_any(self, resources: tuple[Resource, ...]) -> bool:
+        """Whether this budget, or one it draws them from, limits any of `resources`."""
+        if any(getattr(self.limits, r) is not None for r in resources):
+            return True
+        return any(
+            source._limits_any(tuple(r for r in resources if r in drawn))
+            for source, drawn in self._links
         )
 
     # -- children --------------------------------------------------------------------------------------
@@ -445,12 +537,56 @@ _ZERO = Spend()
 _RESOURCES: tuple[Resource, ...] = (
     "input_tokens",
     "output_tokens",
+    "tokens",
     "dollars",
     "model_calls",
     "tool_calls",
     "steps",
 )
 _ALL: frozenset[Resource] = frozenset(_RESOURCES)
+_OUTPUT_BOUND: tuple[Resource, ...] = ("output_tokens", "tokens", "dollars")
+"""Limits that an uncapped output could overshoot."""
+
+
+class _Metered:
+    """A model whose calls reserve in a budget before they are sent (see `Budget.metered`)."""
+
+    def __init__(self, model: Model, budget: Budget) -> None:
+        self.model = model
+        self.budget = budget
+
+    @property
+    def name(self) -> str:
+        """The wrapped model's name."""
+        return self.model.name
+
+    @property
+    def profile(self) -> ModelProfile:
+        """The wrapped model's profile."""
+        return self.model.profile
+
+    def price(self, usage: Usage) -> float | None:
+        """The wrapped model's price."""
+        return price_of(self.model, usage)
+
+    async def stream(self, request: ModelRequest) -> AsyncIterator[ModelStreamEvent]:
+        """Reserve, stream, settle with the reported usage (a failed call gives it back)."""
+        request, reservation = self.budget.reserve_model_call(request, self.model)
+        try:
+            async for event in self.model.stream(request):
+                if isinstance(event, ResponseCompleted):
+                    response = event.response
+                    reservation.settle(self.budget.model_call_actual(response.usage, response.cost))
+                yield event
+        finally:
+            reservation.release()  # no-op once settled
+
+
+def _model_price(model: Model | None, input_tokens: int, output_tokens: int) -> float | None:
+    """The model's own price for that many tokens; None when it cannot price calls."""
+    if model is None:
+        return None
+    return price_of(model, Usage(input_tokens=input_tokens, output_tokens=output_tokens))
 
 
 def nested_budget(own: Budget | BudgetLimits | None, parent: Budget | None) -> Budget | None:

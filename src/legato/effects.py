@@ -57,7 +57,7 @@ from legato.approvals import (
     arguments_hash,
     canonical_json,
 )
-from legato.budgets import Budget, Reservation, Spend, estimate_tokens
+from legato.budgets import Budget, Reservation, Spend
 from legato.events import (
     ApprovalDecided,
     ApprovalRequested,
@@ -744,12 +744,8 @@ class EffectGate:
         if self.hooks is not None:
             request = await self.hooks.before_model_request(request)
         reservation = None
-        if self.budget is not None:
-            max_tokens = request.settings.max_tokens or model.profile.max_output_tokens
-            worst = self.budget.model_call_worst_case(
-                input_tokens=estimate_tokens(request), max_tokens=max_tokens
-            )
-            reservation = self.budget.reserve(worst)
+        if self.budget is not None:  # the request carries the output cap it reserved
+            request, reservation = self.budget.reserve_model_call(request, model)
         return request, reservation
 
     async def after_model(

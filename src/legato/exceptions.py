@@ -10,7 +10,8 @@ LegatoError
 │   ├── WorkspaceNotFound         a workspace root that does not exist or is not a directory
 │   ├── SandboxUnavailable        bubblewrap is missing or cannot create its namespaces here
 │   ├── SkillError                a skill folder or SKILL.md that cannot be loaded (names the file)
-│   └── PolicyError               an approval policy naming an unknown tool or argument
+│   ├── PolicyError               an approval policy naming an unknown tool or argument
+│   └── PriceUnknown              a dollar budget for a model whose price legato does not know
 ├── ModelError                    a model call failed; `retryable` says whether trying again may help
 │   ├── RateLimited               429; carries `retry_after` seconds when the provider sent it
 │   ├── ModelOverloaded           529 / 503 "overloaded"
@@ -107,6 +108,7 @@ __all__ = [
     "HookBlocked",
     "PolicyError",
     "QuarantineError",
+    "PriceUnknown",
     "RunParked",
     "RunTimedOut",
     "ConfigurationError",
@@ -337,15 +339,19 @@ class MaxStepsExceeded(RunError):
 
 
 class ToolRetriesExceeded(RunError):
-    """A tool failed more times in one run than its `max_retries` allows."""
+    """A tool failed in more consecutive model turns than its `max_retries` allows.
+
+    Several failing calls of the tool in one response count as one failing turn;
+    `last_error` is the text of its latest failed call.
+    """
 
     def __init__(self, tool: str, retries: int, last_error: str) -> None:
         self.tool = tool
         self.retries = retries
         self.last_error = last_error
         super().__init__(
-            f"tool {tool!r} failed {retries + 1} times (max_retries={retries}); last error: "
-            f"{last_error}"
+            f"tool {tool!r} failed in {retries + 1} consecutive turns (max_retries={retries}); "
+            f"last error: {last_error}"
         )
 
 
@@ -715,6 +721,22 @@ class CompactionFailed(LegatoError):
 
 class PolicyError(ConfigurationError):
     """An approval policy that names a tool (or an argument) the run does not have."""
+
+
+class PriceUnknown(ConfigurationError):
+    """A dollar budget must price a call of `model`, and no price for it is known.
+
+    Raised before the call is sent. Give the budget `prices=` (`Prices(input=0, output=0)`
+    for a free local model) or `call_estimate=`.
+    """
+
+    def __init__(self, model: str) -> None:
+        self.model = model
+        super().__init__(
+            f"a dollar budget cannot price a call of {model!r}: legato's price table does not "
+            "know this model; pass prices=Prices(input=..., output=...) (per million tokens; "
+            "zeros for a free local model) or call_estimate= to the budget"
+        )
 
 
 class RunTimedOut(RunCancelled):

@@ -159,7 +159,7 @@ def test_bind_refuses_undeclared_keys_and_misplaced_checks() -> None:
         contract(requires=has("owner")).bind(schema, tool="t")
     assert (helper_key.value.key, helper_key.value.tool) == ("owner", "t")
     with pytest.raises(UndeclaredStateKey):
-        contract(writes=["owner"]).bind(schema, tool="t")
+        contract(writes=["owner"], unchecked_writes=True).bind(schema, tool="t")
     with pytest.raises(ContractViolation):
         contract(requires=unchanged_except("user")).bind(schema, tool="t")
     with pytest.raises(ContractViolation) as unread:

@@ -106,7 +106,9 @@ GUARDED = contract(
     writes=["balances", "transfers"],
 )
 transfer = Tool.from_function(faulty, name="transfer", max_retries=1000, contract=GUARDED)
-unguarded = transfer.replace(contract=contract(writes=["balances", "transfers", "note"]))
+unguarded = transfer.replace(
+    contract=contract(writes=["balances", "transfers", "note"], unchecked_writes=True)
+)
 
 
 @tool

@@ -244,7 +244,7 @@ def test_failed_precondition_does_not_run_the_tool_and_tells_the_model() -> None
 
 def test_without_contracts_the_same_call_runs_and_corrupts() -> None:
     """The protection switched off: the same call overdraws the account."""
-    plain = transfer.replace(contract=contract(writes=["balances"]))
+    plain = transfer.replace(contract=contract(writes=["balances"], unchecked_writes=True))
     agent, _ = bank_agent(
         [reply(call("transfer", {"source": "ann", "target": "bob", "amount": 300})), "x"], plain
     )
@@ -332,7 +332,7 @@ def test_postcondition_sees_the_result() -> None:
 
 
 def test_writes_outside_the_contract_or_of_the_wrong_type_are_rejected() -> None:
-    @tool(writes=["balances"])
+    @tool(writes=["balances"], unchecked_writes=True)
     def sneaky(ctx: RunContext[Any], what: str) -> str:
         """Write something it should not."""
         assert ctx.state is not None
@@ -389,7 +389,9 @@ def test_a_contract_that_raises_stops_the_run_and_corrupts_nothing() -> None:
 
 
 def test_a_predicate_naming_an_undeclared_key_is_a_typed_error() -> None:
-    helper = transfer.replace(contract=contract(requires=has("owner"), writes=["balances"]))
+    helper = transfer.replace(
+        contract=contract(requires=has("owner"), writes=["balances"], unchecked_writes=True)
+    )
     agent, _ = bank_agent(
         [reply(call("transfer", {"source": "ann", "target": "bob", "amount": 1})), "x"], helper
     )
@@ -398,7 +400,11 @@ def test_a_predicate_naming_an_undeclared_key_is_a_typed_error() -> None:
     assert (error.key, error.tool) == ("owner", "transfer")
 
     plain = transfer.replace(
-        contract=contract(requires=lambda state, args: state["owner"] == "x", writes=["balances"])
+        contract=contract(
+            requires=lambda state, args: state["owner"] == "x",
+            writes=["balances"],
+            unchecked_writes=True,
+        )
     )
     agent, _ = bank_agent(
         [reply(call("transfer", {"source": "ann", "target": "bob", "amount": 1})), "x"], plain
@@ -553,7 +559,9 @@ def test_a_parallel_call_whose_reads_changed_is_rechecked_and_rejected() -> None
 
     # the protection off (no checks): a lost update — 120 paid out of 100, ann at 40
     ran.clear()
-    unchecked = transfer.replace(contract=contract(writes=["balances"], reads=["balances"]))
+    unchecked = transfer.replace(
+        contract=contract(writes=["balances"], reads=["balances"], unchecked_writes=True)
+    )
     agent, _ = bank_agent(both, unchecked)
     result = agent.run_sync("go", state=start)
     assert result.state is not None
@@ -562,7 +570,7 @@ def test_a_parallel_call_whose_reads_changed_is_rechecked_and_rejected() -> None
 
 
 def test_recheck_follows_declared_reads() -> None:
-    @tool(writes=["user"], reads=[])
+    @tool(writes=["user"], reads=[], unchecked_writes=True)
     def set_user(ctx: RunContext[Any], name: str) -> str:
         """Set the user."""
         assert ctx.state is not None
@@ -852,7 +860,7 @@ def test_many_parallel_increments_are_refused_not_silently_lost() -> None:
     assert len(of_type(result.journal, StateRejected)) == 19
     assert {r.stage for r in of_type(result.journal, StateRejected)} == {"recheck"}
 
-    unchecked = increment.replace(contract=contract(writes=["count"]))
+    unchecked = increment.replace(contract=contract(writes=["count"], unchecked_writes=True))
     model = ScriptedModel([reply(*(call("increment", {"label": str(i)}) for i in range(20))), "x"])
     agent = Agent(model, tools=[unchecked], state=Counter())
     result = agent.run_sync("go")
@@ -869,7 +877,9 @@ def test_halt_in_a_postcondition_stops_the_run_and_commits_nothing() -> None:
 
     agent, _ = bank_agent(
         [reply(call("buggy_transfer", {"source": "ann", "target": "bob", "amount": 1})), "x"],
-        ensures(sane)(buggy_transfer.replace(contract=contract(writes=["balances"]))),
+        ensures(sane)(
+            buggy_transfer.replace(contract=contract(writes=["balances"], unchecked_writes=True))
+        ),
     )
     journal, error = run_collecting(agent, state=Bank(user="ann", balances={"ann": 100, "bob": 20}))
     assert isinstance(error, ContractHalt)

@@ -21,7 +21,7 @@ from legato.events import (
     ToolCallAdmitted,
     ToolCallRefused,
 )
-from legato.exceptions import BudgetExceeded, ConfigurationError, RunParked
+from legato.exceptions import BudgetExceeded, ConfigurationError, PriceUnknown, RunParked
 from legato.messages import Message, ModelResponse, Usage
 from legato.models import ModelRequest, ModelSettings
 from legato.security import Allow, Block, Hook, HookContext, RequestOutcome, ResponseOutcome
@@ -52,9 +52,10 @@ def test_reserve_settle_release_and_the_figures_of_the_error() -> None:
     assert budget.remaining().model_calls == 2
 
 
-def test_dollar_limits_need_prices_or_an_estimate() -> None:
-    with pytest.raises(ConfigurationError, match="prices"):
-        BudgetLimits(dollars=1.0)
+def test_dollar_limits_without_prices_or_an_estimate_need_a_priced_model() -> None:
+    unpriced = Budget(dollars=1.0)  # no prices: the model's own price table prices calls
+    with pytest.raises(PriceUnknown, match="prices="):
+        unpriced.model_call_worst_case(input_tokens=10, max_tokens=5)
     with pytest.raises(ConfigurationError, match="negative"):
         BudgetLimits(steps=-1)
     estimated = Budget(dollars=0.1, call_estimate=0.04)

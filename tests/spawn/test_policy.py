@@ -226,6 +226,22 @@ async def test_the_context_window_comes_from_the_model_profile() -> None:
     assert decision.spawn and "full" in decision.reason
 
 
+async def test_the_parents_fill_is_measured_against_the_parents_window() -> None:
+    # the children run on a model with a window 1,000 times larger: measured against it, the
+    # parent's nearly full context would look empty and the policy would never fire
+    parent = ScriptedModel(
+        [reply(call("todo", {"add": ["x" * 400]})), "ok"], profile=ModelProfile(context_window=150)
+    )
+    child = ScriptedModel([], profile=ModelProfile(context_window=150_000))
+    agent = Agent(
+        parent, tools=[spawn_tools([], model=child, policy=ThresholdPolicy(context_fill=0.5))]
+    )
+    result = await agent.run("go")
+    decision = next(e for e in result.journal if isinstance(e, SpawnDecided))
+    assert decision.metrics.context_window == 150
+    assert decision.spawn and "full" in decision.reason
+
+
 @pytest.mark.parametrize("seed", range(3))
 def test_budget_shares_always_roll_up_to_the_root(seed: int) -> None:
     import random

@@ -19,7 +19,7 @@ from legato.context._compact import (
 from legato.context._pairing import is_summary
 from legato.context._recall import recall_result_tool
 from legato.context._tokens import CharCounter, TokenCounter, counter_for, message_text
-from legato.exceptions import CompactionFailed, ConfigurationError
+from legato.exceptions import CompactionFailed, ConfigurationError, RunError
 from legato.messages import JsonValue, Message
 from legato.models import Model, ModelProfile, ModelRequest, complete
 from legato.tools import Tool
@@ -55,6 +55,9 @@ class CompactionRequest:
     """Messages that must survive (by index and value)."""
     model: Model | None = None
     """The model a summarizing compactor uses when it has none of its own."""
+    meter: Callable[[Model], Model] | None = None
+    """Wraps whichever model a compactor calls, so the run's budget reserves the call
+    (`Budget.metered`); None outside a budgeted run."""
     pinned_state: Mapping[str, JsonValue] = field(default_factory=lambda: {})
     """State entries copied verbatim into every summary (never summarized)."""
 
@@ -153,6 +156,8 @@ class Summarize:
         if model is None:
             msg = "the Summarize strategy needs a model"
             raise ConfigurationError(msg)
+        if request.meter is not None:
+            model = request.meter(model)
         text = await summarize(
             model,
             dropped,
@@ -195,6 +200,8 @@ async def summarize(
     )
     try:
         response = await complete(model, request)
+    except RunError:  # the run's own limits (a budget the call does not fit): not a failure
+        raise
     except Exception as exc:
         msg = f"the summary call to {model.name} failed: {type(exc).__name__}: {exc}"
         raise CompactionFailed(msg) from exc

@@ -18,7 +18,7 @@ from legato.contracts._state import Schema, Snapshot
 from legato.exceptions import ContractViolation, StateError, UndeclaredStateKey
 from legato.messages import JsonValue
 from legato.tools import Tool, ToolContract
-from legato.tools._contract import Postcondition, Precondition
+from legato.tools._contract import Postcondition, Precondition, check_writes
 
 __all__ = [
     "Allow",
@@ -147,6 +147,10 @@ class Contract:
     ensures: tuple[Postcondition, ...] = ()
     reads: frozenset[str] | None = None
     writes: frozenset[str] = field(default_factory=lambda: frozenset[str]())
+    unchecked_writes: bool = False
+    """Commit `writes` without a postcondition: an explicit opt-in, since nothing then
+    checks the values beyond their declared types. A run refuses a contract that writes
+    without `ensures` and without this flag (`ToolDefinitionError`)."""
     _pre: Compiled = field(init=False, repr=False, compare=False)
     _post: Compiled = field(init=False, repr=False, compare=False)
     _pre_ok: Verdict = field(init=False, repr=False, compare=False)
@@ -171,6 +175,7 @@ class Contract:
             ensures=tuple(spec.ensures),
             reads=spec.reads,
             writes=frozenset(spec.writes),
+            unchecked_writes=bool(getattr(spec, "unchecked_writes", False)),
         )
 
     def bind(self, schema: Schema, *, tool: str) -> None:
@@ -321,14 +326,22 @@ def contract(
     ensures: Postcondition | Iterable[Postcondition] | None = None,
     reads: Iterable[str] | None = None,
     writes: Iterable[str] = (),
+    unchecked_writes: bool = False,
 ) -> Contract:
-    """A `Contract`: pass it as `@tool(contract=...)` or `Tool(..., contract=...)`."""
-    return Contract(
+    """A `Contract`: pass it as `@tool(contract=...)` or `Tool(..., contract=...)`.
+
+    Raises:
+        ToolDefinitionError: `writes` without `ensures` or `unchecked_writes=True`.
+    """
+    built = Contract(
         requires=_pre(requires),
         ensures=_post(ensures),
         reads=None if reads is None else frozenset(reads),
         writes=frozenset(writes),
+        unchecked_writes=unchecked_writes,
     )
+    check_writes(built)
+    return built
 
 
 def _extend(
@@ -349,6 +362,7 @@ def _extend(
             ensures=(*base.ensures, *ensures),
             reads=merged_reads,
             writes=base.writes | frozenset(writes),
+            unchecked_writes=base.unchecked_writes,
         )
     )
 

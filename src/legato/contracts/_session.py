@@ -8,13 +8,16 @@ plain values; the executor turns them into journal events and tool results.
 
 from __future__ import annotations
 
+import copy
 import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Literal
+from types import MappingProxyType
+from typing import Any, Literal, cast
 
 from pydantic_core import to_jsonable_python
 
+from legato._effects_parts import current_switches
 from legato.contracts._contract import Contract, Halt, Reject, Verdict
 from legato.contracts._state import Draft, Snapshot, State
 from legato.events import StateCommitted, StateLoaded, StateRejected
@@ -29,6 +32,7 @@ from legato.exceptions import (
 )
 from legato.messages import JsonValue
 from legato.tools import Tool
+from legato.tools._contract import check_writes
 
 __all__ = ["Pending", "Refusal", "Settlement", "StateOptions", "StateSession"]
 
@@ -62,6 +66,7 @@ class Pending:
     base: Snapshot[Any]
     draft: Draft[Any]
     args: Mapping[str, Any]
+    """The arguments as admitted: a private copy the tool cannot change (see `admitted`)."""
     passed: tuple[str, ...] = ()
 
 
@@ -208,6 +213,7 @@ class StateSession:
         base = self.state.snapshot()
         try:
             contract = self._bind(tool)
+            args = admitted(args, tool=tool.name)
             view = self._view(base, contract, tool.name)
             verdict = contract.precondition(view, args, tool=tool.name)
         except StateError as exc:
@@ -362,6 +368,40 @@ class StateSession:
         return Settlement(event=event, error=text)
 
 
+def admitted(args: Mapping[str, Any], *, tool: str) -> Mapping[str, Any]:
+    """A private deep copy of a call's arguments, read-only at the top level.
+
+    The tool runs on its own arguments; its pre- and postconditions see this copy, taken
+    when the call is checked, so a tool that changes an argument in place (shrinks a list
+    it was asked to add) cannot change what its postcondition compares against.
+
+    Raises:
+        ContractViolation: an argument cannot be copied (the call is refused, fail closed).
+    """
+    if not current_switches().snapshot_args:  # test twin: the tool's own objects
+        return args
+    try:
+        return MappingProxyType({name: _private(value) for name, value in args.items()})
+    except Exception as exc:
+        msg = f"the arguments cannot be copied for the contract ({type(exc).__name__}: {exc})"
+        raise ContractViolation(msg, tool=tool) from exc
+
+
+_ATOMS = (str, int, float, bool, type(None))
+
+
+def _private(value: object) -> object:
+    """A deep copy; JSON-shaped values (what validated arguments mostly are) the fast way."""
+    kind: type = type(value)
+    if kind in _ATOMS:
+        return value
+    if kind is list:
+        return [_private(v) for v in cast("list[object]", value)]
+    if kind is dict:
+        return {k: _private(v) for k, v in cast("dict[object, object]", value).items()}
+    return copy.deepcopy(value)
+
+
 def _message(outcome: Reject | Any) -> str:
     return outcome.message if isinstance(outcome, Reject) else str(outcome)
 
@@ -392,7 +432,8 @@ def _error_evidence(exc: StateError) -> dict[str, JsonValue]:
 def merge_tools(tools: Sequence[Tool], session: StateSession | None) -> list[Tool]:
     """The run's tools plus `read_state` when the options ask for it.
 
-    A tool with a contract in a run without a state is refused: its checks would be skipped.
+    A tool with a contract in a run without a state is refused: its checks would be skipped;
+    so is one that writes keys with no postcondition and no `unchecked_writes=True`.
     """
     if session is None:
         checked = [t.name for t in tools if t.contract is not None]
@@ -403,6 +444,9 @@ def merge_tools(tools: Sequence[Tool], session: StateSession | None) -> list[Too
             )
             raise ConfigurationError(msg)
         return list(tools)
+    for t in tools:
+        if t.contract is not None:
+            check_writes(t.contract, tool=t.name)  # decorators and Tool(contract=) too
     if not session.options.read_tool:
         return list(tools)
     if any(t.name == "read_state" for t in tools):

@@ -11,6 +11,7 @@ from legato.models._base import (
     ModelSettings,
     ModelStreamEvent,
     OutputSpec,
+    PricedModel,
     ResponseCompleted,
     SchemaDialect,
     TextDelta,
@@ -18,6 +19,7 @@ from legato.models._base import (
     ToolCallDelta,
     ToolChoice,
     complete,
+    price_of,
 )
 from legato.models._default import LOCAL_MODEL, default_model
 from legato.models._provider import ProviderSettings
@@ -35,6 +37,7 @@ __all__ = [
     "ModelSettings",
     "ModelStreamEvent",
     "OutputSpec",
+    "PricedModel",
     "ProviderSettings",
     "ResponseCompleted",
     "RetryPolicy",
@@ -45,6 +48,7 @@ __all__ = [
     "ToolCallDelta",
     "ToolChoice",
     "complete",
+    "price_of",
     "default_model",
     "infer_model",
     "known_providers",

@@ -15,6 +15,7 @@ from legato.messages import (
     ThinkingDelta,
     ToolCallDelta,
     ToolDefinition,
+    Usage,
 )
 
 __all__ = [
@@ -24,6 +25,7 @@ __all__ = [
     "ModelSettings",
     "ModelStreamEvent",
     "OutputSpec",
+    "PricedModel",
     "ResponseCompleted",
     "SchemaDialect",
     "TextDelta",
@@ -31,6 +33,7 @@ __all__ = [
     "ToolCallDelta",
     "ToolChoice",
     "complete",
+    "price_of",
 ]
 
 ToolChoice: TypeAlias = "Literal['auto', 'required', 'none'] | str"
@@ -155,6 +158,20 @@ class Model(Protocol):
     def stream(self, request: ModelRequest) -> AsyncIterator[ModelStreamEvent]:
         """Send the request and yield events; the last one is `ResponseCompleted`."""
         ...
+
+
+@runtime_checkable
+class PricedModel(Protocol):
+    """A model that can price a call before making it (every provider module can)."""
+
+    def price(self, usage: Usage) -> float | None:
+        """Dollars a call with this usage would cost; None when the price is unknown."""
+        ...
+
+
+def price_of(model: Model, usage: Usage) -> float | None:
+    """What `model` would charge for `usage`; None when it cannot price calls."""
+    return model.price(usage) if isinstance(model, PricedModel) else None
 
 
 async def complete(model: Model, request: ModelRequest) -> ModelResponse:

@@ -523,6 +523,14 @@ class ProviderModel:
         usage = dataclasses.replace(response.usage, cache_savings=saved)
         return ResponseCompleted(response=dataclasses.replace(response, usage=usage))
 
+    def price(self, usage: Usage) -> float | None:
+        """Dollars a call with this usage would cost, from the bundled price table.
+
+        None when the table does not know the model (or the provider is not priced).
+        Budgets use it to reserve a call's worst case without being given prices.
+        """
+        return cost_in_dollars(usage, model=self.model, provider_id=self.price_provider)
+
     def _cost(self, usage: Usage, model_name: str) -> float | None:
         return cost_in_dollars(
             usage, model=model_name or self.model, provider_id=self.price_provider

@@ -31,7 +31,14 @@ from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass
 
 from legato.exceptions import ConfigurationError, ModelError
-from legato.models._base import Model, ModelProfile, ModelRequest, ModelStreamEvent
+from legato.messages import Usage
+from legato.models._base import (
+    Model,
+    ModelProfile,
+    ModelRequest,
+    ModelStreamEvent,
+    price_of,
+)
 from legato.models._registry import infer_model
 
 __all__ = ["FallbackAttempt", "FallbackModel"]
@@ -101,6 +108,15 @@ class FallbackModel:
             ),
             max_output_tokens=first.max_output_tokens,
         )
+
+    def price(self, usage: Usage) -> float | None:
+        """The highest price any model of the chain would charge (a call may land on any).
+
+        None when one of them cannot be priced.
+        """
+        prices = [price_of(m, usage) for m in self.models]
+        known = [p for p in prices if p is not None]
+        return max(known) if len(known) == len(prices) else None
 
     async def stream(self, request: ModelRequest) -> AsyncIterator[ModelStreamEvent]:
         """Stream from the first model that answers."""

@@ -21,7 +21,8 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
 
 from legato.exceptions import ModelError, RateLimited
-from legato.models._base import Model, ModelProfile, ModelRequest, ModelStreamEvent
+from legato.messages import Usage
+from legato.models._base import Model, ModelProfile, ModelRequest, ModelStreamEvent, price_of
 
 __all__ = ["RetryPolicy", "RetryingModel", "retrying_stream"]
 
@@ -119,6 +120,10 @@ class RetryingModel:
     def profile(self) -> ModelProfile:
         """The wrapped model's profile."""
         return self.model.profile
+
+    def price(self, usage: Usage) -> float | None:
+        """The wrapped model's price for `usage` (None when it has none)."""
+        return price_of(self.model, usage)
 
     def stream(self, request: ModelRequest) -> AsyncIterator[ModelStreamEvent]:
         """The wrapped model's stream, retried."""

@@ -18,6 +18,7 @@ from legato.messages import JsonValue, Message, ToolDefinition
 from legato.models import Model
 
 if TYPE_CHECKING:
+    from legato.budgets import Budget
     from legato.context import ContextPolicy, TokenCounter
 
 __all__ = ["ContextStep", "context_view"]
@@ -42,11 +43,15 @@ def context_view(
 class ContextStep:
     """Applies an agent's `ContextPolicy` before each model call."""
 
-    __slots__ = ("_counter", "_counts", "_model", "_policy", "ratio")
+    __slots__ = ("_budget", "_counter", "_counts", "_model", "_policy", "ratio")
 
-    def __init__(self, policy: ContextPolicy | None, model: Model) -> None:
+    def __init__(
+        self, policy: ContextPolicy | None, model: Model, *, budget: Budget | None = None
+    ) -> None:
         self._policy = policy
         self._model = model
+        self._budget = budget
+        """The run's budget: a summary call is reserved in it like any other model call."""
         self._counter: TokenCounter | None = None
         self._counts: dict[int, tuple[Message, int]] = {}
         self.ratio = 1.0
@@ -152,6 +157,7 @@ class ContextStep:
                 count=lambda m: self.count(m, counter),
                 pinned=pinned,
                 model=self._model,
+                meter=self._budget.metered if self._budget is not None else None,
                 pinned_state=_pinned_state(policy, state_values or {}),
             ),
         )

@@ -175,7 +175,7 @@ class RunDriver(Generic[OutputT]):
         self._scope.gate = self._gate
         self._scope.store = config.store
         self._executor: ToolExecutor | None = None
-        self._context = ContextStep(config.context, config.model)
+        self._context = ContextStep(config.context, config.model, budget=config.budget)
 
     def start(self, prompt: str | Message | None, history: Sequence[Message]) -> None:
         """Record the start of a fresh run (nothing is yielded for a resumed journal)."""
@@ -472,6 +472,7 @@ class RunDriver(Generic[OutputT]):
                 scope=self._scope,
                 journal=self.journal,
                 budget=cfg.budget,
+                model=cfg.model,
             )
 
         async for event in executor.run_calls(

@@ -10,7 +10,7 @@ from typing import Any
 
 from legato.events import Journal, ModelResponded, ToolCallFinished, ToolCallStarted, ToolOutcome
 from legato.exceptions import OutputRetriesExceeded, ToolRetriesExceeded
-from legato.messages import Message, ToolCallPart, ToolResultPart
+from legato.messages import ToolCallPart, ToolResultPart
 from legato.run._output import OUTPUT_TOOL, OutputSchema, OutputValidationError
 from legato.run._state import RunState
 from legato.run._tools import CallResult
@@ -73,24 +73,26 @@ def check_failures(
     output_retries: int,
     unknown_tool_retries: int,
 ) -> None:
-    """Raise when a tool (or the output) failed more often than it may."""
-    for call in calls:
-        count = state.failures.get(call.name, 0)
+    """Raise when a tool (or the output) failed in more consecutive turns than it may.
+
+    Called once the step's calls have all finished, so the model has seen every result of
+    a turn before its failures are counted: several failing calls of one tool in one
+    response are one failing turn. The error quotes the tool's latest failed call.
+    """
+    for name in dict.fromkeys(call.name for call in calls):
+        count = state.failures.get(name, 0)
         if not count:
             continue
-        if call.name == OUTPUT_TOOL:
+        if name == OUTPUT_TOOL:
             limit = output_retries
         else:
-            tool = tools.get(call.name)
+            tool = tools.get(name)
             limit = tool.max_retries if tool is not None else unknown_tool_retries
         if count > limit:
-            last = next(
-                (m for m in reversed(state.messages) if m.role == "tool"), Message(role="tool")
-            )
-            text = next((r.text for r in last.tool_results if r.call_id == call.id), "")
-            if call.name == OUTPUT_TOOL:
+            text = state.last_errors.get(name, "")
+            if name == OUTPUT_TOOL:
                 raise OutputRetriesExceeded(limit, text)
-            raise ToolRetriesExceeded(call.name, limit, text)
+            raise ToolRetriesExceeded(name, limit, text)
 
 
 def cancelled_calls(journal: Journal, reason: str) -> list[ToolCallFinished]:

@@ -58,7 +58,13 @@ class RunState:
     """Calls of the latest response that have not finished yet, in model order."""
     results: dict[str, ToolResultPart] = field(default_factory=lambda: {})
     failures: dict[str, int] = field(default_factory=lambda: {})
-    """Consecutive failed calls per tool name (reset by a success)."""
+    """Consecutive failing turns per tool name: a model response in which a call of the
+    tool failed counts once, however many of its calls failed; a response whose calls of
+    the tool all succeeded resets the count."""
+    last_errors: dict[str, str] = field(default_factory=lambda: {})
+    """The text of each tool's latest failed call (what `ToolRetriesExceeded` quotes)."""
+    turn_failed: dict[str, bool] = field(default_factory=lambda: {})
+    """Per tool with a finished call in the current response: whether one of them failed."""
     output_failures: int = 0
     output: JsonValue = None
     finished: bool = False
@@ -157,14 +163,25 @@ class RunState:
         self.results[event.call.id] = event.result
         name = event.call.name
         if event.outcome in ("ok", "output", "skipped"):
-            self.failures.pop(name, None)
+            self.turn_failed.setdefault(name, False)
         elif event.outcome not in ("cancelled", "refused"):
-            self.failures[name] = self.failures.get(name, 0) + 1
+            self.turn_failed[name] = True
+            self.last_errors[name] = event.result.text
         if all(c.id in self.results for c in self.pending_calls):
             parts = tuple(self.results[c.id] for c in self.pending_calls)
             self.messages.append(Message(role="tool", parts=parts))
             self.pending_calls = []
             self.results = {}
+            self._end_turn()
+
+    def _end_turn(self) -> None:
+        """Count the response's failures once per tool (see `failures`)."""
+        for name, failed in self.turn_failed.items():
+            if failed:
+                self.failures[name] = self.failures.get(name, 0) + 1
+            else:
+                self.failures.pop(name, None)
+        self.turn_failed = {}
 
     @property
     def last_message(self) -> Message | None:

@@ -83,6 +83,18 @@ def _error(
     )
 
 
+def _refused(call: ToolCallPart, refusal: Refusal, started: float) -> CallResult:
+    """A call its preconditions refused: nothing ran."""
+    return CallResult(
+        result=ToolResultPart.text_result(
+            call_id=call.id, name=call.name, text=refusal.message, is_error=True
+        ),
+        outcome="rejected",
+        duration=time.perf_counter() - started,
+        refusal=refusal,
+    )
+
+
 class ToolExecutor:
     """Runs calls against a fixed set of tools."""
 
@@ -136,14 +148,7 @@ class ToolExecutor:
         if self._state is not None:
             checked = self._contract_stage(tool, call, kwargs)
             if isinstance(checked, Refusal):
-                return CallResult(
-                    result=ToolResultPart.text_result(
-                        call_id=call.id, name=call.name, text=checked.message, is_error=True
-                    ),
-                    outcome="rejected",
-                    duration=time.perf_counter() - started,
-                    refusal=checked,
-                )
+                return _refused(call, checked, started)
             pending = checked
             ctx = replace(
                 ctx, state=pending.draft if pending else self._state.snapshot_for(tool.name)
@@ -160,6 +165,12 @@ class ToolExecutor:
             )
         if admission.effect_id:
             ctx = replace(ctx, idempotency_key=admission.effect_id)
+        if pending is not None and self._state is not None and admission.arguments != kwargs:
+            # an approver or a hook changed the arguments: check the call that will run
+            rechecked = self._state.begin(tool, call.id, admission.arguments)
+            if isinstance(rechecked, Refusal):
+                return _refused(call, rechecked, started)
+            pending, ctx = rechecked, replace(ctx, state=rechecked.draft)
         done = await self._invoke(call, tool, admission.arguments, ctx, started, pending)
         result, outcome = await self._gate.settle(admission, done.result, done.outcome)
         if outcome == "cancelled":  # fenced: the late result and its draft are discarded

@@ -386,11 +386,13 @@ class SpawnToolset:
         if run.decided_step == ctx.step:
             return None
         run.decided_step = ctx.step
+        # the parent's conversation fills the parent's window, not the children's model's
+        window = ctx.model.profile.context_window if ctx.model is not None else None
         metrics = measure(
             ctx.messages,
             step=ctx.step,
             todos=run.todos,
-            context_window=self.model.profile.context_window,
+            context_window=window,
             current_failed=failed,
         )
         decision = self.policy.decide(metrics)

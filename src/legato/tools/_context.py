@@ -6,7 +6,7 @@ import asyncio
 import math
 from collections.abc import Coroutine, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Generic, Protocol, cast, runtime_checkable
+from typing import TYPE_CHECKING, Any, Generic, Protocol, cast, runtime_checkable
 
 from typing_extensions import TypeVar
 
@@ -14,6 +14,9 @@ from legato.events import Journal, ToolProgress
 from legato.exceptions import ToolError
 from legato.messages import Message, Usage
 from legato.tools._contract import StateAccess
+
+if TYPE_CHECKING:  # type-only: a tool is handed the run's model, never imports a provider
+    from legato.models import Model
 
 __all__ = ["RunBudget", "RunContext", "RunScope"]
 
@@ -82,7 +85,8 @@ class RunContext(Generic[DepsT]):
     usage: Usage = field(default_factory=Usage)
     """Usage of the run so far."""
     retry: int = 0
-    """How many times this tool has already failed in this run."""
+    """In how many model turns in a row this tool has failed just before this call (a turn
+    with several failing calls of it counts once; one whose calls all succeeded resets)."""
     scope: RunScope | None = None
     """The run's scope (event stream and owned tasks); None outside a run."""
     state: StateAccess | None = None
@@ -99,6 +103,8 @@ class RunContext(Generic[DepsT]):
     is run (a resumed run re-running an idempotent call after a crash passes the same key).
     Hand it to the outside system (e.g. an `Idempotency-Key` header) so it applies the
     effect once."""
+    model: Model | None = None
+    """The model the run calls (its `profile` tells the context window); None outside a run."""
 
     def report_progress(
         self, progress: float, total: float | None = None, message: str | None = None

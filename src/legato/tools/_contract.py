@@ -11,12 +11,15 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol, TypeVar, runtime_checkable
 
+from legato.exceptions import ToolDefinitionError
+
 __all__ = [
     "Conditions",
     "Postcondition",
     "Precondition",
     "StateAccess",
     "ToolContract",
+    "check_writes",
     "conditions",
 ]
 
@@ -79,6 +82,8 @@ class Conditions:
     ensures: tuple[Postcondition, ...] = ()
     reads: frozenset[str] | None = None
     writes: frozenset[str] = field(default_factory=lambda: frozenset[str]())
+    unchecked_writes: bool = False
+    """Commit writes without a postcondition (an explicit opt-in; see `check_writes`)."""
 
 
 P = TypeVar("P", Precondition, Postcondition)
@@ -98,13 +103,51 @@ def conditions(
     ensures: Postcondition | Iterable[Postcondition] | None = None,
     reads: Iterable[str] | None = None,
     writes: Iterable[str] | None = None,
+    unchecked_writes: bool = False,
 ) -> Conditions | None:
-    """A `Conditions` value, or None when nothing was given."""
-    if requires is None and ensures is None and reads is None and writes is None:
+    """A `Conditions` value, or None when nothing was given.
+
+    Raises:
+        ToolDefinitionError: `writes` without `ensures` or `unchecked_writes=True`.
+    """
+    if (
+        requires is None
+        and ensures is None
+        and reads is None
+        and writes is None
+        and not unchecked_writes
+    ):
         return None
-    return Conditions(
+    spec = Conditions(
         requires=_tuple(requires),
         ensures=_tuple(ensures),
         reads=frozenset(reads) if reads is not None else None,
         writes=frozenset(writes or ()),
+        unchecked_writes=unchecked_writes,
     )
+    check_writes(spec)
+    return spec
+
+
+def check_writes(spec: ToolContract, *, tool: str | None = None) -> None:
+    """Refuse a contract that writes state keys with nothing to check the written values.
+
+    Without a postcondition any value of the right type would be committed as verified
+    (a balance of -1,000,000); such a tool must say `unchecked_writes=True`.
+
+    Raises:
+        ToolDefinitionError: writes without ensures and without `unchecked_writes=True`.
+    """
+    unchecked = bool(getattr(spec, "unchecked_writes", False))
+    writes = sorted(spec.writes)
+    whose = f"tool {tool!r}: " if tool else ""
+    if writes and not spec.ensures and not unchecked:
+        msg = (
+            f"{whose}writes={writes} without ensures=: nothing would check the values it "
+            "commits. Add a postcondition (e.g. ensures=at_least(...)), or pass "
+            "unchecked_writes=True to commit any value of the declared type"
+        )
+        raise ToolDefinitionError(msg)
+    if unchecked and not writes:
+        msg = f"{whose}unchecked_writes=True without writes=: the tool writes nothing"
+        raise ToolDefinitionError(msg)

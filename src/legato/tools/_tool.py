@@ -449,6 +449,7 @@ def tool(
     ensures: Postcondition | Iterable[Postcondition] | None = None,
     reads: Iterable[str] | None = None,
     writes: Iterable[str] | None = None,
+    unchecked_writes: bool = False,
     contract: ToolContract | None = None,
     reconcile: Reconciler | None = None,
     sinks: Iterable[str] | Mapping[str, SinkKind] | None = None,
@@ -473,6 +474,7 @@ def tool(
     ensures: Postcondition | Iterable[Postcondition] | None = None,
     reads: Iterable[str] | None = None,
     writes: Iterable[str] | None = None,
+    unchecked_writes: bool = False,
     contract: ToolContract | None = None,
     reconcile: Reconciler | None = None,
     sinks: Iterable[str] | Mapping[str, SinkKind] | None = None,
@@ -484,17 +486,31 @@ def tool(
     Use bare (`@tool`) or with options (`@tool(side_effects="irreversible", timeout=5)`).
     On a method defined in a class body, the tool binds to the instance it is read from.
     `requires`, `ensures`, `reads` and `writes` give the tool a contract over the run's
-    verified state (or pass a ready `contract`; see `legato.contracts`). `reconcile` tells,
-    after a crash, whether an irreversible call that never finished took effect. `sinks` names the
-    parameters that decide where a side effect lands (`{"to": "recipient"}`, or names for
-    kind `text`); `trusted_arguments=True` says a side-effecting tool has none on purpose.
-    verified state (or pass a ready `contract`; see `legato.contracts`).
-    `isolation="process"` runs a sync function in a worker process that is killed when the
-    call is cancelled or times out (see `Tool.isolation`).
+    verified state (or pass a ready `contract`; see `legato.contracts`). A tool that
+    `writes` keys needs a postcondition (`ensures`) to decide what may be committed, or an
+    explicit `unchecked_writes=True` to commit any value of the right type.
+
+    `reconcile` tells, after a crash, whether an irreversible call that never finished took
+    effect. `sinks` names the parameters that decide where a side effect lands
+    (`{"to": "recipient"}`, or names for kind `text`); `trusted_arguments=True` says a
+    side-effecting tool has none on purpose. `isolation="process"` runs a sync function in
+    a worker process that is killed when the call is cancelled or times out.
+
+    Raises:
+        ToolDefinitionError: `writes` without `ensures` or `unchecked_writes=True`, or
+            both `contract` and the contract keywords.
     """
-    spec = conditions(requires=requires, ensures=ensures, reads=reads, writes=writes)
+    spec = conditions(
+        requires=requires,
+        ensures=ensures,
+        reads=reads,
+        writes=writes,
+        unchecked_writes=unchecked_writes,
+    )
     if spec is not None and contract is not None:
-        msg = "give either contract= or requires=/ensures=/reads=/writes=, not both"
+        msg = (
+            "give either contract= or requires=/ensures=/reads=/writes=/unchecked_writes=, not both"
+        )
         raise ToolDefinitionError(msg)
     tool_contract = contract if contract is not None else spec
 

@@ -3,6 +3,10 @@
 Every path goes through the workspace, so a path that leads outside (`..`, an absolute
 path, a symlink or hard link pointing out) fails with a tool error the model sees, and
 nothing is read or written.
+
+`write_file` and `edit_file` refuse a file that changed since the calling run last read
+it through `read_file` (see `_versions.py`), so runs that share a workspace do not lose
+each other's updates; `FileToolOptions(check_versions=False)` turns this off.
 """
 
 from __future__ import annotations
@@ -11,11 +15,13 @@ import contextlib
 import re
 from collections.abc import Generator, Iterator
 from dataclasses import dataclass
-from typing import BinaryIO
+from typing import Any, BinaryIO
 
 from legato.exceptions import SandboxViolation, ToolError
 from legato.sandbox import Workspace
+from legato.tools._context import RunContext
 from legato.tools._tool import Tool
+from legato.tools.builtin._versions import ABSENT, FileVersions
 
 __all__ = ["FileToolOptions", "file_tools", "glob_regex", "tool_errors"]
 
@@ -34,6 +40,9 @@ class FileToolOptions:
     """Largest file `edit_file` opens."""
     max_entries: int = 1000
     """Entries `list_dir` and `glob` return at most."""
+    check_versions: bool = True
+    """Refuse to write or edit a file that changed since the calling run read it (a
+    lost update when runs share the workspace); the model is told to read it again."""
 
 
 @contextlib.contextmanager
@@ -122,14 +131,34 @@ def check_pattern(pattern: str) -> None:
 def file_tools(workspace: Workspace, options: FileToolOptions | None = None) -> list[Tool]:
     """The file tools for one workspace: read_file, write_file, edit_file, list_dir, glob."""
     opts = options or FileToolOptions()
-    return [make(workspace, opts) for make in (_read, _write, _edit, _list, _glob)]
+    versions = FileVersions(workspace) if opts.check_versions else None
+    return [
+        _read(workspace, opts, versions),
+        _write(workspace, opts, versions),
+        _edit(workspace, opts, versions),
+        _list(workspace, opts),
+        _glob(workspace, opts),
+    ]
 
 
-def _read(ws: Workspace, opts: FileToolOptions) -> Tool:
-    def read_file(path: str, start_line: int = 1, end_line: int | None = None) -> str:
+@contextlib.contextmanager
+def _writing(versions: FileVersions | None, ctx: RunContext[Any], path: str) -> Generator[None]:
+    """The version check and write lock around a write (nothing when checks are off)."""
+    if versions is None:
+        yield
+        return
+    with versions.writing(ctx.run_id, path):
+        yield
+
+
+def _read(ws: Workspace, opts: FileToolOptions, versions: FileVersions | None) -> Tool:
+    def read_file(
+        ctx: RunContext[Any], path: str, start_line: int = 1, end_line: int | None = None
+    ) -> str:
         """Read a UTF-8 text file of the workspace; lines are shown with their numbers.
 
         Args:
+            ctx: The calling run (not shown to the model).
             path: File path relative to the workspace root.
             start_line: First line to show (1-based).
             end_line: Last line to show (inclusive); omit to read to the end.
@@ -137,21 +166,39 @@ def _read(ws: Workspace, opts: FileToolOptions) -> Tool:
         if start_line < 1 or (end_line is not None and end_line < start_line):
             msg = "start_line must be >= 1 and end_line >= start_line"
             raise ToolError(msg)
-        with tool_errors(path), ws.open_read(path) as f:
+        with tool_errors(path), _opened(ws, versions, ctx, path) as f:
             size = f.seek(0, 2)
             f.seek(0)
             _refuse_binary(f.read(_SNIFF), path, size)
             f.seek(0)
+            if versions is not None:
+                versions.saw(ctx.run_id, path, versions.of_file(f))
             return _numbered(f, path, size, start_line, end_line, opts.max_read_chars)
 
     return Tool.from_function(read_file, side_effects="none", timeout=30)
 
 
-def _write(ws: Workspace, opts: FileToolOptions) -> Tool:
-    def write_file(path: str, content: str) -> str:
+@contextlib.contextmanager
+def _opened(
+    ws: Workspace, versions: FileVersions | None, ctx: RunContext[Any], path: str
+) -> Generator[BinaryIO]:
+    """`ws.open_read`; a missing file is remembered as read absent (then raised)."""
+    try:
+        f = ws.open_read(path)
+    except FileNotFoundError:
+        if versions is not None:
+            versions.saw(ctx.run_id, path, ABSENT)
+        raise
+    with f:
+        yield f
+
+
+def _write(ws: Workspace, opts: FileToolOptions, versions: FileVersions | None) -> Tool:
+    def write_file(ctx: RunContext[Any], path: str, content: str) -> str:
         """Create or overwrite a text file in the workspace (parent directories are created).
 
         Args:
+            ctx: The calling run (not shown to the model).
             path: File path relative to the workspace root.
             content: The complete new content of the file.
         """
@@ -159,8 +206,10 @@ def _write(ws: Workspace, opts: FileToolOptions) -> Tool:
         if len(data) > opts.max_write_bytes:
             msg = f"content is {len(data)} bytes; the limit is {opts.max_write_bytes}"
             raise ToolError(msg)
-        with tool_errors(path):
+        with tool_errors(path), _writing(versions, ctx, path):
             rel = ws.write_bytes(path, data)
+            if versions is not None:
+                versions.saw(ctx.run_id, path, versions.of_bytes(data, path))
         return f"wrote {len(data)} bytes ({_line_count(content)} lines) to {rel}"
 
     return Tool.from_function(
@@ -168,13 +217,16 @@ def _write(ws: Workspace, opts: FileToolOptions) -> Tool:
     )
 
 
-def _edit(ws: Workspace, opts: FileToolOptions) -> Tool:
-    def edit_file(path: str, old_text: str, new_text: str, replace_all: bool = False) -> str:
+def _edit(ws: Workspace, opts: FileToolOptions, versions: FileVersions | None) -> Tool:
+    def edit_file(
+        ctx: RunContext[Any], path: str, old_text: str, new_text: str, replace_all: bool = False
+    ) -> str:
         """Replace an exact piece of text in a file of the workspace.
 
         `old_text` must occur exactly once (whitespace included) unless `replace_all` is set.
 
         Args:
+            ctx: The calling run (not shown to the model).
             path: File path relative to the workspace root.
             old_text: The exact text to replace, with enough context to be unique.
             new_text: The text to put in its place.
@@ -186,7 +238,7 @@ def _edit(ws: Workspace, opts: FileToolOptions) -> Tool:
         if old_text == new_text:
             msg = "old_text and new_text are the same; nothing to change"
             raise ToolError(msg)
-        with tool_errors(path):
+        with tool_errors(path), _writing(versions, ctx, path):
             size = ws.stat(path).st_size
             if size > opts.max_edit_bytes:
                 msg = f"{path!r} is {size} bytes; edit_file opens files up to {opts.max_edit_bytes}"
@@ -214,6 +266,8 @@ def _edit(ws: Workspace, opts: FileToolOptions) -> Tool:
                 msg = f"the edited file would be {len(data)} bytes; the limit is {opts.max_write_bytes}"
                 raise ToolError(msg)
             rel = ws.write_bytes(path, data, create_dirs=False)
+            if versions is not None:
+                versions.saw(ctx.run_id, path, versions.of_bytes(data, path))
         where = f"from line {first}" if count == 1 else f"{count} occurrences"
         return f"edited {rel}: replaced {where}"
 
