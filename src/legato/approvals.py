@@ -47,7 +47,13 @@ from legato.messages import JsonValue
 if TYPE_CHECKING:
     from pathlib import Path
 
-    from legato.store import ConnectionPool, PostgresStore, SQLiteStore
+    from legato.store import (
+        ApprovalRecord,
+        ApprovalTable,
+        ConnectionPool,
+        PostgresStore,
+        SQLiteStore,
+    )
     from legato.tools import Tool
 
 __all__ = [
@@ -67,6 +73,7 @@ __all__ = [
     "Reject",
     "Rule",
     "SQLiteApprovalStore",
+    "StoredApprovals",
     "TerminalApprover",
     "arguments_hash",
     "canonical_json",
@@ -488,48 +495,45 @@ def pending_ids(requests: Iterable[ApprovalRequest]) -> tuple[str, ...]:
     return tuple(r.id for r in requests)
 
 
-class SQLiteApprovalStore:
-    """An `ApprovalStore` in a legato SQLite database (`legato.store.SQLiteStore`).
+class StoredApprovals:
+    """An `ApprovalStore` over the approvals table of a legato store (`ApprovalTable`).
 
-    Requests wait in the store's `approvals` table, so a run can park in one process and be
-    decided and resumed from another. `decide` accepts a token once and `claim` hands the
-    decision to exactly one resumer, each as one conditional `UPDATE` whose row count says
-    who won, so the guarantees hold across processes.
+    The rules live here once: a decision is accepted only with the request's token and
+    before it expires, once; it is claimed by exactly one resumer. Each state change is one
+    conditional update in the store (parked → decided → claimed), so the guarantees hold
+    across processes and machines; the SQLite and PostgreSQL stores differ only in SQL.
     """
 
-    def __init__(self, store: SQLiteStore | str | Path = ".legato/legato.db") -> None:
-        """Use an open `SQLiteStore`, or open one at a path."""
-        from legato.store import SQLiteStore
+    def __init__(self, table: ApprovalTable, *, in_thread: bool = False) -> None:
+        """Keep approvals in `table`; `in_thread` runs its calls off the event loop."""
+        self._table = table
+        self._in_thread = in_thread
 
-        self._store = store if isinstance(store, SQLiteStore) else SQLiteStore(store)
+    async def _run(self, fn: Callable[..., Any], *args: Any) -> Any:
+        if self._in_thread:
+            return await asyncio.to_thread(fn, *args)
+        return fn(*args)
 
     async def put(self, request: ApprovalRequest) -> None:
         """Record a new pending request (recording the same request again changes nothing)."""
-        with self._store.db.write() as conn:
-            conn.execute(
-                "INSERT OR IGNORE INTO approvals(request_id, run_id, payload, created_at) "
-                "VALUES (?, ?, ?, ?)",
-                (request.id, request.run_id, request.to_json(), time.time()),
-            )
+        if await self._run(self._table.approval, request.id) is not None:
+            return
+        payload = cast(JsonValue, asdict(request))
+        await self._run(
+            lambda: self._table.park_approval(request.id, run_id=request.run_id, payload=payload)
+        )
 
     async def get(self, request_id: str) -> ApprovalRequest | None:
         """The request with this id, decided or not."""
-        with self._store.db.read() as conn:
-            row = conn.execute(
-                "SELECT payload FROM approvals WHERE request_id = ?", (request_id,)
-            ).fetchone()
-        return ApprovalRequest.from_json(row[0]) if row is not None else None
+        record: ApprovalRecord | None = await self._run(self._table.approval, request_id)
+        return _request_of(record.payload) if record is not None else None
 
     async def pending(self, run_id: str | None = None) -> list[ApprovalRequest]:
         """Undecided requests (of one run, or all), oldest first."""
-        query = "SELECT payload FROM approvals WHERE state = 'parked'"
-        args: tuple[str, ...] = ()
-        if run_id is not None:
-            query += " AND run_id = ?"
-            args = (run_id,)
-        with self._store.db.read() as conn:
-            rows = conn.execute(query + " ORDER BY created_at, rowid", args).fetchall()
-        return [ApprovalRequest.from_json(r[0]) for r in rows]
+        records: list[ApprovalRecord] = await self._run(
+            lambda: self._table.approvals(run_id=run_id)
+        )
+        return [_request_of(r.payload) for r in records if r.state == "parked"]
 
     async def decide(self, request_id: str, token: str, decision: Decision) -> None:
         """Accept a decision presented with the request's token, once (across processes)."""
@@ -540,153 +544,64 @@ class SQLiteApprovalStore:
         if request.expires_at is not None and time.time() > request.expires_at:
             msg = f"request {request_id!r} expired; the run asks again when resumed"
             raise DecisionTokenInvalid(msg)
-        if not self._store.decide_approval(request_id, cast(JsonValue, asdict(decision))):
+        verdict = cast(JsonValue, asdict(decision))
+        if not await self._run(self._table.decide_approval, request_id, verdict):
             msg = f"request {request_id!r} was already decided; a token is used once"
             raise DecisionAlreadyUsed(msg)
 
     async def decision(self, request_id: str) -> Decision | None:
         """The decision recorded for a request, without claiming it."""
-        with self._store.db.read() as conn:
-            row = conn.execute(
-                "SELECT decision FROM approvals WHERE request_id = ?", (request_id,)
-            ).fetchone()
-        if row is None or row[0] is None:
+        record: ApprovalRecord | None = await self._run(self._table.approval, request_id)
+        if record is None or record.decision is None:
             return None
-        return decision_from_json(json.loads(row[0]))
+        return decision_from_json(cast(Mapping[str, Any], record.decision))
 
     async def claim(self, request_id: str) -> Decision | None:
         """Take the decision exactly once: one conditional update decides who gets it."""
-        with self._store.db.write() as conn:
-            claimed = conn.execute(
-                "UPDATE approvals SET state = 'claimed' WHERE request_id = ? AND state = 'decided'",
-                (request_id,),
-            ).rowcount
-            row = conn.execute(
-                "SELECT state, decision FROM approvals WHERE request_id = ?", (request_id,)
-            ).fetchone()
-        if row is None or row[1] is None:
+        won: bool = await self._run(self._table.claim_approval, request_id)
+        decision = await self.decision(request_id)
+        if decision is None:
             return None
-        if claimed != 1:
+        if not won:
             msg = f"the decision on request {request_id!r} was already applied"
             raise DecisionAlreadyUsed(msg)
-        return decision_from_json(json.loads(row[1]))
+        return decision
 
 
-class PostgresApprovalStore:
-    """An `ApprovalStore` in a legato PostgreSQL database (`legato.store.PostgresStore`).
+def _request_of(payload: JsonValue) -> ApprovalRequest:
+    if isinstance(payload, str):  # written by an older legato as JSON text
+        return ApprovalRequest.from_json(payload)
+    return ApprovalRequest(**cast(dict[str, Any], payload))
 
-    Requests wait in the database's `legato.approvals` table: a run parks on one machine
-    and is decided and resumed from another. `decide` locks the request's row while it
-    checks the token, and `claim` is one `UPDATE ... WHERE state = 'decided' RETURNING`:
-    a second claimer waits on the row lock, then finds the decision taken. So a token is
-    accepted once and a decision is claimed by exactly one resumer, across machines.
-    Database calls run in a worker thread, off the event loop.
+
+class SQLiteApprovalStore(StoredApprovals):
+    """Approvals in a legato SQLite database (`legato.store.SQLiteStore`).
+
+    A run parks in one process and is decided and resumed from another.
+    """
+
+    def __init__(self, store: SQLiteStore | str | Path = ".legato/legato.db") -> None:
+        """Use an open `SQLiteStore`, or open one at a path."""
+        from legato.store import SQLiteStore
+
+        self.store = store if isinstance(store, SQLiteStore) else SQLiteStore(store)
+        super().__init__(self.store)
+
+
+class PostgresApprovalStore(StoredApprovals):
+    """Approvals in a legato PostgreSQL database (`legato.store.PostgresStore`).
+
+    A run parks on one machine and is decided and resumed from another. Database calls run
+    in a worker thread, off the event loop.
     """
 
     def __init__(self, store: PostgresStore | str | ConnectionPool) -> None:
         """Use an open `PostgresStore`, or open one from a DSN or a connection pool."""
         from legato.store import PostgresStore
 
-        self._store = store if isinstance(store, PostgresStore) else PostgresStore(store)
-
-    async def put(self, request: ApprovalRequest) -> None:
-        """Record a new pending request (recording the same request again changes nothing)."""
-        await asyncio.to_thread(self._put, request)
-
-    def _put(self, request: ApprovalRequest) -> None:
-        with self._store.db.write() as conn:
-            conn.execute(
-                "INSERT INTO legato.approvals(request_id, run_id, payload, created_at) "
-                "VALUES (%s, %s, %s, extract(epoch from clock_timestamp())::double precision) "
-                "ON CONFLICT (request_id) DO NOTHING",
-                (request.id, request.run_id, request.to_json()),
-            )
-
-    async def get(self, request_id: str) -> ApprovalRequest | None:
-        """The request with this id, decided or not."""
-        return await asyncio.to_thread(self._get, request_id)
-
-    def _get(self, request_id: str) -> ApprovalRequest | None:
-        with self._store.db.read() as conn:
-            row = conn.execute(
-                "SELECT payload FROM legato.approvals WHERE request_id = %s", (request_id,)
-            ).fetchone()
-        return ApprovalRequest.from_json(row[0]) if row is not None else None
-
-    async def pending(self, run_id: str | None = None) -> list[ApprovalRequest]:
-        """Undecided requests (of one run, or all), oldest first."""
-        return await asyncio.to_thread(self._pending, run_id)
-
-    def _pending(self, run_id: str | None) -> list[ApprovalRequest]:
-        with self._store.db.read() as conn:
-            rows = conn.execute(
-                "SELECT payload FROM legato.approvals WHERE state = 'parked' "
-                "AND (%s::text IS NULL OR run_id = %s) ORDER BY created_at, ord",
-                (run_id, run_id),
-            ).fetchall()
-        return [ApprovalRequest.from_json(r[0]) for r in rows]
-
-    async def decide(self, request_id: str, token: str, decision: Decision) -> None:
-        """Accept a decision presented with the request's token, once (across machines)."""
-        await asyncio.to_thread(self._decide, request_id, token, decision)
-
-    def _decide(self, request_id: str, token: str, decision: Decision) -> None:
-        with self._store.db.write() as conn:
-            row = conn.execute(
-                "SELECT payload, state FROM legato.approvals WHERE request_id = %s FOR UPDATE",
-                (request_id,),
-            ).fetchone()
-            request = ApprovalRequest.from_json(row[0]) if row is not None else None
-            if request is None or not hmac.compare_digest(request.token, token):
-                msg = f"the decision token does not belong to request {request_id!r}"
-                raise DecisionTokenInvalid(msg)
-            if row is not None and row[1] != "parked":
-                msg = f"request {request_id!r} was already decided; a token is used once"
-                raise DecisionAlreadyUsed(msg)
-            if request.expires_at is not None and time.time() > request.expires_at:
-                msg = f"request {request_id!r} expired; the run asks again when resumed"
-                raise DecisionTokenInvalid(msg)
-            conn.execute(
-                "UPDATE legato.approvals SET state = 'decided', decision = %s, "
-                "decided_at = extract(epoch from clock_timestamp())::double precision "
-                "WHERE request_id = %s",
-                (json.dumps(asdict(decision)), request_id),
-            )
-
-    async def decision(self, request_id: str) -> Decision | None:
-        """The decision recorded for a request, without claiming it."""
-        return await asyncio.to_thread(self._decision, request_id)
-
-    def _decision(self, request_id: str) -> Decision | None:
-        with self._store.db.read() as conn:
-            row = conn.execute(
-                "SELECT decision FROM legato.approvals WHERE request_id = %s", (request_id,)
-            ).fetchone()
-        if row is None or row[0] is None:
-            return None
-        return decision_from_json(json.loads(row[0]))
-
-    async def claim(self, request_id: str) -> Decision | None:
-        """Take the decision exactly once: one `UPDATE ... RETURNING` decides who gets it."""
-        return await asyncio.to_thread(self._claim, request_id)
-
-    def _claim(self, request_id: str) -> Decision | None:
-        with self._store.db.write() as conn:
-            won = conn.execute(
-                "UPDATE legato.approvals SET state = 'claimed' "
-                "WHERE request_id = %s AND state = 'decided' RETURNING decision",
-                (request_id,),
-            ).fetchone()
-            if won is not None:
-                return decision_from_json(json.loads(won[0]))
-            row = conn.execute(
-                "SELECT decision FROM legato.approvals WHERE request_id = %s", (request_id,)
-            ).fetchone()
-        if row is None or row[0] is None:
-            return None
-        msg = f"the decision on request {request_id!r} was already applied"
-        raise DecisionAlreadyUsed(msg)
+        self.store = store if isinstance(store, PostgresStore) else PostgresStore(store)
+        super().__init__(self.store, in_thread=True)
 
     def close(self) -> None:
         """Close the store's connection."""
-        self._store.close()
+        self.store.close()

@@ -1,6 +1,6 @@
 """Stores: where run journals, sessions, approvals and memory live.
 
-The protocols (`RunStore`, `SessionStore`, `SessionCatalog`, `ApprovalStore`) are the
+The protocols (`RunStore`, `SessionStore`, `SessionCatalog`, `ApprovalTable`) are the
 boundary; `SQLiteStore` is the embedded default (one WAL-mode file per project, by default
 `.legato/legato.db`). `PostgresStore` implements the same protocols in PostgreSQL, for
 processes on several machines sharing sessions, journals and approvals; it needs the
@@ -9,7 +9,7 @@ processes on several machines sharing sessions, journals and approvals; it needs
 
 from legato.store._base import (
     ApprovalRecord,
-    ApprovalStore,
+    ApprovalTable,
     RunInfo,
     RunStore,
     SessionCatalog,
@@ -26,7 +26,7 @@ from legato.store._sqlite import SQLiteStore
 __all__ = [
     "DEFAULT_PATH",
     "ApprovalRecord",
-    "ApprovalStore",
+    "ApprovalTable",
     "ConnectionPool",
     "Database",
     "PostgresDatabase",

@@ -3,7 +3,8 @@
 - `RunStore`: run journals (append events, load a run, list runs).
 - `SessionStore`: stored conversations that `agent.run(..., session=...)` continues.
 - `SessionCatalog`: list, rename and delete sessions.
-- `ApprovalStore`: approvals parked until a person decides, claimed exactly once.
+- `ApprovalTable`: the rows of approvals parked until a person decides, claimed exactly
+  once (`legato.approvals.StoredApprovals` puts the decision rules on top of it).
 
 Values crossing these boundaries are neutral (`Message`, journal events, JSON), so a
 backend needs nothing from the layers above.
@@ -20,7 +21,7 @@ from legato.messages import JsonValue, Message
 
 __all__ = [
     "ApprovalRecord",
-    "ApprovalStore",
+    "ApprovalTable",
     "RunInfo",
     "RunStore",
     "SessionCatalog",
@@ -65,7 +66,7 @@ class ApprovalRecord:
     request_id: str
     run_id: str
     payload: JsonValue
-    state: Literal["parked", "decided"]
+    state: Literal["parked", "decided", "claimed"]
     decision: JsonValue = None
 
 
@@ -155,8 +156,13 @@ class SessionCatalog(Protocol):
 
 
 @runtime_checkable
-class ApprovalStore(Protocol):
-    """Approvals parked in the store, so any process can decide them — exactly once."""
+class ApprovalTable(Protocol):
+    """Approvals parked in the store, so any process can decide them — exactly once.
+
+    Each change is one conditional update, so a state moves once (parked → decided →
+    claimed) however many processes race; the SQLite and PostgreSQL stores differ only in
+    their SQL.
+    """
 
     def park_approval(self, request_id: str, *, run_id: str, payload: JsonValue) -> None:
         """Record a pending approval request."""
@@ -168,6 +174,14 @@ class ApprovalStore(Protocol):
 
     def approvals(self, *, run_id: str | None = None) -> list[ApprovalRecord]:
         """Stored approvals, oldest first."""
+        ...
+
+    def approval(self, request_id: str) -> ApprovalRecord | None:
+        """One stored approval, or None."""
+        ...
+
+    def claim_approval(self, request_id: str) -> bool:
+        """Move a decided approval to claimed; True for exactly one caller."""
         ...
 
 

@@ -6,18 +6,21 @@ The SQL differs between the SQLite and PostgreSQL stores; the rows their queries
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from functools import cache
-from typing import TYPE_CHECKING, Any, Final
+from typing import TYPE_CHECKING, Any, Final, cast
 
 from legato.events import Compacted, JournalEvent
-from legato.messages import Message
-from legato.store._base import RunInfo, SessionInfo
+from legato.messages import JsonValue, Message
+from legato.store._base import ApprovalRecord, RunInfo, SessionInfo
 
 if TYPE_CHECKING:
     from pydantic import TypeAdapter
 
 __all__ = [
+    "APPROVAL_COLUMNS",
+    "approval_from_row",
     "RUN_COLUMNS",
     "SESSION_COLUMNS",
     "carried_view",
@@ -102,3 +105,18 @@ def carried_view(text: str | None) -> Compacted | None:
         return None
     event = load_event(text)
     return event if isinstance(event, Compacted) else None
+
+
+APPROVAL_COLUMNS: Final = "request_id, run_id, payload, state, decision"
+"""The columns `approval_from_row` reads, in order."""
+
+
+def approval_from_row(row: Sequence[Any]) -> ApprovalRecord:
+    """An `ApprovalRecord` from a row of `APPROVAL_COLUMNS` (JSON as text)."""
+    return ApprovalRecord(
+        request_id=row[0],
+        run_id=row[1],
+        payload=cast(JsonValue, json.loads(row[2])),
+        state=row[3],
+        decision=cast(JsonValue, json.loads(row[4])) if row[4] is not None else None,
+    )

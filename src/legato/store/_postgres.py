@@ -17,8 +17,10 @@ from legato.exceptions import (
 from legato.messages import JsonValue, Message
 from legato.store._base import ApprovalRecord, RunInfo, SessionInfo
 from legato.store._codec import (
+    APPROVAL_COLUMNS,
     RUN_COLUMNS,
     SESSION_COLUMNS,
+    approval_from_row,
     carried_view,
     dump_event,
     dump_message,
@@ -333,20 +335,34 @@ class PostgresStore:
         """Stored approvals, oldest first."""
         with self.db.read() as conn:
             rows = conn.execute(
-                "SELECT request_id, run_id, payload, state, decision FROM legato.approvals "
+                f"SELECT {APPROVAL_COLUMNS} FROM legato.approvals "
                 "WHERE (%s::text IS NULL OR run_id = %s) ORDER BY created_at, ord",
                 (run_id, run_id),
             ).fetchall()
-        return [
-            ApprovalRecord(
-                request_id=r[0],
-                run_id=r[1],
-                payload=cast(JsonValue, json.loads(r[2])),
-                state=r[3],
-                decision=cast(JsonValue, json.loads(r[4])) if r[4] is not None else None,
-            )
-            for r in rows
-        ]
+        return [approval_from_row(r) for r in rows]
+
+    def approval(self, request_id: str) -> ApprovalRecord | None:
+        """One stored approval, or None."""
+        with self.db.read() as conn:
+            row = conn.execute(
+                f"SELECT {APPROVAL_COLUMNS} FROM legato.approvals WHERE request_id = %s",
+                (request_id,),
+            ).fetchone()
+        return approval_from_row(row) if row is not None else None
+
+    def claim_approval(self, request_id: str) -> bool:
+        """Move a decided approval to claimed; exactly one caller gets True.
+
+        One conditional `UPDATE`: a second claimer waits on the row's lock, then finds the
+        row no longer decided and updates nothing.
+        """
+        with self.db.write() as conn:
+            won = conn.execute(
+                "UPDATE legato.approvals SET state = 'claimed' "
+                "WHERE request_id = %s AND state = 'decided' RETURNING request_id",
+                (request_id,),
+            ).fetchone()
+        return won is not None
 
     def __repr__(self) -> str:
         return f"PostgresStore({self.name!r})"

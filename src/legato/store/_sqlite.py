@@ -7,7 +7,7 @@ import sqlite3
 import time
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Literal, cast
+from typing import Literal
 
 from legato.events import Compacted, Journal, JournalEvent, RunStarted
 from legato.exceptions import (
@@ -20,8 +20,10 @@ from legato.exceptions import (
 from legato.messages import JsonValue, Message
 from legato.store._base import ApprovalRecord, RunInfo, SessionInfo
 from legato.store._codec import (
+    APPROVAL_COLUMNS,
     RUN_COLUMNS,
     SESSION_COLUMNS,
+    approval_from_row,
     carried_view,
     dump_event,
     dump_message,
@@ -349,23 +351,31 @@ class SQLiteStore:
 
     def approvals(self, *, run_id: str | None = None) -> list[ApprovalRecord]:
         """Stored approvals, oldest first."""
-        query = "SELECT request_id, run_id, payload, state, decision FROM approvals"
+        query = f"SELECT {APPROVAL_COLUMNS} FROM approvals"
         args: tuple[str, ...] = ()
         if run_id is not None:
             query += " WHERE run_id = ?"
             args = (run_id,)
         with self.db.read() as conn:
             rows = conn.execute(query + " ORDER BY created_at, rowid", args).fetchall()
-        return [
-            ApprovalRecord(
-                request_id=r[0],
-                run_id=r[1],
-                payload=cast(JsonValue, json.loads(r[2])),
-                state=r[3],
-                decision=cast(JsonValue, json.loads(r[4])) if r[4] is not None else None,
+        return [approval_from_row(r) for r in rows]
+
+    def approval(self, request_id: str) -> ApprovalRecord | None:
+        """One stored approval, or None."""
+        with self.db.read() as conn:
+            row = conn.execute(
+                f"SELECT {APPROVAL_COLUMNS} FROM approvals WHERE request_id = ?", (request_id,)
+            ).fetchone()
+        return approval_from_row(row) if row is not None else None
+
+    def claim_approval(self, request_id: str) -> bool:
+        """Move a decided approval to claimed; exactly one caller gets True."""
+        with self.db.write() as conn:
+            cursor = conn.execute(
+                "UPDATE approvals SET state = 'claimed' WHERE request_id = ? AND state = 'decided'",
+                (request_id,),
             )
-            for r in rows
-        ]
+            return cursor.rowcount == 1
 
     def __repr__(self) -> str:
         return f"SQLiteStore({self.path!r})"
