@@ -268,17 +268,31 @@ class Agent(Generic[OutputT]):
         )
 
     def as_tool(
-        self, *, name: str, description: str, max_depth: int = 3, timeout: float | None = None
+        self,
+        *,
+        name: str,
+        description: str,
+        max_depth: int = 3,
+        timeout: float | None = None,
+        own_policy: bool = False,
     ) -> Tool:
         """This agent as a tool another agent calls with a task; each call is a child run.
 
         The child's events stream through the caller's run tagged with their lineage, and
-        the caller's journal records the child's start and end (see `legato.spawn`).
+        the caller's journal records the child's start and end (see `legato.spawn`). The
+        child runs under the caller's gate: its approval policy nested in the caller's (the
+        stricter action wins), the caller's hooks, budget and hold. `own_policy=True` is
+        the explicit, logged opt-out that lets its own policy be wider than the caller's.
         """
         from legato.spawn import agent_tool
 
         return agent_tool(
-            self, name=name, description=description, max_depth=max_depth, timeout=timeout
+            self,
+            name=name,
+            description=description,
+            max_depth=max_depth,
+            timeout=timeout,
+            own_policy=own_policy,
         )
 
     def _driver(self, prompt: Prompt | None, options: RunOptions) -> RunDriver[OutputT]:

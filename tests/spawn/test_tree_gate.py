@@ -218,3 +218,21 @@ def test_twin_without_the_tree_hold_the_parent_ships_during_the_childs_ask() -> 
         assert agent.run_sync("go").output == "done"
     assert during == [["X"]]
     assert shipped == ["X"]
+
+
+def test_a_wider_child_policy_needs_the_explicit_logged_opt_out(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    outbox = Outbox()
+    child_model = ScriptedModel([reply(call("send_email", {"to": "bob"})), "sent"])
+    wide = Agent(child_model, tools=[outbox.tool()], approvals={"send_email": "auto"}, name="wide")
+    parent = ScriptedModel([reply(call("ask_wide", {"task": "mail bob"})), "done"])
+    agent = Agent(
+        parent,
+        tools=[wide.as_tool(name="ask_wide", description="d", own_policy=True)],
+        approvals=ApprovalPolicy(rules=[Rule("send_email", "ask")]),
+    )
+    with caplog.at_level("WARNING", logger="legato.spawn"):
+        assert agent.run_sync("go").output == "done"
+    assert outbox.sent == ["bob"]
+    assert any("own approval policy" in r.getMessage() for r in caplog.records)

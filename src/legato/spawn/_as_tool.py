@@ -40,6 +40,7 @@ def agent_tool(
     store: JournalStore | None = None,
     slice: SliceMode | None = "selective",
     slice_tokens: int = 2000,
+    own_policy: bool = False,
 ) -> Tool:
     """A tool that runs `agent` as a child run on the task the caller gives.
 
@@ -71,7 +72,7 @@ def agent_tool(
             depth=depth,
         )
         record = ChildRecord(lineage=lineage, task=task, max_steps=agent.max_steps)
-        config = inherit_gate(agent.run_config(deps=ctx.deps), ctx)
+        config = inherit_gate(agent.run_config(deps=ctx.deps), ctx, own_policy=own_policy)
         # the child spends from the caller's budget too; the agent's own budget also holds
         config = replace(config, budget=child_budget(agent.budget, ctx))
         journals = child_journals(store, ctx, memory)

@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import logging
 from collections.abc import Callable
 from contextvars import ContextVar
 from dataclasses import dataclass, replace
@@ -60,6 +61,8 @@ __all__ = [
     "tree_steps",
     "tree_usage",
 ]
+
+logger = logging.getLogger("legato.spawn")
 
 _LINEAGE: ContextVar[Lineage | None] = ContextVar("legato_spawn_lineage", default=None)
 
@@ -122,23 +125,38 @@ def child_journals(
     return fallback
 
 
-def inherit_gate(config: RunConfig[Any], ctx: RunContext[Any]) -> RunConfig[Any]:
+def inherit_gate(
+    config: RunConfig[Any], ctx: RunContext[Any], *, own_policy: bool = False
+) -> RunConfig[Any]:
     """A child's configuration under its parent's gate: policy nested, hooks first, one hold.
 
     The child gets the stricter of its own approval policy and its parent's for every call,
     with requests going to the parent's handler and store; the parent's security hooks run
     before the child's own (redaction, injection screening); an ask open anywhere in the
     tree holds side-effecting calls in all of it. Its budget is handled by `child_budget`.
+
+    `own_policy=True` is the explicit opt-out: the child runs under its own approval policy
+    only, which may be wider than its parent's; each such child is logged as a warning.
+    Hooks and the hold are inherited all the same.
     """
     parent = parent_gate(ctx)
     if parent is None or not current_switches().inherit_gate:
         return config
     from legato.approvals import ApprovalPolicy
 
+    approvals = ApprovalPolicy.for_child(parent.policy, config.approvals)
+    if own_policy:
+        approvals = config.approvals
+        logger.warning(
+            "child run of %r (agent %r) runs under its own approval policy, not its parent's "
+            "(own_policy=True)",
+            ctx.run_id,
+            config.agent_name,
+        )
     hooks = parent.hooks.hooks if parent.hooks is not None else ()
     return replace(
         config,
-        approvals=ApprovalPolicy.for_child(parent.policy, config.approvals),
+        approvals=approvals,
         hooks=(*hooks, *config.hooks),
         parent_gate=parent,
     )
