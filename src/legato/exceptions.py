@@ -10,6 +10,7 @@ LegatoError
 │   ├── WorkspaceNotFound         a workspace root that does not exist or is not a directory
 │   ├── SandboxUnavailable        bubblewrap is missing or cannot create its namespaces here
 │   ├── SkillError                a skill folder or SKILL.md that cannot be loaded (names the file)
+│   ├── AgentFileError            an agent file that breaks its schema (names the file, line and key)
 │   └── PolicyError               an approval policy naming an unknown tool or argument
 ├── ModelError                    a model call failed; `retryable` says whether trying again may help
 │   ├── RateLimited               429; carries `retry_after` seconds when the provider sent it
@@ -81,6 +82,7 @@ if TYPE_CHECKING:  # type-only: the parked state lives in the policy layer
     from legato.approvals import ParkedRun
 
 __all__ = [
+    "AgentFileError",
     "ApprovalError",
     "AuditChainBroken",
     "AuthenticationFailed",
@@ -180,8 +182,19 @@ class MissingDependency(ConfigurationError):
         self.package = package
         self.extra = extra
         super().__init__(
-            f"{package!r} is not installed; install it with: pip install 'legato[{extra}]'"
+            f"{package!r} is not installed; install it with: pip install 'legato[{extra}]' "
+            f"(from a legato checkout: pip install -e '.[{extra}]')"
         )
+
+
+class AgentFileError(ConfigurationError):
+    """An agent file (YAML) that is not valid: names the file, the line and the dotted key."""
+
+    def __init__(self, message: str, *, path: str = "", line: int | None = None) -> None:
+        self.path = path
+        self.line = line
+        where = f"{path}:{line}: " if path and line is not None else f"{path}: " if path else ""
+        super().__init__(f"{where}{message}")
 
 
 class MissingCredentials(ConfigurationError):

@@ -1,0 +1,334 @@
+"""One turn of a run on the terminal: stream it, ask approvals in their place, stop on Ctrl-C.
+
+The terminal has one owner, the turn's consumer. The run never prints: its approval
+handler (`ConsoleApprover`) only queues the request behind the run's events, and the
+consumer asks when it reaches the request's `ApprovalRequested` event, so every streamed
+character before the request is on the screen before the question, and nothing is printed
+while the question waits. End of input (Ctrl-D) at the question is a rejection the model is
+told about; Ctrl-C there, or at any time during the turn, cancels the run through its fence
+(`RunHandle.cancel`: `CancelRequested` is journaled, nothing more is admitted).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from rich.console import Console
+from rich.markup import escape
+
+from legato.approvals import ApprovalRequest, Approve, Decision, Edit, Reject, canonical_json
+from legato.cli._lines import Interrupted, LineReader
+from legato.cli._render import render_event
+from legato.events import (
+    ApprovalRequested,
+    ChildEvent,
+    ModelResponded,
+    RunEvent,
+    RunFailed,
+    RunFinished,
+    TextDelta,
+    ThinkingDelta,
+    ToolCallFinished,
+    ToolCallStarted,
+)
+from legato.messages import Usage
+from legato.run import RunHandle
+
+__all__ = ["EOF_REJECTION", "ConsoleApprover", "TurnOutcome", "TurnView", "drive_turn"]
+
+EOF_REJECTION = (
+    "The user closed the input (end of input) instead of answering; the call was not run."
+)
+"""What the model is told when the approval prompt reads end of input."""
+
+_FALLBACK_WAIT = 0.5
+"""Seconds to wait for a request's own event before asking anyway (a request reused on resume)."""
+
+
+@dataclass(kw_only=True)
+class _Ask:
+    request: ApprovalRequest
+    answer: asyncio.Future[Decision]
+
+
+@dataclass(kw_only=True)
+class _End:
+    error: BaseException | None
+
+
+class ConsoleApprover:
+    """An approval handler that hands requests to the turn's consumer to ask on the terminal.
+
+    `always` holds the tools approved "always" in this session: their calls are approved
+    without asking (the decision is still journaled).
+    """
+
+    def __init__(self) -> None:
+        self.always: set[str] = set()
+        self._queue: asyncio.Queue[RunEvent | _Ask | _End] | None = None
+
+    def attach(self, queue: asyncio.Queue[RunEvent | _Ask | _End] | None) -> None:
+        """Send requests to this queue (the current turn's)."""
+        self._queue = queue
+
+    async def __call__(self, request: ApprovalRequest) -> Decision | None:
+        """Wait for the consumer's answer (None parks the run when no turn is attached)."""
+        if request.tool in self.always:
+            return Approve(message=f"approved: always allow {request.tool} in this session")
+        queue = self._queue
+        if queue is None:
+            return None
+        answer: asyncio.Future[Decision] = asyncio.get_running_loop().create_future()
+        queue.put_nowait(_Ask(request=request, answer=answer))
+        return await answer
+
+
+@dataclass(kw_only=True)
+class TurnOutcome:
+    """How a turn ended and what it cost."""
+
+    status: Literal["finished", "failed", "cancelled", "parked"]
+    events: list[RunEvent] = field(default_factory=lambda: [])
+    usage: Usage = field(default_factory=Usage)
+    cost: float | None = None
+    error: BaseException | None = None
+    exit_requested: bool = False
+    """Ctrl-C was pressed a second time while the turn was being cancelled."""
+
+
+def _inner(event: RunEvent) -> RunEvent:
+    while isinstance(event, ChildEvent):
+        event = event.event
+    return event
+
+
+def _depth(event: RunEvent) -> int:
+    depth = 0
+    while isinstance(event, ChildEvent):
+        depth, event = event.lineage.depth, event.event
+    return depth
+
+
+def _short(text: str, limit: int = 200) -> str:
+    text = text.replace("\n", " ")
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+class TurnView:
+    """Prints a turn's events append-only (no cursor movement, scrollback intact)."""
+
+    def __init__(self, console: Console, *, one_line_tools: bool = True) -> None:
+        self.console = console
+        self.one_line_tools = one_line_tools
+        self._mid_line = False
+
+    def line(self, text: str, *, markup: bool = True) -> None:
+        """Print a line of its own (ending a streamed line first)."""
+        self.end_line()
+        self.console.print(text, markup=markup, highlight=False)
+
+    def end_line(self) -> None:
+        """End the streamed text's line, if one is open."""
+        if self._mid_line:
+            self.console.print()
+            self._mid_line = False
+
+    def show(self, event: RunEvent) -> None:
+        """Print one event."""
+        inner = _inner(event)
+        if isinstance(inner, TextDelta | ThinkingDelta):
+            if isinstance(event, ChildEvent):
+                return  # a child's text shows in its SpawnFinished line
+            render_event(self.console, inner)
+            self._mid_line = not inner.text.endswith("\n")
+            return
+        if isinstance(inner, ModelResponded) and not isinstance(event, ChildEvent):
+            self.end_line()
+            return
+        if self.one_line_tools and isinstance(inner, ToolCallStarted):
+            return
+        if self.one_line_tools and isinstance(inner, ToolCallFinished):
+            self._tool_line(inner, _depth(event), event)
+            return
+        self.end_line()
+        render_event(self.console, event)
+
+    def _tool_line(self, event: ToolCallFinished, depth: int, outer: RunEvent) -> None:
+        style = "red" if event.result.is_error else "green"
+        who = ""
+        if isinstance(outer, ChildEvent):
+            who = f"[blue]\\[{escape(outer.lineage.agent)}][/] "
+        self.line(
+            f"{'  ' * depth}{who}[cyan]⚙ {escape(event.call.name)}[/]"
+            f"({escape(_short(event.call.raw_arguments))}) "
+            f"[{style}]→ {escape('[' + event.outcome + ']')}[/] {escape(_short(event.result.text))}"
+        )
+
+
+async def _question(
+    reader: LineReader, view: TurnView, approver: ConsoleApprover, request: ApprovalRequest
+) -> Decision:
+    """Ask the person about one request; raises `Interrupted` on Ctrl-C."""
+    view.line(
+        f"[bold yellow]? approve {escape(request.tool)}"
+        f"({escape(_short(canonical_json(request.arguments), 300))})[/]  "
+        f"[dim]because: {escape(request.rule)}[/]"
+    )
+    while True:
+        answer = await reader.read(
+            "  [y] approve  [n] reject  [e] edit  [a] always for this tool: "
+        )
+        if answer is None:
+            view.line("[red]end of input: rejected[/]")
+            return Reject(message=EOF_REJECTION)
+        choice = answer.strip().lower()
+        if choice in ("y", "yes"):
+            return Approve()
+        if choice in ("a", "always"):
+            approver.always.add(request.tool)
+            return Approve(message=f"approved: always allow {request.tool} in this session")
+        if choice in ("n", "no"):
+            reason = await reader.read("  reason (told to the model): ")
+            if reason is None:
+                return Reject(message=EOF_REJECTION)
+            return Reject(message=reason.strip() or Reject().message)
+        if choice in ("e", "edit"):
+            edited = await _edited(reader, view)
+            if edited is not None:
+                return edited
+            continue
+        view.line("[dim]answer y, n, e or a (Ctrl-D rejects, Ctrl-C cancels the turn)[/]")
+
+
+async def _edited(reader: LineReader, view: TurnView) -> Edit | None:
+    text = await reader.read("  arguments as JSON: ")
+    if text is None:
+        return None
+    try:
+        value: Any = json.loads(text)
+    except json.JSONDecodeError as exc:
+        view.line(f"[red]not JSON: {escape(str(exc))}[/]")
+        return None
+    if not isinstance(value, dict):
+        view.line("[red]the arguments must be a JSON object[/]")
+        return None
+    return Edit(arguments=value)  # pyright: ignore[reportUnknownArgumentType]
+
+
+async def drive_turn(  # noqa: C901 - one loop over the turn's events, asks and end
+    handle: RunHandle[Any],
+    *,
+    view: TurnView,
+    reader: LineReader,
+    approver: ConsoleApprover,
+    on_event: Callable[[RunEvent], None] | None = None,
+) -> TurnOutcome:
+    """Show a started run's events until it ends, asking its approvals in order."""
+    queue: asyncio.Queue[RunEvent | _Ask | _End] = asyncio.Queue()
+    approver.attach(queue)
+    outcome = TurnOutcome(status="finished")
+
+    async def pump() -> None:
+        try:
+            async for event in handle.events():
+                queue.put_nowait(event)
+        except BaseException as exc:  # the run's end, passed on to the consumer
+            queue.put_nowait(_End(error=exc))
+            if isinstance(exc, asyncio.CancelledError):
+                raise
+        else:
+            queue.put_nowait(_End(error=None))
+
+    def interrupt() -> None:
+        if handle.done:
+            return
+        if outcome.status == "cancelled":
+            outcome.exit_requested = True
+            return
+        outcome.status = "cancelled"
+        handle.cancel("cancelled with Ctrl-C")
+        view.line("[yellow]cancelling the turn (Ctrl-C again to quit)[/]")
+
+    pump_task = asyncio.create_task(pump())
+    seen: set[str] = set()
+    held: dict[str, _Ask] = {}
+
+    async def ask(item: _Ask) -> None:
+        try:
+            decision = await _question(reader, view, approver, item.request)
+        except Interrupted:
+            interrupt()
+            item.answer.cancel()
+            return
+        if not item.answer.done():
+            item.answer.set_result(decision)
+
+    try:
+        with reader.on_interrupt(interrupt):
+            while True:
+                if held and queue.empty():
+                    try:
+                        item = await asyncio.wait_for(queue.get(), _FALLBACK_WAIT)
+                    except TimeoutError:
+                        for waiting in list(held.values()):
+                            held.pop(waiting.request.id)
+                            await ask(waiting)
+                        continue
+                else:
+                    item = await queue.get()
+                if isinstance(item, _End):
+                    outcome.error = item.error
+                    break
+                if isinstance(item, _Ask):
+                    if item.request.id in seen:
+                        await ask(item)
+                    else:
+                        held[item.request.id] = item
+                    continue
+                outcome.events.append(item)
+                if on_event is not None:
+                    on_event(item)
+                view.show(item)
+                inner = _inner(item)
+                if isinstance(inner, ApprovalRequested):
+                    seen.add(inner.request_id)
+                    waiting = held.pop(inner.request_id, None)
+                    if waiting is not None:
+                        await ask(waiting)
+    finally:
+        approver.attach(None)
+        if not pump_task.done():
+            pump_task.cancel()
+        with contextlib.suppress(BaseException):
+            await pump_task
+        view.end_line()
+    _settle(outcome)
+    return outcome
+
+
+def _settle(outcome: TurnOutcome) -> None:
+    """Status, usage and cost from the turn's events and error."""
+    from legato.exceptions import RunCancelled, RunParked
+
+    finished = next((e for e in outcome.events if isinstance(e, RunFinished)), None)
+    if finished is not None:
+        outcome.status, outcome.usage, outcome.cost = "finished", finished.usage, finished.cost
+        return
+    usage, cost = Usage(), None
+    for event in outcome.events:
+        if isinstance(event, ModelResponded):
+            usage = usage + event.response.usage
+            if event.response.cost is not None:
+                cost = (cost or 0.0) + event.response.cost
+    outcome.usage, outcome.cost = usage, cost
+    if isinstance(outcome.error, RunParked):
+        outcome.status = "parked"
+    elif isinstance(outcome.error, RunCancelled) or outcome.status == "cancelled":
+        outcome.status = "cancelled"
+    elif outcome.error is not None or any(isinstance(e, RunFailed) for e in outcome.events):
+        outcome.status = "failed"
