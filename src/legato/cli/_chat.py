@@ -156,7 +156,7 @@ class ChatSession:
 
     def _help(self, args: list[str]) -> None:
         for usage, what in COMMANDS.items():
-            self.console.print(f"  {escape(usage):<20} {escape(what)}", highlight=False)
+            self.console.print(f"  {usage:<20} {what}", highlight=False, markup=False)
         self.console.print("  Ctrl-C cancels a turn; at the prompt it (or Ctrl-D) leaves.")
 
     def _model(self, args: list[str]) -> None:

@@ -84,9 +84,22 @@ class LineReader:
     async def read(self, prompt: str) -> str | None:
         """Show `prompt` and return the next line (without its newline); None at end of input.
 
-        Raises `Interrupted` when Ctrl-C is pressed meanwhile.
+        Raises `Interrupted` when Ctrl-C is pressed meanwhile. When standard input is not a
+        terminal, the line read is shown after the prompt (a terminal echoes it itself).
         """
         self._show(prompt)
+        line = await self._read()
+        if not self._is_tty():
+            self._show("\n" if line is None else line + "\n")
+        return line
+
+    def _is_tty(self) -> bool:
+        try:
+            return self._stdin.isatty()
+        except (AttributeError, ValueError, OSError):
+            return False
+
+    async def _read(self) -> str | None:
         line = self._take_line()
         if line is not None:
             return line
@@ -112,7 +125,7 @@ class LineReader:
                     return future.result()  # raises Interrupted
                 text = reading.result()
                 if not text:
-                    self._eof = True
+                    self._eof = not self._is_tty()
                     return None
                 return text.rstrip("\n")
             return await future
@@ -133,7 +146,7 @@ class LineReader:
             self._buffer += chunk
             return
         if not chunk:
-            self._eof = True
+            self._eof = not self._is_tty()  # a terminal reads on after Ctrl-D; a pipe ends
             rest, self._buffer = self._buffer, b""
             future.set_result(rest.decode("utf-8", errors="replace") if rest else None)
             return

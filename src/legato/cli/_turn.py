@@ -25,6 +25,7 @@ from legato.approvals import ApprovalRequest, Approve, Decision, Edit, Reject, c
 from legato.cli._lines import Interrupted, LineReader
 from legato.cli._render import render_event
 from legato.events import (
+    ApprovalDecided,
     ApprovalRequested,
     ChildEvent,
     ModelResponded,
@@ -33,7 +34,9 @@ from legato.events import (
     RunFinished,
     TextDelta,
     ThinkingDelta,
+    ToolCallAdmitted,
     ToolCallFinished,
+    ToolCallRefused,
     ToolCallStarted,
 )
 from legato.messages import Usage
@@ -101,6 +104,16 @@ class TurnOutcome:
     """Ctrl-C was pressed a second time while the turn was being cancelled."""
 
 
+_QUIET_IN_CHAT = (
+    ToolCallStarted,
+    ApprovalRequested,
+    ToolCallAdmitted,
+    ToolCallRefused,
+    RunFinished,
+)
+_STOPS = ("RunCancelled", "RunTimedOut")
+
+
 def _inner(event: RunEvent) -> RunEvent:
     while isinstance(event, ChildEvent):
         event = event.event
@@ -150,7 +163,15 @@ class TurnView:
         if isinstance(inner, ModelResponded) and not isinstance(event, ChildEvent):
             self.end_line()
             return
-        if self.one_line_tools and isinstance(inner, ToolCallStarted):
+        if self.one_line_tools and isinstance(inner, _QUIET_IN_CHAT):
+            return  # the question, the tool line and the turn's usage line say it
+        if self.one_line_tools and isinstance(inner, RunFailed) and inner.error_type in _STOPS:
+            return  # "turn cancelled" says it
+        if self.one_line_tools and isinstance(inner, ApprovalDecided):
+            mark = {"approve": "[green]✓ approved[/]", "edit": "[green]✓ edited[/]"}.get(
+                inner.verdict, "[red]✗ rejected[/]"
+            )
+            self.line(f"{'  ' * _depth(event)}{mark} [dim]{escape(_short(inner.message))}[/]")
             return
         if self.one_line_tools and isinstance(inner, ToolCallFinished):
             self._tool_line(inner, _depth(event), event)
@@ -184,7 +205,7 @@ async def _question(
             "  [y] approve  [n] reject  [e] edit  [a] always for this tool: "
         )
         if answer is None:
-            view.line("[red]end of input: rejected[/]")
+            view.line("[dim](end of input)[/]")
             return Reject(message=EOF_REJECTION)
         choice = answer.strip().lower()
         if choice in ("y", "yes"):
