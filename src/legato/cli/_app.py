@@ -17,13 +17,16 @@ from legato.cli._doctor import doctor
 from legato.cli._mcp import mcp_app
 from legato.cli._render import render_journal
 from legato.events import Journal
-from legato.exceptions import AuditChainBroken, LegatoError
+from legato.exceptions import AuditChainBroken, ConfigurationError, LegatoError
 from legato.security import verify_audit
 
 __all__ = ["app", "load_object"]
 
 app = typer.Typer(
-    add_completion=False, no_args_is_help=True, help="legato: run and inspect LLM agents."
+    add_completion=False,
+    no_args_is_help=True,
+    help="legato: run and inspect LLM agents.",
+    rich_markup_mode=None,  # plain help: rich's marks every flag <bool>, as if it took a value
 )
 
 app.add_typer(mcp_app, name="mcp")
@@ -62,20 +65,32 @@ BaseUrlOption = Annotated[
 ]
 ToolsOption = Annotated[
     list[str] | None,
-    typer.Option("--tools", "-t", help="Tools to load, as module:object (repeatable)."),
+    typer.Option(
+        "--tools",
+        "-t",
+        metavar="MODULE:OBJECT",
+        help="Tools to load, as module:object (repeatable).",
+    ),
 ]
 AskOption = Annotated[
     list[str] | None,
-    typer.Option("--ask", help="Ask on the terminal before calls of this tool (repeatable)."),
+    typer.Option(
+        "--ask", metavar="TOOL", help="Ask on the terminal before calls of this tool (repeatable)."
+    ),
 ]
 
 
 @app.command()
 def run(
-    prompt: Annotated[
+    first: Annotated[
         str | None,
-        typer.Argument(help="The user's message ('-' or none with a pipe: read standard input)."),
+        typer.Argument(
+            metavar="[AGENT.yaml] PROMPT",
+            help="The user's message ('-', or none with a pipe: standard input), after an "
+            "optional agent file.",
+        ),
     ] = None,
+    second: Annotated[str | None, typer.Argument(hidden=True)] = None,
     model: ModelOption = None,
     base_url: BaseUrlOption = None,
     tools: ToolsOption = None,
@@ -103,16 +118,17 @@ def run(
         ),
     ] = False,
 ) -> None:
-    """Run an agent on PROMPT, streaming its events to the terminal.
-
-    PROMPT may be an agent file (agent.yaml) followed by the prompt.
-    """
+    """Run an agent on PROMPT, streaming its events to the terminal."""
     from legato.cli._run import RunRequest, run_once
 
     console = Console(stderr=as_json)
     try:
-        if prompt is not None and prompt.endswith((".yaml", ".yml")) and agent_file is None:
-            agent_file, prompt = Path(prompt), None
+        prompt = first
+        if first is not None and first.endswith((".yaml", ".yml")) and agent_file is None:
+            agent_file, prompt = Path(first), second
+        elif second is not None:
+            msg = f"one prompt only (got {second!r} too); quote the prompt"
+            raise ConfigurationError(msg)
         request = RunRequest(
             prompt=read_prompt(prompt),
             model=model,
@@ -155,7 +171,9 @@ def trace(
     render_journal(console, journal)
 
 
-audit_app = typer.Typer(no_args_is_help=True, help="Tamper-evident audit chains of runs.")
+audit_app = typer.Typer(
+    no_args_is_help=True, help="Tamper-evident audit chains of runs.", rich_markup_mode=None
+)
 app.add_typer(audit_app, name="audit")
 
 

@@ -334,14 +334,19 @@ def chat(
     ] = None,
     tools: Annotated[
         list[str] | None,
-        typer.Option("--tools", "-t", help="Tools to load, as module:object (repeatable)."),
+        typer.Option(
+            "--tools",
+            "-t",
+            metavar="MODULE:OBJECT",
+            help="Tools to load, as module:object (repeatable).",
+        ),
     ] = None,
     instructions: Annotated[
         str | None, typer.Option("--instructions", "-i", help="The system prompt.")
     ] = None,
     ask: Annotated[
         list[str] | None,
-        typer.Option("--ask", help="Ask before calls of this tool (repeatable)."),
+        typer.Option("--ask", metavar="TOOL", help="Ask before calls of this tool (repeatable)."),
     ] = None,
     session: Annotated[
         str | None,

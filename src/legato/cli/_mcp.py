@@ -9,7 +9,9 @@ import typer
 
 from legato.exceptions import LegatoError
 
-mcp_app = typer.Typer(no_args_is_help=True, help="Serve legato tools and agents over MCP.")
+mcp_app = typer.Typer(
+    no_args_is_help=True, help="Serve legato tools and agents over MCP.", rich_markup_mode=None
+)
 
 
 @mcp_app.command()
