@@ -17,7 +17,12 @@ from legato.cli._doctor import doctor
 from legato.cli._mcp import mcp_app
 from legato.cli._render import render_journal
 from legato.events import Journal
-from legato.exceptions import AuditChainBroken, ConfigurationError, LegatoError
+from legato.exceptions import (
+    AuditChainBroken,
+    ConfigurationError,
+    LegatoError,
+    MissingDependency,
+)
 from legato.security import verify_audit
 
 __all__ = ["app", "load_object"]
@@ -160,15 +165,45 @@ def trace(
     path: Annotated[
         Path, typer.Argument(help="A journal file (JSON lines).", exists=True, dir_okay=False)
     ],
+    otel_json: Annotated[
+        bool,
+        typer.Option(
+            "--otel-json", help="Print the run's OpenTelemetry GenAI spans as JSON instead."
+        ),
+    ] = False,
 ) -> None:
-    """Print a recorded journal readably."""
+    """Print a recorded journal readably (or as OpenTelemetry spans)."""
     console = Console()
     try:
         journal = Journal.from_jsonl(path.read_text(encoding="utf-8"))
+        if otel_json:
+            typer.echo(json.dumps(journal_spans(journal), indent=2))
+            return
     except LegatoError as exc:
-        console.print(f"[bold red]error:[/] {exc}")
+        console.print(f"[bold red]error:[/] {exc}", highlight=False)
         raise typer.Exit(1) from None
     render_journal(console, journal)
+
+
+def journal_spans(journal: Journal) -> list[dict[str, object]]:
+    """The spans of a recorded run, as OpenTelemetry's JSON form of each span."""
+    try:
+        from opentelemetry.sdk.trace import TracerProvider
+        from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+        from opentelemetry.sdk.trace.export.in_memory_span_exporter import (
+            InMemorySpanExporter,
+        )
+    except ModuleNotFoundError:
+        package = "opentelemetry-sdk"
+        raise MissingDependency(package, "otel") from None
+    from legato.tracing import export_journal
+
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    export_journal(journal, tracer_provider=provider)
+    provider.shutdown()
+    return [json.loads(span.to_json()) for span in exporter.get_finished_spans()]
 
 
 audit_app = typer.Typer(
