@@ -241,7 +241,7 @@ def test_a_long_answer_is_in_the_scrollback_once_in_order(
 ) -> None:
     chat = open_chat()
     chat.say("lines 200")
-    screen = chat.wait_for("turn: 1 model calls")
+    screen = chat.wait_for("turn: 1 model call,")
     numbered = [line for line in screen.splitlines() if line.startswith("line ")]
     assert numbered == [f"line {n:03d}" for n in range(1, 201)]
 

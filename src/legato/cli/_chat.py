@@ -284,8 +284,9 @@ _HANDLERS: dict[str, Any] = {
 
 
 def _usage(usage: Usage, cost: float | None) -> str:
-    price = f"${cost:.6f}" if cost is not None else "cost unknown"
-    return f"{usage.requests} model calls, {usage.input_tokens} in / {usage.output_tokens} out tokens, {price}"
+    price = f"${cost:.6f}" if cost is not None else "cost n/a"
+    calls = "1 model call" if usage.requests == 1 else f"{usage.requests} model calls"
+    return f"{calls}, {usage.input_tokens} in / {usage.output_tokens} out tokens, {price}"
 
 
 def _state_values(journal: Journal | None) -> dict[str, Any] | None:

@@ -20,6 +20,7 @@ from typing import Any, Literal
 
 from rich.console import Console
 from rich.markup import escape
+from rich.text import Text
 
 from legato.approvals import ApprovalRequest, Approve, Decision, Edit, Reject, canonical_json
 from legato.cli._lines import Interrupted, LineReader
@@ -27,6 +28,7 @@ from legato.cli._render import render_event
 from legato.events import (
     ApprovalDecided,
     ApprovalRequested,
+    CancelRequested,
     ChildEvent,
     ModelResponded,
     RunEvent,
@@ -82,7 +84,7 @@ class ConsoleApprover:
     async def __call__(self, request: ApprovalRequest) -> Decision | None:
         """Wait for the consumer's answer (None parks the run when no turn is attached)."""
         if request.tool in self.always:
-            return Approve(message=f"approved: always allow {request.tool} in this session")
+            return Approve(message=f"always allowed for {request.tool} in this session")
         queue = self._queue
         if queue is None:
             return None
@@ -110,6 +112,7 @@ _QUIET_IN_CHAT = (
     ToolCallAdmitted,
     ToolCallRefused,
     RunFinished,
+    CancelRequested,
 )
 _STOPS = ("RunCancelled", "RunTimedOut")
 
@@ -120,11 +123,12 @@ def _inner(event: RunEvent) -> RunEvent:
     return event
 
 
-def _depth(event: RunEvent) -> int:
-    depth = 0
+def _prefix(event: RunEvent) -> str:
+    """`  [agent] ` for a child's event, indented by its depth in the tree ('' at the root)."""
+    depth, agent = 0, ""
     while isinstance(event, ChildEvent):
-        depth, event = event.lineage.depth, event.event
-    return depth
+        depth, agent, event = event.lineage.depth, event.lineage.agent, event.event
+    return f"{'  ' * depth}[blue]\\[{escape(agent)}][/] " if depth else ""
 
 
 def _short(text: str, limit: int = 200) -> str:
@@ -169,23 +173,27 @@ class TurnView:
             return  # "turn cancelled" says it
         if self.one_line_tools and isinstance(inner, ApprovalDecided):
             mark = {"approve": "[green]✓ approved[/]", "edit": "[green]✓ edited[/]"}.get(
-                inner.verdict, "[red]✗ rejected[/]"
+                inner.verdict, "[red]✗ rejected:[/]"
             )
-            self.line(f"{'  ' * _depth(event)}{mark} [dim]{escape(_short(inner.message))}[/]")
+            self.line(f"{_prefix(event)}{mark} [dim]{escape(_short(inner.message))}[/]")
             return
         if self.one_line_tools and isinstance(inner, ToolCallFinished):
-            self._tool_line(inner, _depth(event), event)
+            self._tool_line(inner, _prefix(event))
             return
         self.end_line()
-        render_event(self.console, event)
+        if not isinstance(event, ChildEvent):
+            render_event(self.console, event)
+            return
+        with self.console.capture() as capture:  # a child's line, under its branch of the tree
+            render_event(self.console, inner)
+        text = capture.get().rstrip("\n")
+        if text.strip():
+            self.console.print(Text.from_markup(_prefix(event)) + Text.from_ansi(text))
 
-    def _tool_line(self, event: ToolCallFinished, depth: int, outer: RunEvent) -> None:
+    def _tool_line(self, event: ToolCallFinished, prefix: str) -> None:
         style = "red" if event.result.is_error else "green"
-        who = ""
-        if isinstance(outer, ChildEvent):
-            who = f"[blue]\\[{escape(outer.lineage.agent)}][/] "
         self.line(
-            f"{'  ' * depth}{who}[cyan]⚙ {escape(event.call.name)}[/]"
+            f"{prefix}[cyan]⚙ {escape(event.call.name)}[/]"
             f"({escape(_short(event.call.raw_arguments))}) "
             f"[{style}]→ {escape('[' + event.outcome + ']')}[/] {escape(_short(event.result.text))}"
         )
@@ -212,7 +220,7 @@ async def _question(
             return Approve()
         if choice in ("a", "always"):
             approver.always.add(request.tool)
-            return Approve(message=f"approved: always allow {request.tool} in this session")
+            return Approve(message=f"always allowed for {request.tool} in this session")
         if choice in ("n", "no"):
             reason = await reader.read("  reason (told to the model): ")
             if reason is None:
