@@ -1,0 +1,62 @@
+"""The terminal's one owner: approval questions come after the step's streamed text, in-process."""
+
+from __future__ import annotations
+
+import io
+
+from rich.console import Console
+
+from legato import Agent, tool
+from legato.approvals import ApprovalHandler, ApprovalPolicy, Rule, TerminalApprover
+from legato.cli._lines import LineReader
+from legato.cli._turn import ConsoleApprover, TurnView, drive_turn
+from legato.testing import ScriptedModel, call, reply
+
+SENTENCE = "Sending your message to bob right now, as you asked."
+
+
+@tool(side_effects="irreversible")
+def send(to: str) -> str:
+    """Send a message.
+
+    Args:
+        to: The recipient.
+    """
+    return f"sent to {to}"
+
+
+def _model() -> ScriptedModel:
+    return ScriptedModel([reply(SENTENCE, call("send", {"to": "bob"})), "Sent."], chunk_size=3)
+
+
+async def _turn(handler: ApprovalHandler, approver: ConsoleApprover, out: io.StringIO) -> list[str]:
+    console = Console(file=out, width=300, no_color=True, highlight=False)
+    policy = ApprovalPolicy(rules=[Rule("send", "ask")], handler=handler)
+    agent = Agent(_model(), tools=[send], approvals=policy)
+    reader = LineReader(io.StringIO("y\n"), show=lambda t: console.print(t, end="", markup=False))
+    outcome = await drive_turn(
+        agent.start("send it"), view=TurnView(console), reader=reader, approver=approver
+    )
+    assert outcome.status == "finished"
+    return out.getvalue().splitlines()
+
+
+async def test_the_question_waits_for_the_streamed_text_before_it() -> None:
+    approver = ConsoleApprover()
+    lines = await _turn(approver, approver, io.StringIO())
+    asked = next(i for i, line in enumerate(lines) if line.startswith("? approve send"))
+    assert lines[asked - 1] == SENTENCE
+    assert lines[asked + 1].startswith("  [y] approve")
+    assert lines[-2].startswith("⚙ send") and "sent to bob" in lines[-2]
+
+
+async def test_twin_a_handler_that_prints_itself_asks_before_the_text_is_shown() -> None:
+    # The old way: the run's handler prints its question while the consumer still holds
+    # the step's text deltas, so the question lands before (or inside) the sentence.
+    out = io.StringIO()
+    console = Console(file=out, width=300, no_color=True, highlight=False)
+    printing = TerminalApprover(ask=lambda prompt: "y", show=lambda text: console.print(text))
+    lines = await _turn(printing, ConsoleApprover(), out)
+    asked = next(i for i, line in enumerate(lines) if line.startswith("approval needed"))
+    finished_text = next(i for i, line in enumerate(lines) if line.endswith("as you asked."))
+    assert asked < finished_text
