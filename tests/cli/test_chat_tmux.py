@@ -282,3 +282,31 @@ def test_a_sub_agent_shows_as_a_branch_of_the_tree(open_chat: Callable[..., Chat
     assert all(line.startswith("  ") for line in child)  # indented under the parent
     assert '⚙ helper({"task": "send carol"}) → [ok]' in screen
     assert chat.sent() == ["carol"]
+
+
+AGENT_FILE = """\
+version: 1
+name: mailer
+model: chatdemo:x
+tools:
+  - import: chat_app:send
+approvals:
+  rules:
+    - {tool: send, action: auto}
+"""
+
+
+def test_chat_with_an_agent_file_where_code_stays_the_floor(
+    open_chat: Callable[..., Chat], tmp_path: Path
+) -> None:
+    (tmp_path / "mailer.yaml").write_text(AGENT_FILE, encoding="utf-8")
+    # the file says auto for send; the command line says ask: ask wins, and it is said
+    chat = open_chat("mailer.yaml", "--ask", "send", "--session", "file")
+    screen = chat.wait_for("kept ask")
+    assert "model chatdemo:x" in screen
+    chat.say("send zed")
+    chat.wait_for("[a] always for this tool:")
+    assert chat.sent() == []
+    chat.say("y")
+    chat.wait_for("sent to zed")
+    assert chat.sent() == ["zed"]
