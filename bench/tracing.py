@@ -44,21 +44,28 @@ def _model() -> FunctionModel:
     return FunctionModel(respond, chunk_size=1 << 20)  # type: ignore[arg-type] # returns ModelResponse
 
 
-def _once(hooks: list[object]) -> float:
+def _once(hooks: list[object]) -> tuple[float, float]:
+    """Wall and CPU microseconds per step of one run."""
     agent = Agent(_model(), tools=[lookup], hooks=hooks, max_steps=STEPS + 2)  # type: ignore[arg-type]
-    began = time.perf_counter()
+    began, cpu = time.perf_counter(), time.process_time()
     agent.run_sync("go")
-    return (time.perf_counter() - began) / (STEPS + 1) * 1e6
+    wall, used = time.perf_counter() - began, time.process_time() - cpu
+    return wall / (STEPS + 1) * 1e6, used / (STEPS + 1) * 1e6
 
 
-def per_step(variants: dict[str, list[object]]) -> dict[str, float]:
-    """Microseconds per step (one model call, one tool call) of each variant: the median of
-    REPEATS runs, the variants interleaved so that the machine's noise hits them alike."""
-    times: dict[str, list[float]] = {name: [] for name in variants}
+def per_step(variants: dict[str, list[object]]) -> dict[str, tuple[float, float]]:
+    """Wall and CPU microseconds per step (one model call, one tool call) of each variant:
+    medians of REPEATS runs, the variants interleaved so the machine's noise hits them alike."""
+    walls: dict[str, list[float]] = {name: [] for name in variants}
+    cpus: dict[str, list[float]] = {name: [] for name in variants}
     for _ in range(REPEATS):
         for name, hooks in variants.items():
-            times[name].append(_once(hooks))
-    return {name: statistics.median(values) for name, values in times.items()}
+            wall, cpu = _once(hooks)
+            walls[name].append(wall)
+            cpus[name].append(cpu)
+    return {
+        name: (statistics.median(walls[name]), statistics.median(cpus[name])) for name in variants
+    }
 
 
 def main() -> None:
@@ -89,14 +96,16 @@ def main() -> None:
             "content": [GenAITracing(tracer_provider=provider, capture_content=True)],
         }
     )
-    off, on, captured = figures["off"], figures["on"], figures["content"]
     spans = len(exporter.get_finished_spans()) // (2 * REPEATS)
     print(f"steps per run: {STEPS + 1} model calls, {STEPS} tool calls; {spans} spans per run")
-    print(f"tracing off:              {off:8.1f} us/step")
-    print(f"tracing on:               {on:8.1f} us/step  (+{on - off:.1f}, x{on / off:.2f})")
-    print(
-        f"tracing on, with content: {captured:8.1f} us/step  (+{captured - off:.1f}, x{captured / off:.2f})"
-    )
+    off_wall, off_cpu = figures["off"]
+    labels = {"off": "tracing off", "on": "tracing on", "content": "tracing on, with content"}
+    for name, label in labels.items():
+        wall, cpu = figures[name]
+        print(
+            f"{label:<26} wall {wall:7.1f} us/step (+{wall - off_wall:6.1f})   "
+            f"CPU {cpu:7.1f} us/step (+{cpu - off_cpu:6.1f}, x{cpu / off_cpu:.2f})"
+        )
 
 
 if __name__ == "__main__":

@@ -38,7 +38,7 @@ DEADLINE = 30.0
 class Chat:
     """A `legato chat` in a detached tmux session of its own."""
 
-    def __init__(self, workdir: Path, args: list[str]) -> None:
+    def __init__(self, workdir: Path, args: list[str], *, command: str = "chat") -> None:
         self.workdir = workdir
         self.socket = f"legato-test-{uuid.uuid4().hex[:10]}"
         self.effects = workdir / "effects"
@@ -48,7 +48,7 @@ class Chat:
             "PYTHONPATH": os.pathsep.join([str(SRC), str(HERE)]),
         }
         command = " ".join(
-            [sys.executable, str(HERE / "chat_app.py"), "chat", "--model", "chatdemo:x", *args]
+            [sys.executable, str(HERE / "chat_app.py"), command, "--model", "chatdemo:x", *args]
         )
         self._tmux(
             "new-session",
@@ -310,3 +310,28 @@ def test_chat_with_an_agent_file_where_code_stays_the_floor(
     chat.say("y")
     chat.wait_for("sent to zed")
     assert chat.sent() == ["zed"]
+
+
+@pytest.mark.parametrize(
+    ("key", "verdicts", "cancelled", "code"),
+    [("C-d", ["reject"], False, "EXIT=0"), ("C-c", [], True, "EXIT=130")],
+)
+def test_legato_run_end_of_input_rejects_and_ctrl_c_cancels_at_its_question(
+    tmp_path: Path, key: str, verdicts: list[str], cancelled: bool, code: str
+) -> None:
+    journal_file = tmp_path / "run.jsonl"
+    run = Chat(
+        tmp_path,
+        ["--tools", "chat_app:send", "--ask", "send", "--journal", str(journal_file), "'send bob'"],
+        command="run",
+    )
+    try:
+        run.wait_for("[a] always for this tool:")
+        run.keys(key)
+        run.wait_for(code)
+    finally:
+        run.close()
+    assert run.sent() == []
+    journal = Journal.from_jsonl(journal_file.read_text(encoding="utf-8"))
+    assert [e.verdict for e in journal if isinstance(e, ApprovalDecided)] == verdicts
+    assert any(isinstance(e, CancelRequested) for e in journal) is cancelled
