@@ -335,3 +335,19 @@ def test_legato_run_end_of_input_rejects_and_ctrl_c_cancels_at_its_question(
     journal = Journal.from_jsonl(journal_file.read_text(encoding="utf-8"))
     assert [e.verdict for e in journal if isinstance(e, ApprovalDecided)] == verdicts
     assert any(isinstance(e, CancelRequested) for e in journal) is cancelled
+
+
+def test_ctrl_c_twice_during_a_turn_leaves_the_chat(open_chat: Callable[..., Chat]) -> None:
+    chat = open_chat(*ASKING, "--session", "twice")
+    chat.say("slow")
+
+    def slow_started(_: str) -> bool:
+        journals = chat.journals("twice")
+        return bool(journals) and any(e.kind == "tool_call_started" for e in journals[0])
+
+    chat.wait(slow_started, "the slow tool to start")
+    chat.keys("C-c")
+    chat.wait_for("cancelling the turn")
+    chat.keys("C-c")  # while the turn stops, or at the prompt it came back to: either leaves
+    chat.wait_for("EXIT=0")
+    assert "resume with: legato chat --session twice" in chat.screen()
