@@ -15,7 +15,7 @@ from legato.approvals import ApprovalPolicy, Rule
 from legato.budgets import BudgetLimits
 from legato.cli._app import app
 from legato.exceptions import AgentFileError
-from legato.tools import Tool
+from legato.tools import Tool, Toolset
 
 DOCS = Path(__file__).parents[1] / "docs"
 
@@ -158,3 +158,44 @@ def test_the_published_schema_is_current_and_strict() -> None:
     assert published == agent_schema()
     assert published["additionalProperties"] is False
     assert published["required"] == ["version"]
+
+
+def test_mcp_servers_and_the_sandbox_become_tool_sources(tmp_path: Path) -> None:
+    import shutil
+    import sys
+
+    from legato.run._sync import run_sync
+
+    server = Path(sys.executable).parent / "mcp-server-time"
+    if not server.exists():
+        found = shutil.which("mcp-server-time")
+        if found is None:
+            pytest.skip("mcp-server-time (a dev dependency) is not installed")
+        server = Path(found)
+    (tmp_path / "notes").mkdir()
+    text = (
+        "version: 1\nmodel: test:echo\n"
+        f"tools:\n  - mcp: {{command: {server}, env: {{LEGATO_TOKEN: '${{LEGATO_TEST_TOKEN}}'}}}}\n"
+        "    name: time\n"
+        "sandbox: {workspace: notes}\n"
+    )
+    path = _write(tmp_path, text)
+    literal = _write(tmp_path, text.replace("'${LEGATO_TEST_TOKEN}'", "abc123"), "literal.yaml")
+    with pytest.raises(AgentFileError, match=r"tools\[0\].mcp.env.LEGATO_TOKEN: secrets"):
+        load_agent_file(literal, environ={})
+    agent = load_agent_file(path, environ={"LEGATO_TEST_TOKEN": "t0ken"}).agent
+    names = [source.name for source in agent.tool_sources]
+    assert names[1:] == ["time", "workspace"]
+
+    async def listed() -> list[str]:
+        from legato.mcp import MCPClient
+
+        client = agent.tool_sources[1]
+        assert isinstance(client, MCPClient)
+        async with client:
+            return sorted(t.name for t in await client.list_tools())
+
+    assert "get_current_time" in run_sync(listed())
+    workspace = agent.tool_sources[2]
+    assert isinstance(workspace, Toolset)
+    assert {t.name for t in workspace} == {"read_file", "list_dir", "glob", "grep"}  # read-only
