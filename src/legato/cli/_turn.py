@@ -175,7 +175,8 @@ class TurnView:
             mark = {"approve": "[green]✓ approved[/]", "edit": "[green]✓ edited[/]"}.get(
                 inner.verdict, "[red]✗ rejected:[/]"
             )
-            self.line(f"{_prefix(event)}{mark} [dim]{escape(_short(inner.message))}[/]")
+            note = f" [dim]{escape(_short(inner.message))}[/]" if inner.message else ""
+            self.line(f"{_prefix(event)}{mark}{note}")
             return
         if self.one_line_tools and isinstance(inner, ToolCallFinished):
             self._tool_line(inner, _prefix(event))
