@@ -60,3 +60,22 @@ async def test_twin_a_handler_that_prints_itself_asks_before_the_text_is_shown()
     asked = next(i for i, line in enumerate(lines) if line.startswith("approval needed"))
     finished_text = next(i for i, line in enumerate(lines) if line.endswith("as you asked."))
     assert asked < finished_text
+
+
+async def test_edit_runs_the_call_with_the_edited_arguments_after_a_bad_attempt() -> None:
+    out = io.StringIO()
+    console = Console(file=out, width=300, no_color=True, highlight=False)
+    approver = ConsoleApprover()
+    policy = ApprovalPolicy(rules=[Rule("send", "ask")], handler=approver)
+    agent = Agent(_model(), tools=[send], approvals=policy)
+    answers = io.StringIO('maybe\ne\nnot json\ne\n["a list"]\ne\n{"to": "carol"}\n')
+    reader = LineReader(answers, show=lambda t: console.print(t, end="", markup=False))
+    handle = agent.start("send it")
+    outcome = await drive_turn(handle, view=TurnView(console), reader=reader, approver=approver)
+    assert outcome.status == "finished"
+    text = out.getvalue()
+    assert "answer y, n, e or a" in text
+    assert "not JSON" in text and "must be a JSON object" in text
+    assert '⚙ send({"to": "carol"}) (edited) → [ok] sent to carol' in text
+    decided = [e for e in handle.journal if e.kind == "approval_decided"]
+    assert [getattr(e, "verdict", None) for e in decided] == ["edit"]

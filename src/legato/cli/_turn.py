@@ -143,6 +143,7 @@ class TurnView:
         self.console = console
         self.one_line_tools = one_line_tools
         self._mid_line = False
+        self._edited: dict[str, str] = {}
 
     def line(self, text: str, *, markup: bool = True) -> None:
         """Print a line of its own (ending a streamed line first)."""
@@ -171,6 +172,8 @@ class TurnView:
             return  # the question, the tool line and the turn's usage line say it
         if self.one_line_tools and isinstance(inner, RunFailed) and inner.error_type in _STOPS:
             return  # "turn cancelled" says it
+        if isinstance(inner, ApprovalDecided) and inner.verdict == "edit":
+            self._edited[inner.call_id] = json.dumps(inner.arguments, ensure_ascii=False)
         if self.one_line_tools and isinstance(inner, ApprovalDecided):
             mark = {"approve": "[green]✓ approved[/]", "edit": "[green]✓ edited[/]"}.get(
                 inner.verdict, "[red]✗ rejected:[/]"
@@ -193,9 +196,12 @@ class TurnView:
 
     def _tool_line(self, event: ToolCallFinished, prefix: str) -> None:
         style = "red" if event.result.is_error else "green"
+        edited = self._edited.pop(event.call.id, None)
+        arguments = edited if edited is not None else event.call.raw_arguments
+        mark = " [yellow](edited)[/]" if edited is not None else ""
         self.line(
             f"{prefix}[cyan]⚙ {escape(event.call.name)}[/]"
-            f"({escape(_short(event.call.raw_arguments))}) "
+            f"({escape(_short(arguments))}){mark} "
             f"[{style}]→ {escape('[' + event.outcome + ']')}[/] {escape(_short(event.result.text))}"
         )
 
