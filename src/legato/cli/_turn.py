@@ -256,7 +256,122 @@ async def _edited(reader: LineReader, view: TurnView) -> Edit | None:
     return Edit(arguments=value)  # pyright: ignore[reportUnknownArgumentType]
 
 
-async def drive_turn(  # noqa: C901 - one loop over the turn's events, asks and end
+class _Consumer:
+    """The terminal's one owner during a turn: shows events, asks requests in their place."""
+
+    def __init__(
+        self,
+        handle: RunHandle[Any],
+        *,
+        view: TurnView,
+        reader: LineReader,
+        approver: ConsoleApprover,
+        on_event: Callable[[RunEvent], None] | None,
+    ) -> None:
+        self.handle = handle
+        self.view = view
+        self.reader = reader
+        self.approver = approver
+        self.on_event = on_event
+        self.queue: asyncio.Queue[RunEvent | _Ask | _End] = asyncio.Queue()
+        self.outcome = TurnOutcome(status="finished")
+        self.seen: set[str] = set()
+        """Requests whose `ApprovalRequested` event is on the screen."""
+        self.held: dict[str, _Ask] = {}
+        """Requests waiting for their event to be shown first."""
+
+    async def pump(self) -> None:
+        """Move the run's events to the queue, then its end."""
+        try:
+            async for event in self.handle.events():
+                self.queue.put_nowait(event)
+        except BaseException as exc:  # the run's end, passed on to the consumer
+            self.queue.put_nowait(_End(error=exc))
+            if isinstance(exc, asyncio.CancelledError):
+                raise
+        else:
+            self.queue.put_nowait(_End(error=None))
+
+    def interrupt(self) -> None:
+        """Ctrl-C: cancel the turn through the run's fence; a second one asks to leave."""
+        if self.handle.done:
+            return
+        if self.outcome.status == "cancelled":
+            self.outcome.exit_requested = True
+            return
+        self.outcome.status = "cancelled"
+        self.handle.cancel("cancelled with Ctrl-C")
+        self.view.line("[yellow]cancelling the turn (Ctrl-C again to quit)[/]")
+
+    async def ask(self, item: _Ask) -> None:
+        """Ask one request and hand the decision to the run."""
+        if item.answer.done() or self.outcome.status == "cancelled":
+            return  # the turn is being cancelled: nothing more is asked
+        try:
+            decision = await _question(self.reader, self.view, self.approver, item.request)
+        except Interrupted:
+            self.interrupt()
+            item.answer.cancel()
+            return
+        if not item.answer.done():
+            item.answer.set_result(decision)
+
+    async def next_item(self) -> RunEvent | _Ask | _End | None:
+        """The next event or request; None after asking the requests whose event never came."""
+        if not self.held or not self.queue.empty():
+            return await self.queue.get()
+        try:
+            return await asyncio.wait_for(self.queue.get(), _FALLBACK_WAIT)
+        except TimeoutError:
+            for waiting in list(self.held.values()):
+                self.held.pop(waiting.request.id)
+                await self.ask(waiting)
+            return None
+
+    async def handle_item(self, item: RunEvent | _Ask) -> None:
+        """Show an event (asking a request held for it), or ask or hold a request."""
+        if isinstance(item, _Ask):
+            if item.request.id in self.seen:
+                await self.ask(item)
+            else:
+                self.held[item.request.id] = item
+            return
+        self.outcome.events.append(item)
+        if self.on_event is not None:
+            self.on_event(item)
+        self.view.show(item)
+        inner = _inner(item)
+        if isinstance(inner, ApprovalRequested):
+            self.seen.add(inner.request_id)
+            waiting = self.held.pop(inner.request_id, None)
+            if waiting is not None:
+                await self.ask(waiting)
+
+    async def run(self) -> TurnOutcome:
+        """Consume the turn until the run ends."""
+        self.approver.attach(self.queue)
+        pump_task = asyncio.create_task(self.pump())
+        try:
+            with self.reader.on_interrupt(self.interrupt):
+                while True:
+                    item = await self.next_item()
+                    if isinstance(item, _End):
+                        self.outcome.error = item.error
+                        break
+                    if item is not None:
+                        await self.handle_item(item)
+        finally:
+            self.approver.attach(None)
+            if not pump_task.done():
+                pump_task.cancel()
+            with contextlib.suppress(BaseException):
+                await pump_task
+            self.view.end_line()
+        _settle(self.outcome)
+        return self.outcome
+
+
+async def drive_turn(
     handle: RunHandle[Any],
     *,
     view: TurnView,
@@ -265,86 +380,8 @@ async def drive_turn(  # noqa: C901 - one loop over the turn's events, asks and 
     on_event: Callable[[RunEvent], None] | None = None,
 ) -> TurnOutcome:
     """Show a started run's events until it ends, asking its approvals in order."""
-    queue: asyncio.Queue[RunEvent | _Ask | _End] = asyncio.Queue()
-    approver.attach(queue)
-    outcome = TurnOutcome(status="finished")
-
-    async def pump() -> None:
-        try:
-            async for event in handle.events():
-                queue.put_nowait(event)
-        except BaseException as exc:  # the run's end, passed on to the consumer
-            queue.put_nowait(_End(error=exc))
-            if isinstance(exc, asyncio.CancelledError):
-                raise
-        else:
-            queue.put_nowait(_End(error=None))
-
-    def interrupt() -> None:
-        if handle.done:
-            return
-        if outcome.status == "cancelled":
-            outcome.exit_requested = True
-            return
-        outcome.status = "cancelled"
-        handle.cancel("cancelled with Ctrl-C")
-        view.line("[yellow]cancelling the turn (Ctrl-C again to quit)[/]")
-
-    pump_task = asyncio.create_task(pump())
-    seen: set[str] = set()
-    held: dict[str, _Ask] = {}
-
-    async def ask(item: _Ask) -> None:
-        try:
-            decision = await _question(reader, view, approver, item.request)
-        except Interrupted:
-            interrupt()
-            item.answer.cancel()
-            return
-        if not item.answer.done():
-            item.answer.set_result(decision)
-
-    try:
-        with reader.on_interrupt(interrupt):
-            while True:
-                if held and queue.empty():
-                    try:
-                        item = await asyncio.wait_for(queue.get(), _FALLBACK_WAIT)
-                    except TimeoutError:
-                        for waiting in list(held.values()):
-                            held.pop(waiting.request.id)
-                            await ask(waiting)
-                        continue
-                else:
-                    item = await queue.get()
-                if isinstance(item, _End):
-                    outcome.error = item.error
-                    break
-                if isinstance(item, _Ask):
-                    if item.request.id in seen:
-                        await ask(item)
-                    else:
-                        held[item.request.id] = item
-                    continue
-                outcome.events.append(item)
-                if on_event is not None:
-                    on_event(item)
-                view.show(item)
-                inner = _inner(item)
-                if isinstance(inner, ApprovalRequested):
-                    seen.add(inner.request_id)
-                    waiting = held.pop(inner.request_id, None)
-                    if waiting is not None:
-                        await ask(waiting)
-    finally:
-        approver.attach(None)
-        if not pump_task.done():
-            pump_task.cancel()
-        with contextlib.suppress(BaseException):
-            await pump_task
-        view.end_line()
-    _settle(outcome)
-    return outcome
+    consumer = _Consumer(handle, view=view, reader=reader, approver=approver, on_event=on_event)
+    return await consumer.run()
 
 
 def _settle(outcome: TurnOutcome) -> None:
