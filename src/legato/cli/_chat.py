@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import shlex
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Annotated, Any
@@ -29,6 +30,7 @@ from legato.cli._turn import ConsoleApprover, TurnOutcome, TurnView, drive_turn
 from legato.events import Journal, StateCommitted, StateLoaded
 from legato.exceptions import LegatoError
 from legato.messages import Usage
+from legato.store import Store
 
 __all__ = ["COMMANDS", "ChatSession", "chat"]
 
@@ -151,15 +153,20 @@ class ChatSession:
         except LegatoError as exc:
             self._error(str(exc))
 
+    def _store(self) -> Store:
+        store = self.agent.store
+        assert store is not None  # `chat` gives the agent its store before the loop starts
+        return store
+
     def _error(self, text: str) -> None:
         self.console.print(f"[red]{escape(text)}[/]")
 
-    def _help(self, args: list[str]) -> None:
+    def do_help(self, args: list[str]) -> None:
         for usage, what in COMMANDS.items():
             self.console.print(f"  {usage:<20} {what}", highlight=False, markup=False)
         self.console.print("  Ctrl-C cancels a turn; at the prompt it (or Ctrl-D) leaves.")
 
-    def _model(self, args: list[str]) -> None:
+    def do_model(self, args: list[str]) -> None:
         if not args:
             self.console.print(f"model: {escape(self.agent.model.name)}", highlight=False)
             return
@@ -170,7 +177,7 @@ class ChatSession:
         self.agent = _with_model(self.agent, model)
         self.console.print(f"model: {escape(model.name)}", highlight=False)
 
-    def _tools(self, args: list[str]) -> None:
+    def do_tools(self, args: list[str]) -> None:
         shown = False
         for tool in self.agent.toolset:
             shown = True
@@ -184,7 +191,7 @@ class ChatSession:
         if not shown:
             self.console.print("no tools")
 
-    def _approvals(self, args: list[str]) -> None:
+    def do_approvals(self, args: list[str]) -> None:
         if args == ["reset"]:
             self.approver.always.clear()
             self.console.print("forgot the tools approved always")
@@ -201,22 +208,22 @@ class ChatSession:
         always = ", ".join(sorted(self.approver.always)) or "none"
         self.console.print(f"approved always in this session: {escape(always)}", highlight=False)
 
-    def _undo(self, args: list[str]) -> None:
-        removed = self.agent._store().undo_turn(self.session)  # pyright: ignore[reportPrivateUsage]
+    def do_undo(self, args: list[str]) -> None:
+        removed = self._store().undo_turn(self.session)
         self.console.print(f"removed the last turn ({len(removed)} messages)")
 
-    def _fork(self, args: list[str]) -> None:
+    def do_fork(self, args: list[str]) -> None:
         if len(args) != 1:
             self._error("usage: /fork NAME")
             return
-        store = self.agent._store()  # pyright: ignore[reportPrivateUsage]
+        store = self._store()
         store.load_session(self.session, create=True)
         store.fork_session(self.session, args[0])
         self.session = args[0]
         self.console.print(f"forked: now in session {escape(args[0])}", highlight=False)
 
-    def _state(self, args: list[str]) -> None:
-        store = self.agent._store()  # pyright: ignore[reportPrivateUsage]
+    def do_state(self, args: list[str]) -> None:
+        store = self._store()
         messages = store.load_session(self.session, create=True)
         self.console.print(
             f"session {escape(self.session)}: {len(messages)} messages, {len(self.turns)} turns here",
@@ -232,7 +239,7 @@ class ChatSession:
             for key, value in values.items():
                 self.console.print(f"  {escape(key)} = {escape(repr(value))}", highlight=False)
 
-    def _cost(self, args: list[str]) -> None:
+    def do_cost(self, args: list[str]) -> None:
         for number, turn in enumerate(self.turns, start=1):
             self.console.print(
                 f"  turn {number} [{turn.status}]: {_usage(turn.usage, turn.cost)}",
@@ -242,13 +249,13 @@ class ChatSession:
         total, cost = self.total()
         self.console.print(f"total: {_usage(total, cost)}", highlight=False)
 
-    def _trace(self, args: list[str]) -> None:
+    def do_trace(self, args: list[str]) -> None:
         if self.last_journal is None:
             self._error("no run yet")
             return
         render_journal(self.console, self.last_journal)
 
-    def _save(self, args: list[str]) -> None:
+    def do_save(self, args: list[str]) -> None:
         if self.last_journal is None or not self.turns:
             self._error("no run yet")
             return
@@ -263,23 +270,23 @@ class ChatSession:
             return
         self.console.print(f"saved the last run's journal to {escape(str(path))}", highlight=False)
 
-    def _exit(self, args: list[str]) -> None:
+    def do_exit(self, args: list[str]) -> None:
         self.done = True
 
 
-_HANDLERS: dict[str, Any] = {
-    "/help": ChatSession._help,  # pyright: ignore[reportPrivateUsage]
-    "/model": ChatSession._model,  # pyright: ignore[reportPrivateUsage]
-    "/tools": ChatSession._tools,  # pyright: ignore[reportPrivateUsage]
-    "/approvals": ChatSession._approvals,  # pyright: ignore[reportPrivateUsage]
-    "/undo": ChatSession._undo,  # pyright: ignore[reportPrivateUsage]
-    "/fork": ChatSession._fork,  # pyright: ignore[reportPrivateUsage]
-    "/state": ChatSession._state,  # pyright: ignore[reportPrivateUsage]
-    "/cost": ChatSession._cost,  # pyright: ignore[reportPrivateUsage]
-    "/trace": ChatSession._trace,  # pyright: ignore[reportPrivateUsage]
-    "/save": ChatSession._save,  # pyright: ignore[reportPrivateUsage]
-    "/exit": ChatSession._exit,  # pyright: ignore[reportPrivateUsage]
-    "/quit": ChatSession._exit,  # pyright: ignore[reportPrivateUsage]
+_HANDLERS: dict[str, Callable[[ChatSession, list[str]], None]] = {
+    "/help": ChatSession.do_help,
+    "/model": ChatSession.do_model,
+    "/tools": ChatSession.do_tools,
+    "/approvals": ChatSession.do_approvals,
+    "/undo": ChatSession.do_undo,
+    "/fork": ChatSession.do_fork,
+    "/state": ChatSession.do_state,
+    "/cost": ChatSession.do_cost,
+    "/trace": ChatSession.do_trace,
+    "/save": ChatSession.do_save,
+    "/exit": ChatSession.do_exit,
+    "/quit": ChatSession.do_exit,
 }
 
 
