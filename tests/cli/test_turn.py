@@ -79,3 +79,39 @@ async def test_edit_runs_the_call_with_the_edited_arguments_after_a_bad_attempt(
     assert '⚙ send({"to": "carol"}) (edited) → [ok] sent to carol' in text
     decided = [e for e in handle.journal if e.kind == "approval_decided"]
     assert [getattr(e, "verdict", None) for e in decided] == ["edit"]
+
+
+async def test_end_of_input_is_a_decision_and_the_twin_without_it_fails_the_run() -> None:
+    from legato.approvals import CallbackApprover
+    from legato.cli._turn import EOF_REJECTION
+    from legato.events import ApprovalDecided, RunFailed
+
+    approver = ConsoleApprover()
+    out = io.StringIO()
+    console = Console(file=out, width=300, no_color=True, highlight=False)
+    policy = ApprovalPolicy(rules=[Rule("send", "ask")], handler=approver)
+    agent = Agent(_model(), tools=[send], approvals=policy)
+    reader = LineReader(io.StringIO(""), show=lambda t: console.print(t, end="", markup=False))
+    handle = agent.start("send it")
+    outcome = await drive_turn(handle, view=TurnView(console), reader=reader, approver=approver)
+    assert outcome.status == "finished"
+    decided = [e for e in handle.journal if isinstance(e, ApprovalDecided)]
+    assert [(d.verdict, d.message) for d in decided] == [("reject", EOF_REJECTION)]
+
+    # the twin: a handler that lets end of input escape (the old prompt) fails the run,
+    # and no decision is journaled
+    def closed(request: object) -> None:
+        raise EOFError
+
+    twin = Agent(
+        _model(),
+        tools=[send],
+        approvals=ApprovalPolicy(rules=[Rule("send", "ask")], handler=CallbackApprover(closed)),
+    )
+    twin_handle = twin.start("send it")
+    twin_outcome = await drive_turn(
+        twin_handle, view=TurnView(console), reader=reader, approver=ConsoleApprover()
+    )
+    assert twin_outcome.status == "failed"
+    assert not any(isinstance(e, ApprovalDecided) for e in twin_handle.journal)
+    assert any(isinstance(e, RunFailed) and e.error_type == "EOFError" for e in twin_handle.journal)
