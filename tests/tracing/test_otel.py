@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib
+import io
 import json
 import subprocess
 import sys
@@ -15,6 +16,7 @@ from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import SpanKind, StatusCode
+from rich.console import Console
 from typer.testing import CliRunner
 
 from legato import Agent, tool
@@ -279,3 +281,30 @@ def test_a_stream_traces_the_whole_tree_without_hooks(
     (kid,) = [s for s in finished if s.name == "invoke_agent kid"]
     (kid_call,) = [s for s in finished if s.name == "execute_tool kid"]
     assert kid.parent is not None and kid.parent.span_id == kid_call.context.span_id  # pyright: ignore[reportOptionalMemberAccess]
+
+
+def test_legato_run_and_chat_trace_with_otel_on_the_global_provider(
+    spans: tuple[TracerProvider, InMemorySpanExporter], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from opentelemetry import trace
+
+    from legato.cli._run import AgentRequest, build_agent
+    from legato.cli._turn import ConsoleApprover
+
+    provider, exporter = spans
+    monkeypatch.setattr(trace, "get_tracer_provider", lambda: provider)
+    result = CliRunner().invoke(app, ["run", "hi", "--model", "test:echo", "--otel"])
+    assert result.exit_code == 0, result.output
+    names = sorted(s.name for s in exporter.get_finished_spans())
+    assert names == ["chat echo", "invoke_agent agent"]
+    # the chat's spans carry its session as the conversation id
+    exporter.clear()
+    request = AgentRequest(model="test:echo", otel=True, session="chat-1")
+    agent = build_agent(request, approver=ConsoleApprover(), console=Console(file=io.StringIO()))
+    agent.run_sync("hello")
+    (root,) = _by_name(exporter.get_finished_spans(), "invoke_agent")
+    assert _attrs(root)[sc.CONVERSATION_ID] == "chat-1"
+    # the twin: without --otel nothing is traced
+    exporter.clear()
+    assert CliRunner().invoke(app, ["run", "hi", "--model", "test:echo"]).exit_code == 0
+    assert exporter.get_finished_spans() == ()

@@ -122,6 +122,12 @@ def run(
             "--json", help="Print one JSON object with the outcome instead of the stream."
         ),
     ] = False,
+    otel: Annotated[
+        bool,
+        typer.Option(
+            "--otel", help="OpenTelemetry GenAI spans on the global tracer provider (extra otel)."
+        ),
+    ] = False,
 ) -> None:
     """Run an agent on PROMPT, streaming its events to the terminal."""
     from legato.cli._run import RunRequest, run_once
@@ -144,6 +150,7 @@ def run(
             max_steps=max_steps,
             ask=ask or [],
             audit=audit,
+            otel=otel,
         )
         code, summary = asyncio.run(
             run_once(request, console=console, journal=journal, quiet=as_json)

@@ -364,12 +364,21 @@ def chat(
         Path, typer.Option("--store", help="The SQLite file sessions and journals are kept in.")
     ] = Path(".legato/legato.db"),
     max_steps: Annotated[int | None, typer.Option(help="Model calls allowed per turn.")] = None,
+    otel: Annotated[
+        bool,
+        typer.Option(
+            "--otel",
+            help="OpenTelemetry GenAI spans on the global tracer provider (extra otel; "
+            "configure an exporter, e.g. with opentelemetry-instrument).",
+        ),
+    ] = False,
 ) -> None:
     """Chat with an agent on the terminal (sessions are stored and resumable)."""
     from legato.store import SQLiteStore
 
     console = Console(highlight=False)
     approver = ConsoleApprover()
+    name = session or time.strftime("chat-%Y%m%d-%H%M%S")
     request = AgentRequest(
         model=model,
         base_url=base_url,
@@ -378,12 +387,13 @@ def chat(
         agent_file=agent_file,
         max_steps=max_steps,
         ask=ask or [],
+        otel=otel,
+        session=name,
     )
     try:
         agent = build_agent(request, approver=approver, console=console)
         store.parent.mkdir(parents=True, exist_ok=True)
         agent.store = SQLiteStore(store)
-        name = session or time.strftime("chat-%Y%m%d-%H%M%S")
         earlier = agent.store.load_session(name, create=True)
         model_name = agent.model.name
     except LegatoError as exc:

@@ -31,6 +31,10 @@ class AgentRequest:
     max_steps: int | None = None
     ask: list[str] = field(default_factory=lambda: [])
     audit: Path | None = None
+    otel: bool = False
+    """Trace runs with OpenTelemetry GenAI spans on the global tracer provider."""
+    session: str | None = None
+    """The chat session (the spans' `gen_ai.conversation.id`)."""
 
 
 @dataclass(kw_only=True)
@@ -48,9 +52,13 @@ def build_agent(
     Every `--ask` tool is asked on the terminal; a file's `ask` rules are asked there too.
     """
     from legato.approvals import ApprovalPolicy, Rule
-    from legato.security import AuditLog
+    from legato.security import AuditLog, Hook
 
-    hooks = [AuditLog(request.audit)] if request.audit is not None else []
+    hooks: list[Hook] = [AuditLog(request.audit)] if request.audit is not None else []
+    if request.otel:
+        from legato.tracing import GenAITracing
+
+        hooks.append(GenAITracing(conversation_id=request.session))
     ask_rules = [Rule(name, "ask") for name in request.ask]
     if request.agent_file is not None:
         from legato.agent_file import load_agent_file
