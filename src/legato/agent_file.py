@@ -310,7 +310,9 @@ class LoadedAgent:
     """One line per setting of the file that code kept stricter."""
 
 
-def _stricter(code: ApprovalPolicy | None, file: ApprovalPolicy | None, notes: list[str]) -> Any:
+def _stricter(
+    code: ApprovalPolicy | None, file: ApprovalPolicy | None, notes: list[str]
+) -> ApprovalPolicy | None:
     """A policy giving each call the stricter action of `code` and `file`."""
     if code is None:
         return file
@@ -344,7 +346,7 @@ def _stricter(code: ApprovalPolicy | None, file: ApprovalPolicy | None, notes: l
             f"the file's default {file.default!r} is looser than the code's: kept {code.default}"
         )
     return StricterPolicy(
-        rules=list(code.rules),
+        rules=[*code.rules, *file.rules],  # shown and checked; `action` decides
         default=code.default,
         handler=code.handler,
         store=code.store,
