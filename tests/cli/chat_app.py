@@ -35,6 +35,8 @@ def send(to: str, text: str = "hello") -> str:
 @tool
 async def slow() -> str:
     """Take a minute."""
+    started = Path(os.environ["LEGATO_TEST_EFFECTS"] + ".slow")
+    await asyncio.to_thread(started.write_text, "started\n", encoding="utf-8")  # the test waits
     await asyncio.sleep(60)
     return "slow done"
 

@@ -110,6 +110,10 @@ class Chat:
         finally:
             store.close()
 
+    def slow_started(self, _: str = "") -> bool:
+        """Whether the `slow` tool is running (it writes a file as it starts)."""
+        return Path(f"{self.effects}.slow").exists()
+
     def sent(self) -> list[str]:
         """Recipients of every `send` that ran, counted outside legato."""
         return self.effects.read_text(encoding="utf-8").split()
@@ -212,11 +216,7 @@ def test_ctrl_c_during_a_tool_call_cancels_through_the_fence(
     chat = open_chat(*ASKING, "--session", "s4")
     chat.say("slow")
 
-    def slow_started(_: str) -> bool:
-        journals = chat.journals("s4")
-        return bool(journals) and any(e.kind == "tool_call_started" for e in journals[0])
-
-    chat.wait(slow_started, "the slow tool to start")
+    chat.wait(chat.slow_started, "the slow tool to start")
     chat.keys("C-c")
     screen = chat.wait_for("turn cancelled")
     assert "⚙ slow({}) → [cancelled]" in screen
@@ -341,11 +341,7 @@ def test_ctrl_c_twice_during_a_turn_leaves_the_chat(open_chat: Callable[..., Cha
     chat = open_chat(*ASKING, "--session", "twice")
     chat.say("slow")
 
-    def slow_started(_: str) -> bool:
-        journals = chat.journals("twice")
-        return bool(journals) and any(e.kind == "tool_call_started" for e in journals[0])
-
-    chat.wait(slow_started, "the slow tool to start")
+    chat.wait(chat.slow_started, "the slow tool to start")
     chat.keys("C-c")
     chat.wait_for("cancelling the turn")
     chat.keys("C-c")  # while the turn stops, or at the prompt it came back to: either leaves

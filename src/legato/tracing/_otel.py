@@ -126,10 +126,14 @@ class GenAITracing(Hook):
             conversation_id=conversation_id,
         )
         self._stream_run = ""
+        self._last: tuple[object, str] = (None, "")
 
     def on_event(self, event: JournalEvent, ctx: HookContext) -> None:
         """Turn the recorded event into span starts and ends."""
         run_id = event.run_id if isinstance(event, RunStarted) else ctx.run_id
+        if event is self._last[0] and run_id == self._last[1]:
+            return  # the same hook twice in one run (its own, and inherited from a parent)
+        self._last = (event, run_id)
         self._builder.feed(run_id, event, time.time_ns())
 
     def observe(self, event: RunEvent) -> None:
