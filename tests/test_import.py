@@ -24,7 +24,7 @@ print(json.dumps({
     "sockets": opened,
     "root_handlers": len(logging.getLogger().handlers),
     "legato_handlers": len(logging.getLogger("legato").handlers),
-    "heavy": sorted(m for m in after - before if m.split(".")[0] in {"openai", "anthropic", "google", "mcp", "httpx", "typer", "rich", "llama_cpp"}),
+    "heavy": sorted(m for m in after - before if m.split(".")[0] in {"openai", "anthropic", "google", "mcp", "httpx", "typer", "rich", "llama_cpp", "yaml", "opentelemetry"}),
 }))
 """
 

@@ -27,6 +27,8 @@ from legato.run._sync import iterate_sync, run_sync
 from legato.tools import Tool, Toolset, ToolSource
 
 if TYPE_CHECKING:  # imported when first used, so `import legato` stays light
+    from pathlib import Path
+
     from legato.approvals import Action, ApprovalPolicy, ParkedRun
     from legato.budgets import Budget, BudgetLimits
     from legato.context import ContextPolicy
@@ -502,6 +504,24 @@ class Agent(Generic[OutputT]):
     ) -> Iterator[RunEvent]:
         """`stream` for synchronous code; works inside a running event loop too."""
         return iterate_sync(self.stream(prompt, **options))
+
+    @classmethod
+    def from_file(
+        cls,
+        path: str | Path,
+        *,
+        approvals: ApprovalPolicy | None = None,
+        budget: BudgetLimits | None = None,
+        max_steps: int | None = None,
+    ) -> Agent[str]:
+        """An agent from a YAML agent file (see `legato.agent_file`).
+
+        `approvals`, `budget` and `max_steps` set here are floors: the file may tighten
+        them and never loosen them.
+        """
+        from legato.agent_file import load_agent_file
+
+        return load_agent_file(path, approvals=approvals, budget=budget, max_steps=max_steps).agent
 
     def __repr__(self) -> str:
         return f"Agent(name={self.name!r}, model={self._model_spec!r})"

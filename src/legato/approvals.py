@@ -436,11 +436,18 @@ class TerminalApprover:
         self._show = show or _to_stderr
 
     async def __call__(self, request: ApprovalRequest) -> Decision | None:
-        """Prompt until the answer is y, n or a valid edit."""
+        """Prompt until the answer is y, n or a valid edit; end of input is a rejection."""
         self._show(
             f"approval needed: {request.tool}({canonical_json(request.arguments)})\n"
             f"  because: {request.rule}"
         )
+        try:
+            return await self._prompt()
+        except EOFError:
+            self._show("end of input: rejected")
+            return Reject(message="The user closed the input instead of answering; not run.")
+
+    async def _prompt(self) -> Decision:
         while True:
             answer = await asyncio.to_thread(self._ask, "approve? [y]es / [n]o / [e]dit: ")
             answer = answer.strip().lower()

@@ -10,6 +10,7 @@ LegatoError
 │   ├── WorkspaceNotFound         a workspace root that does not exist or is not a directory
 │   ├── SandboxUnavailable        bubblewrap is missing or cannot create its namespaces here
 │   ├── SkillError                a skill folder or SKILL.md that cannot be loaded (names the file)
+│   ├── AgentFileError            an agent file that breaks its schema (names the file, line and key)
 │   ├── PolicyError               an approval policy naming an unknown tool or argument
 │   └── PriceUnknown              a dollar budget for a model whose price legato does not know
 ├── ModelError                    a model call failed; `retryable` says whether trying again may help
@@ -95,6 +96,7 @@ __all__ = [
     "PortInUse",
     "RequestInvalid",
     "WebError",
+    "AgentFileError",
     "ApprovalError",
     "AuditChainBroken",
     "AuthenticationFailed",
@@ -199,8 +201,19 @@ class MissingDependency(ConfigurationError):
         self.package = package
         self.extra = extra
         super().__init__(
-            f"{package!r} is not installed; install it with: pip install 'legato[{extra}]'"
+            f"{package!r} is not installed; install it with: pip install 'legato[{extra}]' "
+            f"(from a legato checkout: pip install -e '.[{extra}]')"
         )
+
+
+class AgentFileError(ConfigurationError):
+    """An agent file (YAML) that is not valid: names the file, the line and the dotted key."""
+
+    def __init__(self, message: str, *, path: str = "", line: int | None = None) -> None:
+        self.path = path
+        self.line = line
+        where = f"{path}:{line}: " if path and line is not None else f"{path}: " if path else ""
+        super().__init__(f"{where}{message}")
 
 
 class MissingCredentials(ConfigurationError):

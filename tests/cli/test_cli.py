@@ -38,7 +38,7 @@ def test_run_loads_tools_from_module_specs(tmp_path: Path, monkeypatch: pytest.M
         encoding="utf-8",
     )
     monkeypatch.chdir(tmp_path)
-    result = runner.invoke(app, ["run", "hi", "--tools", "mytools:shout"])
+    result = runner.invoke(app, ["run", "hi", "--model", "test:echo", "--tools", "mytools:shout"])
     assert result.exit_code == 0, result.output
 
 

@@ -215,7 +215,7 @@ def test_as_server_accepts_what_the_cli_loads() -> None:
 async def test_cli_serves_over_stdio() -> None:
     server = StdioServer(
         command=str(LEGATO),
-        args=("mcp", "serve", "tests.mcp.servers.stdio_tools:toolset"),
+        args=("mcp", "serve", "tests.mcp.servers.stdio_tools:toolset", "--allow", "shout"),
         cwd=str(ROOT),
         env={"PYTHONPATH": str(ROOT)},
     )

@@ -294,7 +294,7 @@ def test_audit_verify_command(tmp_path: Path) -> None:
     lines = path.read_text(encoding="utf-8").splitlines()
     path.write_text("\n".join(lines[:1] + lines[2:]) + "\n", encoding="utf-8")
     bad = runner.invoke(app, ["audit", "verify", str(path)])
-    assert bad.exit_code == 1 and "tampered" in bad.output
+    assert bad.exit_code == 1 and "chain broken" in bad.output and "line 2" in bad.output
 
 
 async def test_the_injection_flag_survives_a_resume() -> None:

@@ -2,28 +2,38 @@
 
 from __future__ import annotations
 
-import importlib
-import sys
+import asyncio
+import json
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated
 
 import typer
 from rich.console import Console
 
 from legato._version import __version__
-from legato.agent import Agent
-from legato.approvals import ApprovalPolicy, Rule, TerminalApprover
+from legato.cli._chat import chat
+from legato.cli._common import load_object, read_prompt
+from legato.cli._doctor import doctor
 from legato.cli._mcp import mcp_app
-from legato.cli._render import render_event, render_journal
+from legato.cli._render import render_journal
 from legato.cli._runs import runs_app
 from legato.cli._serve import serve as serve_command
-from legato.events import Journal, RunFinished, is_journal_event
-from legato.exceptions import ConfigurationError, LegatoError
-from legato.security import AuditLog, verify_audit
-from legato.tools import Tool, ToolSource
+from legato.events import Journal
+from legato.exceptions import (
+    AuditChainBroken,
+    ConfigurationError,
+    LegatoError,
+    MissingDependency,
+)
+from legato.security import verify_audit
+
+__all__ = ["app", "load_object"]
 
 app = typer.Typer(
-    add_completion=False, no_args_is_help=True, help="legato: run and inspect LLM agents."
+    add_completion=False,
+    no_args_is_help=True,
+    help="legato: run and inspect LLM agents.",
+    rich_markup_mode=None,  # plain help: rich's marks every flag <bool>, as if it took a value
 )
 
 app.add_typer(mcp_app, name="mcp")
@@ -49,96 +59,116 @@ def _main(
     """Run and inspect legato agents."""
 
 
-def load_object(spec: str) -> Any:
-    """Import `module:attribute` (the current directory is importable)."""
-    module_name, sep, attr = spec.partition(":")
-    if not sep or not module_name or not attr:
-        msg = f"expected 'module:attribute', got {spec!r}"
-        raise ConfigurationError(msg)
-    if "" not in sys.path:
-        sys.path.insert(0, "")
-    try:
-        module = importlib.import_module(module_name)
-    except ModuleNotFoundError as exc:
-        msg = f"cannot import {module_name!r}: {exc}"
-        raise ConfigurationError(msg) from exc
-    try:
-        obj: Any = module
-        for part in attr.split("."):
-            obj = getattr(obj, part)
-    except AttributeError as exc:
-        msg = f"{module_name!r} has no attribute {attr!r}"
-        raise ConfigurationError(msg) from exc
-    return obj
-
-
-def _tools(specs: list[str]) -> list[Tool | ToolSource]:
-    tools: list[Tool | ToolSource] = []
-    for spec in specs:
-        obj = load_object(spec)
-        items: list[Any] = list(obj) if isinstance(obj, list | tuple) else [obj]  # pyright: ignore[reportUnknownArgumentType]
-        for item in items:
-            tools.append(item if isinstance(item, Tool | ToolSource) else Tool.from_function(item))
-    return tools
+ModelOption = Annotated[
+    str | None,
+    typer.Option(
+        "--model",
+        "-m",
+        help="A 'provider:model' string (default: LEGATO_MODEL, else the first provider whose "
+        "key is set, else the local model).",
+    ),
+]
+BaseUrlOption = Annotated[
+    str | None,
+    typer.Option("--base-url", help="Send the model's requests to this server instead."),
+]
+ToolsOption = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--tools",
+        "-t",
+        metavar="MODULE:OBJECT",
+        help="Tools to load, as module:object (repeatable).",
+    ),
+]
+AskOption = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--ask", metavar="TOOL", help="Ask on the terminal before calls of this tool (repeatable)."
+    ),
+]
 
 
 @app.command()
 def run(
-    prompt: Annotated[str, typer.Argument(help="The user's message.")],
-    model: Annotated[
-        str, typer.Option("--model", "-m", help="A 'provider:model' string.")
-    ] = "test:echo",
-    tools: Annotated[
-        list[str] | None,
-        typer.Option("--tools", "-t", help="Tools to load, as module:object (repeatable)."),
+    first: Annotated[
+        str | None,
+        typer.Argument(
+            metavar="[AGENT.yaml] PROMPT",
+            help="The user's message ('-', or none with a pipe: standard input), after an "
+            "optional agent file.",
+        ),
     ] = None,
+    second: Annotated[str | None, typer.Argument(hidden=True)] = None,
+    model: ModelOption = None,
+    base_url: BaseUrlOption = None,
+    tools: ToolsOption = None,
     instructions: Annotated[
         str | None, typer.Option("--instructions", "-i", help="The system prompt.")
     ] = None,
-    max_steps: Annotated[int, typer.Option(help="Model calls allowed.")] = 20,
+    agent_file: Annotated[
+        Path | None,
+        typer.Option("--agent", "-a", help="An agent file (YAML) to run.", dir_okay=False),
+    ] = None,
+    max_steps: Annotated[int | None, typer.Option(help="Model calls allowed.")] = None,
     journal: Annotated[
-        Path | None, typer.Option(help="Write the run's journal (JSONL) here.")
+        Path | None,
+        typer.Option(help="Write the run's journal (JSONL) here, whatever the outcome."),
     ] = None,
-    ask: Annotated[
-        list[str] | None,
-        typer.Option("--ask", help="Ask on the terminal before calls of this tool (repeatable)."),
-    ] = None,
+    ask: AskOption = None,
     audit: Annotated[
         Path | None,
         typer.Option(help="Append a tamper-evident audit chain of the run to this file."),
     ] = None,
+    as_json: Annotated[
+        bool,
+        typer.Option(
+            "--json", help="Print one JSON object with the outcome instead of the stream."
+        ),
+    ] = False,
+    otel: Annotated[
+        bool,
+        typer.Option(
+            "--otel", help="OpenTelemetry GenAI spans on the global tracer provider (extra otel)."
+        ),
+    ] = False,
 ) -> None:
     """Run an agent on PROMPT, streaming its events to the terminal."""
-    console = Console()
+    from legato.cli._run import RunRequest, run_once
+
+    console = Console(stderr=as_json)
     try:
-        approvals = (
-            ApprovalPolicy(
-                rules=[Rule(name, "ask") for name in ask],
-                handler=TerminalApprover(show=lambda text: console.print(text, markup=False)),
-            )
-            if ask
-            else None
-        )
-        agent = Agent(
-            model,
-            tools=_tools(tools or []),
+        prompt = first
+        if first is not None and first.endswith((".yaml", ".yml")) and agent_file is None:
+            agent_file, prompt = Path(first), second
+        elif second is not None:
+            msg = f"one prompt only (got {second!r} too); quote the prompt"
+            raise ConfigurationError(msg)
+        request = RunRequest(
+            prompt=read_prompt(prompt),
+            model=model,
+            base_url=base_url,
+            tools=tools or [],
             instructions=instructions,
+            agent_file=agent_file,
             max_steps=max_steps,
-            approvals=approvals,
-            hooks=[AuditLog(audit)] if audit is not None else [],
+            ask=ask or [],
+            audit=audit,
+            otel=otel,
         )
-        events: list[Any] = []
-        for event in agent.stream_sync(prompt):
-            events.append(event)
-            render_event(console, event)
+        code, summary = asyncio.run(
+            run_once(request, console=console, journal=journal, quiet=as_json)
+        )
     except LegatoError as exc:
-        console.print(f"[bold red]error:[/] {exc}")
+        if as_json:
+            typer.echo(json.dumps({"status": "error", "error": str(exc)}))
+        else:
+            console.print(f"[bold red]error:[/] {exc}", highlight=False)
         raise typer.Exit(1) from None
-    if journal is not None:
-        recorded = Journal(e for e in events if is_journal_event(e))
-        journal.write_text(recorded.to_jsonl(), encoding="utf-8")
-    if not any(isinstance(e, RunFinished) for e in events):
-        raise typer.Exit(1)
+    if as_json:
+        typer.echo(json.dumps(summary, ensure_ascii=False, default=str))
+    if code:
+        raise typer.Exit(code)
 
 
 @app.command()
@@ -146,18 +176,50 @@ def trace(
     path: Annotated[
         Path, typer.Argument(help="A journal file (JSON lines).", exists=True, dir_okay=False)
     ],
+    otel_json: Annotated[
+        bool,
+        typer.Option(
+            "--otel-json", help="Print the run's OpenTelemetry GenAI spans as JSON instead."
+        ),
+    ] = False,
 ) -> None:
-    """Print a recorded journal readably."""
+    """Print a recorded journal readably (or as OpenTelemetry spans)."""
     console = Console()
     try:
         journal = Journal.from_jsonl(path.read_text(encoding="utf-8"))
+        if otel_json:
+            typer.echo(json.dumps(journal_spans(journal), indent=2))
+            return
     except LegatoError as exc:
-        console.print(f"[bold red]error:[/] {exc}")
+        console.print(f"[bold red]error:[/] {exc}", highlight=False)
         raise typer.Exit(1) from None
     render_journal(console, journal)
 
 
-audit_app = typer.Typer(no_args_is_help=True, help="Tamper-evident audit chains of runs.")
+def journal_spans(journal: Journal) -> list[dict[str, object]]:
+    """The spans of a recorded run, as OpenTelemetry's JSON form of each span."""
+    try:
+        from opentelemetry.sdk.trace import TracerProvider
+        from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+        from opentelemetry.sdk.trace.export.in_memory_span_exporter import (
+            InMemorySpanExporter,
+        )
+    except ModuleNotFoundError:
+        package = "opentelemetry-sdk"
+        raise MissingDependency(package, "otel") from None
+    from legato.tracing import export_journal
+
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    export_journal(journal, tracer_provider=provider)
+    provider.shutdown()
+    return [json.loads(span.to_json()) for span in exporter.get_finished_spans()]
+
+
+audit_app = typer.Typer(
+    no_args_is_help=True, help="Tamper-evident audit chains of runs.", rich_markup_mode=None
+)
 app.add_typer(audit_app, name="audit")
 
 
@@ -175,7 +237,28 @@ def audit_verify(
     console = Console()
     try:
         report = verify_audit(path.read_text(encoding="utf-8"), head=head)
-    except LegatoError as exc:
-        console.print(f"[bold red]tampered:[/] {exc}")
+    except AuditChainBroken as exc:
+        label = _audit_failure(exc)
+        console.print(f"[bold red]{label}:[/] line {exc.line}: {exc.reason}", highlight=False)
         raise typer.Exit(1) from None
+    except (LegatoError, UnicodeDecodeError) as exc:
+        console.print(f"[bold red]not an audit chain:[/] {exc}", highlight=False)
+        raise typer.Exit(1) from None
+    if report.events == 0:
+        console.print("[yellow]empty:[/] the file holds no audit records")
+        raise typer.Exit(1)
     console.print(f"[green]ok:[/] {report.events} events, head {report.head}")
+
+
+_UNREADABLE = ("not JSON", "not an audit record", "not a journal event")
+
+
+def _audit_failure(exc: AuditChainBroken) -> str:
+    """`not an audit chain` for a file that is not one; `chain broken` for a chain that fails."""
+    if exc.reason.startswith(_UNREADABLE):
+        return "not an audit chain"
+    return "chain broken (an event was edited, inserted or deleted)"
+
+
+app.command("chat")(chat)
+app.command("doctor")(doctor)

@@ -42,6 +42,8 @@ if TYPE_CHECKING:
     from mcp.server.context import ServerRequestContext
     from mcp.server.lowlevel import Server
 
+    from legato.approvals import ApprovalPolicy
+
 __all__ = [
     "MCPRequest",
     "Prompt",
@@ -375,6 +377,46 @@ def _prompt_messages(output: PromptOutput) -> list[mcp.types.PromptMessage]:
 # -- the server --------------------------------------------------------------------------------
 
 
+_APPROVAL_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "approve": {"type": "boolean", "title": "Run this call?", "default": False},
+        "reason": {"type": "string", "title": "Reason (told to the model)"},
+    },
+    "required": ["approve"],
+}
+
+
+async def _admitted(
+    tool: Tool, arguments: Mapping[str, Any] | None, request: MCPRequest, policy: ApprovalPolicy
+) -> mcp.types.CallToolResult | None:
+    """None when the server's policy lets the call run; else the refusal the client gets.
+
+    `ask` asks the client's user through MCP elicitation; a client that cannot elicit
+    gets a refusal (nothing runs without a person's yes).
+    """
+    import json
+
+    action, why = policy.action(tool, dict(arguments or {}))
+    if action == "auto":
+        return None
+    if action == "deny":
+        return _error_result(f"Not run: the server's approval policy denies {tool.name} ({why}).")
+    shown = json.dumps(dict(arguments or {}), sort_keys=True, ensure_ascii=False)
+    try:
+        answer = await request.elicit(f"Allow {tool.name}({shown})? ({why})", _APPROVAL_SCHEMA)
+    except Exception:  # the client cannot elicit (no capability, or it failed)
+        return _error_result(
+            f"Not run: {tool.name} needs a person's approval ({why}) and this client cannot "
+            "ask its user (MCP elicitation)."
+        )
+    content = dict(answer.content or {})
+    if answer.action == "accept" and content.get("approve") is True:
+        return None
+    reason = str(content.get("reason") or "").strip() or "no reason given"
+    return _error_result(f"Not run: the user rejected this call ({reason}).")
+
+
 class _Handlers:
     """The request handlers of a server built by `build_server`."""
 
@@ -384,10 +426,12 @@ class _Handlers:
         resources: Sequence[Resource],
         resource_templates: Sequence[ResourceTemplate],
         prompts: Sequence[Prompt],
+        approvals: ApprovalPolicy | None = None,
     ) -> None:
         from mcp import UriTemplate
 
         self.sources = sources
+        self.approvals = approvals
         self.resources = list(resources)
         self.resource_templates = list(resource_templates)
         self.templates = [(UriTemplate.parse(t.uri_template), t) for t in resource_templates]
@@ -422,7 +466,12 @@ class _Handlers:
         tool = (await _all_tools(self.sources)).get(params.name)
         if tool is None:
             return _error_result(f"unknown tool {params.name!r}")
-        return await call_tool(tool, params.arguments, MCPRequest(context=ctx))
+        request = MCPRequest(context=ctx)
+        if self.approvals is not None:
+            refused = await _admitted(tool, params.arguments, request, self.approvals)
+            if refused is not None:
+                return refused
+        return await call_tool(tool, params.arguments, request)
 
     async def list_resources(
         self, ctx: ServerRequestContext[Any, Any], params: mcp.types.PaginatedRequestParams | None
@@ -528,16 +577,19 @@ def build_server(
     resource_templates: Sequence[ResourceTemplate] = (),
     prompts: Sequence[Prompt] = (),
     handlers: Mapping[str, Any] | None = None,
+    approvals: ApprovalPolicy | None = None,
 ) -> Server[Any]:
     """An MCP server (the SDK's low-level `Server`) offering legato tools, resources, prompts.
 
     `tools` takes tools, functions, toolsets, other tool sources (an `MCPClient` too: a
     proxy) and agents (each becomes a tool taking a `prompt`). `handlers` passes further
     `on_*` handlers to the SDK server (completion, subscriptions, logging level).
+    `approvals` decides each call before it runs: `auto` runs it, `deny` refuses it, `ask`
+    asks the client's user through MCP elicitation (refused when the client cannot ask).
     """
     from mcp.server.lowlevel import Server
 
-    h = _Handlers(_sources(tools), resources, resource_templates, prompts)
+    h = _Handlers(_sources(tools), resources, resource_templates, prompts, approvals)
     options: dict[str, Any] = {"on_list_tools": h.list_tools, "on_call_tool": h.call_tool}
     if resources or resource_templates:
         options |= {
@@ -555,20 +607,27 @@ def build_server(
         guard.__exit__(None, None, None)
 
 
-def as_server(obj: object, *, name: str | None = None) -> Server[Any]:
-    """An MCP server for `obj`: an SDK server as is; tools, toolsets, agents, lists wrapped."""
+def as_server(
+    obj: object, *, name: str | None = None, approvals: ApprovalPolicy | None = None
+) -> Server[Any]:
+    """An MCP server for `obj`: an SDK server as is; tools, toolsets, agents, lists wrapped.
+
+    `approvals` applies to the wrapped ones (an SDK server's own handlers decide its calls).
+    """
     from mcp.server.lowlevel import Server
 
     if isinstance(obj, Server):
         return cast(Server[Any], obj)
     if isinstance(obj, list | tuple):
         items = cast(Sequence[Servable | Agent[Any]], obj)
-        return build_server(items, name=name or "legato")
+        return build_server(items, name=name or "legato", approvals=approvals)
     if isinstance(obj, Agent | Tool | ToolSource) or callable(obj):
         item = cast(Servable | Agent[Any], obj)
         default = getattr(cast(object, obj), "name", None)
         return build_server(
-            [item], name=name or (default if isinstance(default, str) else "legato")
+            [item],
+            name=name or (default if isinstance(default, str) else "legato"),
+            approvals=approvals,
         )
     msg = f"cannot serve {obj!r}: expected tools, a toolset, an agent or an MCP server"
     raise ConfigurationError(msg)

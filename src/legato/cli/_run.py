@@ -1,0 +1,169 @@
+"""`legato run`: one turn on the terminal, its journal written whatever the outcome."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+
+from legato.agent import Agent
+from legato.cli._common import load_tools, resolve_model
+from legato.cli._lines import LineReader
+from legato.cli._turn import ConsoleApprover, TurnOutcome, TurnView, drive_turn
+from legato.events import RunFailed, RunFinished
+
+__all__ = ["AgentRequest", "RunRequest", "build_agent", "run_once", "turn_summary"]
+
+
+@dataclass(kw_only=True)
+class AgentRequest:
+    """What the command line says about the agent to run."""
+
+    model: str | None = None
+    base_url: str | None = None
+    tools: list[str] = field(default_factory=lambda: [])
+    instructions: str | None = None
+    agent_file: Path | None = None
+    max_steps: int | None = None
+    ask: list[str] = field(default_factory=lambda: [])
+    audit: Path | None = None
+    otel: bool = False
+    """Trace runs with OpenTelemetry GenAI spans on the global tracer provider."""
+    session: str | None = None
+    """The chat session (the spans' `gen_ai.conversation.id`)."""
+
+
+@dataclass(kw_only=True)
+class RunRequest(AgentRequest):
+    """An agent and the prompt to run it on."""
+
+    prompt: str
+
+
+def build_agent(
+    request: AgentRequest, *, approver: ConsoleApprover, console: Console
+) -> Agent[str]:
+    """The agent: from a file (command-line options add to it) or from the options alone.
+
+    Every `--ask` tool is asked on the terminal; a file's `ask` rules are asked there too.
+    """
+    from legato.approvals import ApprovalPolicy, Rule
+    from legato.security import AuditLog, Hook
+
+    hooks: list[Hook] = [AuditLog(request.audit)] if request.audit is not None else []
+    if request.otel:
+        from legato.tracing import GenAITracing
+
+        hooks.append(GenAITracing(conversation_id=request.session))
+    ask_rules = [Rule(name, "ask") for name in request.ask]
+    if request.agent_file is not None:
+        from legato.agent_file import load_agent_file
+
+        code_policy = ApprovalPolicy(rules=ask_rules, handler=approver)
+        loaded = load_agent_file(
+            request.agent_file, approvals=code_policy, max_steps=request.max_steps
+        )
+        for note in loaded.notes:
+            console.print(f"[yellow]note:[/] {note}", highlight=False)
+        agent = loaded.agent
+        if agent.approvals is not None and agent.approvals.handler is None:
+            from dataclasses import replace
+
+            agent.approvals = replace(agent.approvals, handler=approver)
+        if request.model is not None or request.base_url is not None:
+            agent = Agent(
+                resolve_model(request.model or agent.model.name, base_url=request.base_url),
+                name=agent.name,
+                instructions=request.instructions or agent.instructions,
+                tools=[*agent.tool_sources, *load_tools(request.tools)],
+                approvals=agent.approvals,
+                budget=agent.budget,
+                max_steps=agent.max_steps,
+                hooks=hooks,
+            )
+        elif request.tools or hooks or request.instructions:
+            agent = Agent(
+                agent.model,
+                name=agent.name,
+                instructions=request.instructions or agent.instructions,
+                tools=[*agent.tool_sources, *load_tools(request.tools)],
+                approvals=agent.approvals,
+                budget=agent.budget,
+                max_steps=agent.max_steps,
+                hooks=hooks,
+            )
+        return agent
+    return Agent(
+        resolve_model(request.model, base_url=request.base_url),
+        tools=load_tools(request.tools),
+        instructions=request.instructions,
+        max_steps=request.max_steps or 20,
+        approvals=ApprovalPolicy(rules=ask_rules, handler=approver) if ask_rules else None,
+        hooks=hooks,
+    )
+
+
+def turn_summary(outcome: TurnOutcome, *, run_id: str) -> dict[str, Any]:
+    """The outcome as one JSON-ready object (`--json`)."""
+    finished = next((e for e in outcome.events if isinstance(e, RunFinished)), None)
+    u = outcome.usage
+    return {
+        "status": outcome.status,
+        "run_id": run_id,
+        "output": finished.output if finished is not None else None,
+        "error": str(outcome.error) if outcome.error is not None else None,
+        "usage": {
+            "requests": u.requests,
+            "input_tokens": u.input_tokens,
+            "output_tokens": u.output_tokens,
+        },
+        "cost": outcome.cost,
+    }
+
+
+async def run_once(
+    request: RunRequest, *, console: Console, journal: Path | None, quiet: bool = False
+) -> tuple[int, dict[str, Any]]:
+    """Run the turn; return the exit code (0 when the run finished) and its summary."""
+    approver = ConsoleApprover()
+    agent = build_agent(request, approver=approver, console=console)
+    reader = LineReader(show=lambda text: console.print(text, end="", markup=False))
+    view = TurnView(console, one_line_tools=False)
+    handle = agent.start(request.prompt)
+    try:
+        with reader.catching_interrupts():
+            outcome = await drive_turn(
+                handle,
+                view=view if not quiet else _Quiet(console),
+                reader=reader,
+                approver=approver,
+            )
+    finally:
+        await handle.wait()
+        if journal is not None:
+            text = handle.journal.to_jsonl()
+            await asyncio.to_thread(journal.write_text, text, encoding="utf-8")
+    if outcome.status == "cancelled":
+        console.print("[yellow]cancelled[/]")
+    elif outcome.status == "parked":
+        console.print(f"[yellow]parked:[/] {outcome.error}", highlight=False)
+    elif (
+        outcome.status == "failed"
+        and outcome.error is not None
+        and not quiet
+        and not any(isinstance(e, RunFailed) for e in outcome.events)
+    ):
+        console.print(f"[bold red]error:[/] {outcome.error}", highlight=False)
+    code = 0 if outcome.status == "finished" else 130 if outcome.status == "cancelled" else 1
+    return code, json.loads(json.dumps(turn_summary(outcome, run_id=handle.run_id), default=str))
+
+
+class _Quiet(TurnView):
+    """Shows only what needs an answer (approval questions), for `--json`."""
+
+    def show(self, event: Any) -> None:
+        """Nothing: `--json` prints the outcome at the end."""

@@ -1,0 +1,80 @@
+"""A scripted chat for the terminal tests: `python chat_app.py chat --model chatdemo:x ...`.
+
+The model answers from the last message: `send NAME` streams a sentence, then calls `send`;
+`slow` calls a tool that sleeps a minute; `lines N` answers with N numbered lines;
+`spawn` has a sub-agent send a message; anything else is echoed. Each effect of `send`
+appends a line to the file named by `LEGATO_TEST_EFFECTS`, counted outside legato.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import sys
+from pathlib import Path
+
+from legato import Agent, tool
+from legato.messages import Message
+from legato.models import ModelRequest, register_provider
+from legato.testing import FunctionModel, call, reply
+
+
+@tool(side_effects="irreversible")
+def send(to: str, text: str = "hello") -> str:
+    """Send a message.
+
+    Args:
+        to: The recipient.
+        text: The message.
+    """
+    with Path(os.environ["LEGATO_TEST_EFFECTS"]).open("a", encoding="utf-8") as f:
+        f.write(f"{to}\n")
+    return f"sent to {to}"
+
+
+@tool
+async def slow() -> str:
+    """Take a minute."""
+    started = Path(os.environ["LEGATO_TEST_EFFECTS"] + ".slow")
+    await asyncio.to_thread(started.write_text, "started\n", encoding="utf-8")  # the test waits
+    await asyncio.sleep(60)
+    return "slow done"
+
+
+def _last(request: ModelRequest) -> Message:
+    return request.messages[-1]
+
+
+def _answer(request: ModelRequest) -> object:
+    last = _last(request)
+    if last.role != "user" or any(p.kind == "tool_result" for p in last.parts):
+        results = [getattr(p, "text", "") for p in last.parts if p.kind == "tool_result"]
+        return f"Done: {'; '.join(results)}."
+    text = last.text.strip()
+    if text.startswith("send "):
+        return reply("Sending your message right now.", call("send", {"to": text[5:]}))
+    if text == "slow":
+        return reply(call("slow", {}))
+    if text.startswith("lines "):
+        count = int(text[6:])
+        return "\n".join(f"line {n:03d}" for n in range(1, count + 1))
+    if text == "spawn":
+        return reply(call("helper", {"task": "send carol"}))
+    return f"echo: {text}"
+
+
+def model(name: str) -> FunctionModel:
+    return FunctionModel(_answer, name=f"chatdemo:{name}", chunk_size=4)  # pyright: ignore[reportArgumentType]
+
+
+helper = Agent(FunctionModel(_answer, name="chatdemo:helper"), name="helper", tools=[send]).as_tool(  # pyright: ignore[reportArgumentType]
+    name="helper", description="A helper agent that sends messages."
+)
+
+register_provider("chatdemo", model)
+
+if __name__ == "__main__":
+    from legato.cli import main
+
+    sys.argv[0] = "legato"
+    main()
