@@ -535,10 +535,10 @@ def _check_not_live(events: Sequence[JournalEvent], *, takeover: bool) -> None:
     a process on another host cannot be, so such a run needs `takeover=True`.
     """
     from legato._effects_parts import current_switches
-    from legato.events import RunParked, RunResumed
+    from legato.events import Parked, RunResumed
     from legato.run._loop import owner_alive
 
-    if takeover or not events or isinstance(events[-1], RunParked):
+    if takeover or not events or isinstance(events[-1], Parked):
         return
     if not current_switches().refuse_live:
         return

@@ -69,6 +69,7 @@ from legato.events import (
     JournalEvent,
     ModelRequested,
     ModelResponded,
+    Parked,
     RefusalReason,
     RunFailed,
     RunFinished,
@@ -87,9 +88,6 @@ from legato.events import (
     ToolCallStarted,
     ToolOutcome,
     UserPrompt,
-)
-from legato.events import (
-    RunParked as RunParkedEvent,
 )
 from legato.exceptions import (
     DecisionAlreadyUsed,
@@ -273,7 +271,7 @@ class EffectGate:
                 | SpawnDecided()
                 | Compacted()
                 | ToolCallRefused()
-                | RunParkedEvent()
+                | Parked()
                 | RunResumed()
             ):
                 pass  # nothing the gate keeps

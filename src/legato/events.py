@@ -56,8 +56,8 @@ __all__ = [
     "ApprovalRequested",
     "CancelRequested",
     "HookApplied",
+    "Parked",
     "RefusalReason",
-    "RunParked",
     "RunResumed",
     "ToolCallAdmitted",
     "ToolCallRefused",
@@ -352,8 +352,11 @@ class CancelRequested:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class RunParked:
-    """The run stopped to wait for approval decisions; `agent.resume` continues it."""
+class Parked:
+    """The run stopped to wait for approval decisions; `agent.resume` continues it.
+
+    (The exception the caller gets is `legato.exceptions.RunParked`.)
+    """
 
     request_ids: tuple[str, ...]
     kind: Literal["run_parked"] = "run_parked"
@@ -618,7 +621,7 @@ AnyJournalEvent: TypeAlias = (
     | ApprovalRequested
     | ApprovalDecided
     | CancelRequested
-    | RunParked
+    | Parked
     | RunResumed
     | HookApplied
 )

@@ -25,8 +25,8 @@ from legato.events import (
     ApprovalDecided,
     ApprovalRequested,
     Journal,
+    Parked,
     RunFinished,
-    RunParked,
     ToolCallAdmitted,
     ToolCallFinished,
     ToolCallRefused,
@@ -36,8 +36,8 @@ from legato.exceptions import (
     DecisionAlreadyUsed,
     DecisionTokenInvalid,
     PolicyError,
+    RunParked,
 )
-from legato.exceptions import RunParked as Parked
 from legato.testing import ScriptedModel, call, reply
 
 
@@ -306,11 +306,11 @@ def parked_agent(world: World, store: MemoryApprovalStore) -> tuple[Agent, Scrip
 async def test_park_then_resume_from_serialized_journal_with_a_decision() -> None:
     world, store = World(), MemoryApprovalStore()
     agent, _ = parked_agent(world, store)
-    with pytest.raises(Parked) as info:
+    with pytest.raises(RunParked) as info:
         await agent.run("go")
     parked = info.value.parked
     assert world.sent == [] and world.deleted == []  # nothing side-effecting ran
-    assert isinstance(list(parked.journal)[-1], RunParked)
+    assert isinstance(list(parked.journal)[-1], Parked)
     request = parked.request_for("send_email")
     # the request survives serialization, as it would in another process
     assert ApprovalRequest.from_json(request.to_json()) == request
@@ -326,9 +326,9 @@ async def test_park_then_resume_from_serialized_journal_with_a_decision() -> Non
 async def test_resume_without_a_decision_parks_again_without_a_second_request() -> None:
     world, store = World(), MemoryApprovalStore()
     agent, _ = parked_agent(world, store)
-    with pytest.raises(Parked) as first:
+    with pytest.raises(RunParked) as first:
         await agent.run("go")
-    with pytest.raises(Parked) as second:
+    with pytest.raises(RunParked) as second:
         await agent.resume(first.value.parked)
     assert second.value.parked.requests == first.value.parked.requests
     requested = [e for e in second.value.parked.journal if isinstance(e, ApprovalRequested)]
@@ -339,7 +339,7 @@ async def test_resume_without_a_decision_parks_again_without_a_second_request() 
 async def test_concurrent_resumers_run_the_effect_exactly_once() -> None:
     world, store = World(), MemoryApprovalStore()
     agent, _ = parked_agent(world, store)
-    with pytest.raises(Parked) as info:
+    with pytest.raises(RunParked) as info:
         await agent.run("go")
     parked = info.value.parked
     request = parked.requests[0]
@@ -358,7 +358,7 @@ async def test_decision_token_rules() -> None:
     world, store = World(), MemoryApprovalStore()
     policy = ApprovalPolicy(rules=[Rule("send_email", "ask")], store=store)
     model = ScriptedModel([reply(call("send_email", {"to": "a"}), call("send_email", {"to": "b"}))])
-    with pytest.raises(Parked) as info:
+    with pytest.raises(RunParked) as info:
         await Agent(model, tools=world.tools(), approvals=policy).run("go")
     first, second = info.value.parked.requests
     with pytest.raises(DecisionTokenInvalid):  # a token for another call
@@ -453,11 +453,11 @@ async def test_a_journaled_decision_is_applied_on_resume_without_claiming_again(
         [reply(call("send_email", {"to": "a"}), call("send_email", {"to": "b"})), "done"]
     )
     agent = Agent(model, tools=world.tools(), approvals=policy)
-    with pytest.raises(Parked) as info:
+    with pytest.raises(RunParked) as info:
         await agent.run("go")
     first, second = info.value.parked.requests
     await store.decide(first.id, first.token, Approve())
-    with pytest.raises(Parked) as again:  # the first is applied (journaled), the second waits
+    with pytest.raises(RunParked) as again:  # the first is applied (journaled), the second waits
         await agent.resume(info.value.parked)
     assert [r.id for r in again.value.parked.requests] == [second.id]
     assert world.sent == []  # hold: nothing runs while a request of the run is pending
@@ -473,13 +473,13 @@ async def test_expired_requests_refuse_decisions_and_are_asked_again() -> None:
     policy = ApprovalPolicy(rules=[Rule("send_email", "ask")], store=store, ttl=0.0)
     model = ScriptedModel([reply(call("send_email", {"to": "a"})), "done"])
     agent = Agent(model, tools=world.tools(), approvals=policy)
-    with pytest.raises(Parked) as info:
+    with pytest.raises(RunParked) as info:
         await agent.run("go")
     (old,) = info.value.parked.requests
     await asyncio.sleep(0.01)
     with pytest.raises(DecisionTokenInvalid, match="expired"):
         await store.decide(old.id, old.token, Approve())
-    with pytest.raises(Parked) as again:
+    with pytest.raises(RunParked) as again:
         await agent.resume(info.value.parked)
     (new,) = again.value.parked.requests
     assert new.id != old.id and new.call_id == old.call_id
@@ -512,12 +512,12 @@ async def test_ask_rule_on_a_read_only_tool_holds_side_effects_until_decided() -
 async def test_an_edited_journal_cannot_reuse_an_approval_for_other_arguments() -> None:
     world, store = World(), MemoryApprovalStore()
     agent, _ = parked_agent(world, store)
-    with pytest.raises(Parked) as info:
+    with pytest.raises(RunParked) as info:
         await agent.run("go")
     request = info.value.parked.request_for("send_email")
     await store.decide(request.id, request.token, Approve())
     tampered = info.value.parked.journal.to_jsonl().replace("bob", "mallory")
-    with pytest.raises(Parked) as again:
+    with pytest.raises(RunParked) as again:
         await agent.resume(tampered)
     assert world.sent == []  # the approval was for bob, not for mallory
     (fresh,) = again.value.parked.requests
@@ -527,7 +527,7 @@ async def test_an_edited_journal_cannot_reuse_an_approval_for_other_arguments() 
 async def test_a_forged_decision_in_the_journal_is_not_honoured() -> None:
     world, store = World(), MemoryApprovalStore()
     agent, _ = parked_agent(world, store)
-    with pytest.raises(Parked) as info:
+    with pytest.raises(RunParked) as info:
         await agent.run("go")
     request = info.value.parked.request_for("send_email")
     forged = Journal(
@@ -536,6 +536,6 @@ async def test_a_forged_decision_in_the_journal_is_not_honoured() -> None:
             ApprovalDecided(request_id=request.id, call_id=request.call_id, verdict="approve"),
         ]
     )
-    with pytest.raises(Parked):
+    with pytest.raises(RunParked):
         await agent.resume(forged)
     assert world.sent == []

@@ -11,8 +11,8 @@ import pytest
 from legato import Agent, Tool, tool
 from legato._effects_parts import unsafe_switches
 from legato.approvals import ApprovalPolicy, Approve, Rule, SQLiteApprovalStore
-from legato.events import ApprovalRequested, RunFinished, RunParked, SpawnStarted
-from legato.exceptions import RunParked as Parked
+from legato.events import ApprovalRequested, Parked, RunFinished, SpawnStarted
+from legato.exceptions import RunParked
 from legato.security import SecretRedactor
 from legato.store import SQLiteStore
 from legato.testing import ScriptedModel, call, reply
@@ -65,13 +65,13 @@ def test_a_child_asks_where_its_parent_policy_says_ask() -> None:
     outbox = Outbox()
     policy = ApprovalPolicy(rules=[Rule("send_email", "ask")])
     agent, _ = _tree(outbox, None, policy, [reply(call("send_email", {"to": "bob"})), "sent"])
-    with pytest.raises(Parked) as parked:
+    with pytest.raises(RunParked) as parked:
         agent.run_sync("mail bob")
     assert outbox.sent == []
     assert [r.tool for r in parked.value.parked.requests] == ["send_email"]
     journal = parked.value.parked.journal
     assert parked.value.parked.run_id == journal.run_id  # the parent parks, with the child
-    assert isinstance(journal.events[-1], RunParked)
+    assert isinstance(journal.events[-1], Parked)
 
 
 def test_twin_without_inheritance_the_child_sends_what_the_parent_must_ask_about() -> None:
@@ -92,7 +92,7 @@ def test_a_child_policy_can_narrow_never_widen() -> None:
     agent = Agent(
         parent, tools=[wide.as_tool(name="ask_wide", description="d")], approvals=parent_policy
     )
-    with pytest.raises(Parked):
+    with pytest.raises(RunParked):
         agent.run_sync("go")
     assert outbox.sent == []
     # narrowing: the parent allows, the child denies
@@ -127,7 +127,7 @@ def test_children_journals_go_to_the_parent_store_and_the_tree_resumes_as_a_tree
     policy = ApprovalPolicy(rules=[Rule("send_email", "ask")], store=approvals)
     outbox = Outbox()
     agent, _ = _tree(outbox, db, policy, [reply(call("send_email", {"to": "bob"}))])
-    with pytest.raises(Parked) as parked:
+    with pytest.raises(RunParked) as parked:
         agent.run_sync("mail bob")
     root = parked.value.parked.run_id
     store = SQLiteStore(db)

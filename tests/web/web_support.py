@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 import json
 import threading
-from collections.abc import AsyncIterator, Generator, Sequence
+from collections.abc import AsyncIterator, Generator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
@@ -185,7 +185,10 @@ def running(app_factory: Any) -> Generator[Server]:
 def state_and_subagent_agent() -> Any:
     """A parent with a typed state, a tool that commits to it, and a sub-agent."""
 
-    @tool(writes=["count"])
+    def added(old: Any, new: Any, args: Mapping[str, Any], result: Any) -> bool:
+        return bool(new["count"] == old["count"] + args["by"])
+
+    @tool(writes=["count"], ensures=added)
     def increment(ctx: RunContext, by: int) -> str:
         """Add to the counter.
 

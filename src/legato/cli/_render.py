@@ -18,10 +18,10 @@ from legato.events import (
     Journal,
     ModelRequested,
     ModelResponded,
+    Parked,
     RunEvent,
     RunFailed,
     RunFinished,
-    RunParked,
     RunStarted,
     SpawnDecided,
     SpawnFinished,
@@ -136,7 +136,7 @@ def gate_line(event: RunEvent) -> str:
             return f"approval {event.verdict} ({event.request_id})"
         case CancelRequested():
             return f"cancel requested: {event.reason}"
-        case RunParked():
+        case Parked():
             return f"parked, waiting for {len(event.request_ids)} decision(s)"
         case HookApplied():
             return f"hook {event.hook} {event.action} at {event.point}: {_short(event.detail)}"

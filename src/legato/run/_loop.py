@@ -27,10 +27,10 @@ from legato.events import (
     JournalEvent,
     ModelRequested,
     ModelResponded,
+    Parked,
     RunEvent,
     RunFailed,
     RunFinished,
-    RunParked,
     RunResumed,
     RunStarted,
     StepFinished,
@@ -40,12 +40,12 @@ from legato.exceptions import (
     ContextLengthExceeded,
     MaxStepsExceeded,
     OutputRetriesExceeded,
+    RunParked,
     StoreError,
     StreamInterrupted,
     ToolDefinitionError,
     UnexpectedModelBehavior,
 )
-from legato.exceptions import RunParked as Parked
 from legato.messages import Message, ModelResponse, ToolCallPart
 from legato.models import Model, ModelRequest, ModelSettings, ResponseCompleted
 from legato.run._context import ContextStep
@@ -248,17 +248,17 @@ class RunDriver(Generic[OutputT]):
                     yield event
                 for event in self._scope.pending():
                     yield event
-        except Parked as exc:
+        except RunParked as exc:
             for event in await self._stop_owned("parked"):
                 yield event
             requests = exc.parked.requests
-            yield self._record(RunParked(request_ids=tuple(r.id for r in requests)))
+            yield self._record(Parked(request_ids=tuple(r.id for r in requests)))
             if exc.parked.run_id != self.state.run_id:
                 # a child parked: this run parks with it, and resuming it resumes the child
                 from legato.approvals import ParkedRun
 
                 here = ParkedRun(run_id=self.state.run_id, journal=self.journal, requests=requests)
-                raise Parked(here, str(exc)) from None
+                raise RunParked(here, str(exc)) from None
             raise
         except asyncio.CancelledError:
             await self._scope.close("was cancelled")  # the canceller records the run's end

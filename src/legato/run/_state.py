@@ -19,9 +19,9 @@ from legato.events import (
     JournalEvent,
     ModelRequested,
     ModelResponded,
+    Parked,
     RunFailed,
     RunFinished,
-    RunParked,
     RunResumed,
     RunStarted,
     SpawnDecided,
@@ -98,7 +98,7 @@ class RunState:
             | ApprovalRequested
             | ApprovalDecided
             | CancelRequested
-            | RunParked
+            | Parked
             | RunResumed
             | HookApplied
             | ToolCallStarted

@@ -20,10 +20,10 @@ from legato.events import (
     ChildEvent,
     ModelRequested,
     ModelResponded,
+    Parked,
     RunEvent,
     RunFailed,
     RunFinished,
-    RunParked,
     RunStarted,
     SpawnStarted,
     ToolCallFinished,
@@ -164,7 +164,7 @@ class SpanBuilder:
                 self._tool_started(run_id, event, time_ns)
             case ToolCallFinished():
                 self._tool_finished(run_id, event, time_ns)
-            case RunFinished() | RunFailed() | RunParked():
+            case RunFinished() | RunFailed() | Parked():
                 self._run_ended(run_id, event, time_ns)
             case _:
                 pass
@@ -277,7 +277,7 @@ class SpanBuilder:
         )
 
     def _run_ended(
-        self, run_id: str, event: RunFinished | RunFailed | RunParked, time_ns: int
+        self, run_id: str, event: RunFinished | RunFailed | Parked, time_ns: int
     ) -> None:
         error_type = event.error_type if isinstance(event, RunFailed) else None
         for key in [k for k in self._open if k[0] != "agent" and k[1] == run_id]:
@@ -287,7 +287,7 @@ class SpanBuilder:
             case RunFinished():
                 attributes = _usage(event.usage)
                 attributes["legato.run.outcome"] = "finished"
-            case RunParked():
+            case Parked():
                 attributes["legato.run.outcome"] = "parked"
             case RunFailed():
                 attributes["legato.run.outcome"] = "failed"

@@ -6,7 +6,7 @@ The same `AguiMapper` translates a live stream (text deltas, then the journaled
 deterministic (`<run>:m<step>` for the assistant text of a step, the call id for a tool
 call), so a message sent again on reconnect replaces the one the client had.
 
-legato's park/resume is AG-UI's interrupt: `RunParked` ends the run with
+legato's park/resume is AG-UI's interrupt: `Parked` ends the run with
 `RUN_FINISHED{outcome: {type: "interrupt", interrupts: [...]}}`, one interrupt per pending
 approval request; the client continues it with `resume[]` in a new `RunAgentInput`.
 What AG-UI has no event for (usage and cost, decisions, refusals, rejected state changes)
@@ -27,10 +27,10 @@ from legato.events import (
     ChildEvent,
     ModelRequested,
     ModelResponded,
+    Parked,
     RunEvent,
     RunFailed,
     RunFinished,
-    RunParked,
     RunStarted,
     SpawnFinished,
     SpawnStarted,
@@ -162,7 +162,7 @@ class AguiMapper:
             return [_spawn(event, parent=None)]
         if isinstance(event, ChildEvent):
             return self._child(event)
-        if isinstance(event, RunParked):
+        if isinstance(event, Parked):
             return self._parked(event)
         if isinstance(event, RunFinished):
             return self._finished(event)
@@ -304,7 +304,7 @@ class AguiMapper:
             ),
         ]
 
-    def _parked(self, event: RunParked) -> list[AguiEvent]:
+    def _parked(self, event: Parked) -> list[AguiEvent]:
         interrupts: list[dict[str, JsonValue]] = []
         for request_id in event.request_ids:
             item: dict[str, JsonValue] = {

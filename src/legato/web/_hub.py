@@ -7,7 +7,7 @@ the last id it saw (`Last-Event-ID`); a run the hub no longer holds (the server 
 restarted) is replayed from its journal in the store.
 
 Approvals are never decided by a connection: side-effecting calls park the run
-(`RunParked`), the pending request waits in the approval store, and only an explicit
+(`Parked`), the pending request waits in the approval store, and only an explicit
 decision (`resume[]` in an AG-UI request) continues it. A closed tab leaves the request
 pending; only its time-to-live expires it.
 """
@@ -30,13 +30,11 @@ from legato.approvals import (
 )
 from legato.events import (
     Journal,
+    Parked,
     RunFailed,
     RunFinished,
     RunStarted,
     is_journal_event,
-)
-from legato.events import (
-    RunParked as RunParkedEvent,
 )
 from legato.exceptions import (
     ConversationBusy,
@@ -312,11 +310,11 @@ class RunHub:
         )
         journal = self.store.load_run(run_id)
         for event in journal:
-            if isinstance(event, RunParkedEvent):
+            if isinstance(event, Parked):
                 live.parked_ids = event.request_ids
             live.push(live.mapper.feed(event), journaled=True)
         last = journal.events[-1] if len(journal) else None
-        if not isinstance(last, RunFinished | RunFailed | RunParkedEvent):
+        if not isinstance(last, RunFinished | RunFailed | Parked):
             # cancelled, or the server stopped mid-run: no run of this hub is driving it
             reason = "the run was stopped before it ended (cancelled, or the server stopped)"
             live.push(live.mapper.cancelled(reason), journaled=False)
@@ -341,11 +339,11 @@ class RunHub:
                 if skip and is_journal_event(event):
                     skip -= 1
                     continue
-                if isinstance(event, RunParkedEvent):
+                if isinstance(event, Parked):
                     live.parked_ids = event.request_ids
                 live.push(live.mapper.feed(event), journaled=is_journal_event(event))
         except RunParked:
-            pass  # the journal's RunParked became the interrupt outcome
+            pass  # the journal's Parked event became the interrupt outcome
         except Exception as exc:  # the run failed or was cancelled: end the stream with it
             events = handle.journal.events  # unless its journal's last event already did
             if not events or not isinstance(events[-1], RunFailed | RunFinished):
