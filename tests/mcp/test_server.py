@@ -241,6 +241,8 @@ async def test_cli_serves_an_agent_over_http(free_port: int, http_process: objec
         "mcp",
         "serve",
         "tests.mcp.servers.stdio_tools:helper",
+        "--allow",  # a served agent is side-effecting by default, so it is asked about
+        "helper",
         "--http",
         "--port",
         str(free_port),
