@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 from legato.events import Journal, JournalEvent, Lineage, SpawnStarted
 from legato.exceptions import JournalConflict
+from legato.run._recorder import JournalSink
 
 if TYPE_CHECKING:
     from legato.store import RunStore
@@ -51,19 +52,11 @@ class ChildRecord:
 
 
 @runtime_checkable
-class JournalStore(Protocol):
-    """Durable journals of child runs, and the parent-child links between them."""
+class JournalStore(JournalSink, Protocol):
+    """Durable journals of child runs, and the parent-child links between them.
 
-    def append_events(
-        self,
-        run_id: str,
-        events: Sequence[JournalEvent],
-        *,
-        start: int,
-        session: str | None = None,
-    ) -> None:
-        """Store events `start`, `start + 1`, ... of a run (`JournalConflict` if taken)."""
-        ...
+    A child's recorder writes through `append_events` (see `legato.run.JournalSink`).
+    """
 
     async def load(self, run_id: str) -> Journal | None:
         """The run's journal so far, or None if nothing was stored."""
