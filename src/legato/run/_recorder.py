@@ -2,8 +2,9 @@
 
 In one order, for every event: written to the run's store (write-ahead), appended to the
 journal, applied to the `RunState` projection, observed by the effect gate (and any other
-observer), then handed to the stream. Nothing else appends to a run's journal, and
-persistence is part of recording, never a consumer of the stream.
+observer); the caller then streams it (the driver yields it, or the run's scope queues
+it). Nothing else appends to a run's journal, and persistence is part of recording, never
+a consumer of the stream.
 
 Durability points. Events that the resume contract stands on are committed to the store
 before `record` returns, together with every event buffered before them, in one
@@ -85,7 +86,7 @@ class JournalSink(Protocol):
 
 
 class Recorder:
-    """Records one run's events: store, journal, state, observers, stream (in that order)."""
+    """Records one run's events: store, journal, state, observers (in that order)."""
 
     __slots__ = (
         "_buffer",
