@@ -476,6 +476,9 @@ class Agent(Generic[OutputT]):
         if stored is None:  # not in this store yet: it is stored whole, then continued
             self.store.append_events(first.run_id, events, start=0)
             return events, len(events), None
+        session = info.session if info is not None else None
+        if stored is events:  # resumed by id: the store's copy is the journal
+            return events, len(events), session
         if not _same_prefix(stored, events):
             why = (
                 "the journal passed differs from the stored one (edited, or an older copy: "
@@ -484,7 +487,7 @@ class Agent(Generic[OutputT]):
             raise RunNotResumable(first.run_id, why)
         if len(events) > len(stored):  # events recorded in memory after the last commit
             self.store.append_events(first.run_id, events[len(stored) :], start=len(stored))
-        return events, len(events), info.session if info is not None else None
+        return events, len(events), session
 
     def fork(self, run_id: str, at: int) -> str:
         """Fork a stored run at its event `at` (1-based) into a new stored run; its id.
