@@ -53,7 +53,10 @@ def main() -> dict[str, object]:
             reply(
                 call(
                     "spawn",
-                    {"task": "Is the session TTL in auth.py shorter than an hour?", "tools": ["read_file"]},
+                    {
+                        "task": "Is the session TTL in auth.py shorter than an hour?",
+                        "tools": ["read_file"],
+                    },
                 )
             ),
             "Sessions last 15 minutes; billing is in EUR.",
@@ -66,7 +69,9 @@ def main() -> dict[str, object]:
     events = list(agent.stream_sync("Review auth.py and billing.py.", budget=budget))
     for event in events:
         if isinstance(event, SpawnStarted):
-            print(f"  spawned {event.lineage.run_id[:8]}: {event.task!r}, tools {list(event.tools)}")
+            print(
+                f"  spawned {event.lineage.run_id[:8]}: {event.task!r}, tools {list(event.tools)}"
+            )
         elif isinstance(event, ContextSliced):
             ids = [e.id for e in event.entries]
             print(

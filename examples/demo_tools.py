@@ -78,10 +78,14 @@ def travel_agent(model: Model | str) -> Agent:
     )
 
 
-def stream(agent: Agent, prompt: str = PROMPT) -> RunFinished | None:
-    """Run `agent` on `prompt`, printing text, tool calls and results as they stream."""
+def stream(agent: Agent, prompt: str = PROMPT) -> tuple[RunFinished | None, list[str]]:
+    """Run `agent` on `prompt`, printing text, tool calls and results as they stream.
+
+    Returns the run's end and the results of the tools it called.
+    """
     print(f"model: {agent.model.name}")
     finished: RunFinished | None = None
+    results: list[str] = []
     for event in agent.stream_sync(prompt):
         if isinstance(event, TextDelta):
             print(event.text, end="", flush=True)
@@ -89,13 +93,14 @@ def stream(agent: Agent, prompt: str = PROMPT) -> RunFinished | None:
             print(f"\n  -> {event.call.name}({event.call.raw_arguments})")
         elif isinstance(event, ToolCallFinished):
             print(f"  <- {event.result.text}")
+            results.append(event.result.text)
         elif isinstance(event, RunFinished):
             finished = event
             u = event.usage
             print(
                 f"\n[done: {u.requests} model calls, {u.input_tokens} in / {u.output_tokens} out tokens]"
             )
-    return finished
+    return finished, results
 
 
 def main() -> None:
