@@ -20,7 +20,8 @@ $(VENV)/.installed-%: pyproject.toml | $(BIN)/python
 	$(BIN)/python -m pip install -q -e ".[$*]"
 	touch $@
 
-# Runs on Anthropic/OpenAI/Gemini when their key is set, else on the in-process local model.
+# Offline, no key: scripted sections showing what legato does (examples/demo.py), then the
+# in-process local model making one tool call (skipped with a message when it cannot run).
 demo: $(VENV)/.installed-demo
 	$(BIN)/python examples/demo.py
 
