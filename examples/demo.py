@@ -34,6 +34,8 @@ import demo_subagent
 import demo_tools
 import same_agent_every_provider
 
+from legato.exceptions import MissingDependency
+
 SWITCH = """\
 Next:
   a real model:  pip install -e '.[cli,anthropic]'; export ANTHROPIC_API_KEY=...
@@ -43,9 +45,12 @@ Next:
 
 
 def section(number: int, title: str, run: Callable[[], object]) -> None:
-    """Print a section's title, then run it."""
+    """Print a section's title, then run it (said and skipped when an extra is missing)."""
     print(f"\n== {number}. {title}")
-    run()
+    try:
+        run()
+    except MissingDependency as missing:
+        print(f"  skipped: {missing} (or: pip install -e '.[demo]')")
 
 
 def main(argv: list[str] | None = None) -> None:

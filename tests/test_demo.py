@@ -147,3 +147,20 @@ def test_each_section_runs_alone() -> None:
         )
         assert done.returncode == 0, done.stderr
         assert done.stdout.strip()
+
+
+def test_a_missing_extra_skips_its_section_with_the_install_line(
+    sections: Any, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from legato.exceptions import MissingDependency
+
+    def no_sdk() -> None:
+        raise MissingDependency("openai", "openai")
+
+    monkeypatch.setattr(_module("same_agent_every_provider"), "main", no_sdk)
+    sections["main"](["--scripted"])
+    out = capsys.readouterr().out
+    assert (
+        "skipped: 'openai' is not installed; install it with: pip install 'legato[openai]'" in out
+    )
+    assert "\n== 7. " in out and "[demo finished in" in out
