@@ -86,11 +86,11 @@ def _same(expected: dict[str, Any], got: dict[str, Any]) -> bool:
         return False
 
 
-def score(model_name: str, *, first: bool) -> tuple[int, int, int, float]:
+def score(model_name: str, *, first: bool) -> tuple[int, int, int, int, float]:
     model = LlamaCppModel(
         model_name, call_tool_first=first, settings=ModelSettings(temperature=0, max_tokens=160)
     )
-    right_tool = right_args = used = 0
+    right_tool = right_args = used = failed = 0
     started = time.perf_counter()
     for prompt, name, arguments, word in CASES:
         agent = Agent(
@@ -99,6 +99,7 @@ def score(model_name: str, *, first: bool) -> tuple[int, int, int, float]:
         try:
             result = agent.run_sync(prompt)
         except Exception:  # a model that loops or writes a bad call scores nothing here
+            failed += 1
             continue
         calls = [e for e in result.journal if isinstance(e, ToolCallFinished)]
         if calls and calls[0].call.name == name:
@@ -107,20 +108,22 @@ def score(model_name: str, *, first: bool) -> tuple[int, int, int, float]:
                 right_args += 1
         if calls and word in str(result.output).lower():
             used += 1
-    return right_tool, right_args, used, (time.perf_counter() - started) / len(CASES)
+    return right_tool, right_args, used, failed, (time.perf_counter() - started) / len(CASES)
 
 
 def main() -> None:
     models = ["smollm2", *sys.argv[1:]]
     n = len(CASES)
-    print(f"{'model':<40} {'mode':<6} {'tool':>6} {'args':>6} {'used':>6} {'s/prompt':>9}")
+    print(
+        f"{'model':<40} {'mode':<6} {'tool':>6} {'args':>6} {'used':>6} {'failed':>7} {'s/prompt':>9}"
+    )
     for name in models:
         label = name if name == "smollm2" else Path(name).stem
         for first in (False, True):
-            tool_ok, args_ok, used, seconds = score(name, first=first)
+            tool_ok, args_ok, used, failed, seconds = score(name, first=first)
             mode = "first" if first else "auto"
             print(
-                f"{label:<40} {mode:<6} {tool_ok:>3}/{n} {args_ok:>3}/{n} {used:>3}/{n} {seconds:>9.1f}"
+                f"{label:<40} {mode:<6} {tool_ok:>3}/{n} {args_ok:>3}/{n} {used:>3}/{n} {failed:>4}/{n} {seconds:>9.1f}"
             )
 
 
