@@ -164,3 +164,28 @@ def test_a_missing_extra_skips_its_section_with_the_install_line(
         "skipped: 'openai' is not installed; install it with: pip install 'legato[openai]'" in out
     )
     assert "\n== 7. " in out and "[demo finished in" in out
+
+
+def test_the_readme_hosted_example_runs_as_written_against_the_wire_simulator(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import re
+
+    from legato.simulator import SimTurn, SimUsage, WireSimulator
+
+    readme = (EXAMPLES.parent / "README.md").read_text(encoding="utf-8")
+    (block,) = [
+        b for b in re.findall(r"^```py\n(.*?)^```", readme, re.S | re.M) if "anthropic:" in b
+    ]
+    with WireSimulator() as sim:
+        monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-demo")
+        monkeypatch.setenv("ANTHROPIC_BASE_URL", sim.url)  # read by Anthropic's SDK
+        sim.enqueue(
+            SimTurn(text="It runs agents.", usage=SimUsage(input_tokens=20, output_tokens=5))
+        )
+        exec(compile(block, "README.md[hosted]", "exec"), {"__name__": "readme_hosted"})
+        sim.assert_complete()
+    out = capsys.readouterr().out
+    assert out.startswith("It runs agents.")
+    assert "input_tokens=20, output_tokens=5" in out
+    assert out.rstrip().endswith("0.000135")  # $3 / $15 per million tokens
