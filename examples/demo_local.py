@@ -25,9 +25,9 @@ def local_model() -> Model:
     """SmolLM2-135M in-process, told to call a tool first (raises when not installed)."""
     from legato.models.llamacpp import LlamaCppModel
 
-    return LlamaCppModel(
-        "smollm2", call_tool_first=True, settings=ModelSettings(temperature=0, max_tokens=200)
-    )
+    # A small model may go on to write a tool response of its own: stop it there.
+    settings = ModelSettings(temperature=0, max_tokens=200, stop_sequences=["</tool_response>"])
+    return LlamaCppModel("smollm2", call_tool_first=True, settings=settings)
 
 
 def main(argv: list[str] | None = None) -> RunFinished | None:
