@@ -9,7 +9,7 @@ BIN    := $(VENV)/bin
 export CMAKE_ARGS ?= -DGGML_NATIVE=OFF -DLLAVA_BUILD=OFF -DGGML_BLAS=OFF -DGGML_CCACHE=OFF
 export CMAKE_BUILD_PARALLEL_LEVEL ?= $(shell nproc 2>/dev/null || echo 2)
 
-.PHONY: demo test lint typecheck pytest bench clean postgres-server chromium tmux
+.PHONY: demo dist test lint typecheck pytest bench clean postgres-server chromium tmux
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -20,9 +20,14 @@ $(VENV)/.installed-%: pyproject.toml | $(BIN)/python
 	$(BIN)/python -m pip install -q -e ".[$*]"
 	touch $@
 
-# Runs on Anthropic/OpenAI/Gemini when their key is set, else on the in-process local model.
+# Offline, no key: scripted sections showing what legato does (examples/demo.py), then the
+# in-process local model making one tool call (skipped with a message when it cannot run).
 demo: $(VENV)/.installed-demo
 	$(BIN)/python examples/demo.py
+
+# A wheel of legato in dist/, to install in another environment (`pip install dist/legato-*.whl`).
+dist: | $(BIN)/python
+	$(BIN)/python -m pip wheel -q --no-deps --wheel-dir dist .
 
 lint: $(VENV)/.installed-dev
 	$(BIN)/ruff check src tests bench examples docs

@@ -1,115 +1,89 @@
-"""The example agent `make demo` runs: a travel helper with two tools.
+"""`make demo`: what legato does, in one minute, offline, with no key.
 
-It streams its events to the terminal. The model is chosen like `legato.models.default_model`
-does: `LEGATO_MODEL` if set, else Anthropic, OpenAI or Gemini when their key is set, else the
-in-process local model (SmolLM2-135M through llama.cpp, shipped on PyPI: no key, no network).
-`python examples/demo.py --scripted` plays a fixed conversation instead (what the tests use
-to check the output exactly).
+Each section is a small module next to this file, runnable alone:
+
+1. `same_agent_every_provider.py`: one agent on six providers' wire APIs (a local simulator)
+2. `demo_tools.py`: a tool call, streamed
+3. `demo_approval.py`: an approval that holds a side-effecting sibling
+4. `demo_contract.py`: a contract that rejects a bad result
+5. `demo_subagent.py`: a sub-agent with its slice of the context, and the tree's cost
+6. `demo_durable.py`: a run killed by SIGKILL and resumed by id from its SQLite journal
+7. `demo_replay.py`: that journal replayed
+8. `demo_local.py`: a real model in-process (SmolLM2-135M via llama.cpp) making a tool call
+
+Sections 1-7 use scripted models, so their output is exact (a test checks it). Section 8
+is optional: when the local model is missing or fails, the demo says so and ends well.
+`python examples/demo.py --scripted` stops after section 7.
 """
 
 from __future__ import annotations
 
 import sys
-from typing import Annotated, Literal
+import time
+from collections.abc import Callable
+from pathlib import Path
 
-from pydantic import Field
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # the sections, run as a script or not
 
-from legato import Agent, tool
-from legato.events import RunFinished, TextDelta, ToolCallFinished, ToolCallStarted
-from legato.models import LOCAL_MODEL, Model, ModelSettings, default_model
-from legato.testing import ScriptedModel, call, reply
+import demo_approval
+import demo_contract
+import demo_durable
+import demo_local
+import demo_replay
+import demo_subagent
+import demo_tools
+import same_agent_every_provider
 
-_WEATHER = {"paris": (18, "light rain"), "rome": (24, "sunny"), "oslo": (6, "overcast")}
+from legato.exceptions import MissingDependency
 
-
-@tool
-def get_weather(city: str, unit: Literal["C", "F"] = "C") -> str:
-    """Current weather for a city.
-
-    Args:
-        city: City name, for example "Paris".
-        unit: Temperature unit.
-    """
-    temp, sky = _WEATHER.get(city.lower(), (15, "clear"))
-    if unit == "F":
-        temp = round(temp * 9 / 5 + 32)
-    return f"{city}: {temp}°{unit}, {sky}"
-
-
-@tool
-def packing_list(conditions: Annotated[list[str], Field(max_length=4)]) -> list[str]:
-    """Suggest what to pack for the given weather conditions.
-
-    Args:
-        conditions: Short weather descriptions, e.g. ["light rain", "sunny"].
-    """
-    items = {"passport", "charger"}
-    for condition in conditions:
-        if "rain" in condition:
-            items.add("umbrella")
-        if "sun" in condition:
-            items.add("sunglasses")
-        if "overcast" in condition or "cold" in condition:
-            items.add("sweater")
-    return sorted(items)
+SWITCH = """\
+Next:
+  a real model:  pip install -e '.[cli,anthropic]'; export ANTHROPIC_API_KEY=...
+                 legato chat --model anthropic:claude-sonnet-4-5 --tools module:obj
+  a web UI:      legato serve --demo          (extras cli,web)
+  each section:  python examples/demo_approval.py (and the others listed above)"""
 
 
-def pick_model(*, scripted: bool = False) -> Model | str:
-    """A hosted model when a key is set, else the local model; or the scripted conversation."""
-    if scripted:
-        return scripted_model()
-    chosen = default_model()
-    if chosen != LOCAL_MODEL:
-        return chosen
-    from legato.models.llamacpp import LlamaCppModel
-
-    # A 135M model does not choose tools on its own: ask it to call one first, then answer.
-    return LlamaCppModel(
-        "smollm2", call_tool_first=True, settings=ModelSettings(temperature=0, max_tokens=200)
-    )
-
-
-def scripted_model() -> ScriptedModel:
-    """A scripted model that plays the conversation the demo shows (offline, exact)."""
-    return ScriptedModel(
-        [
-            reply(
-                "Let me check both cities.",
-                call("get_weather", {"city": "Paris"}),
-                call("get_weather", {"city": "Rome"}),
-            ),
-            reply(call("packing_list", {"conditions": ["light rain", "sunny"]})),
-            "Paris is 18°C with light rain and Rome is 24°C and sunny. "
-            "Pack an umbrella, sunglasses, your passport and a charger.",
-        ],
-        name="test:demo-script",
-    )
+def section(number: int, title: str, run: Callable[[], object]) -> None:
+    """Print a section's title, then run it (said and skipped when an extra is missing)."""
+    print(f"\n== {number}. {title}")
+    try:
+        run()
+    except MissingDependency as missing:
+        print(f"  skipped: {missing} (or: pip install -e '.[demo]')")
 
 
 def main(argv: list[str] | None = None) -> None:
-    """Run the demo agent and stream what it does."""
+    """Run every section in order (`--scripted`: all but the real model)."""
     args = sys.argv[1:] if argv is None else argv
-    agent = Agent(
-        pick_model(scripted="--scripted" in args),
-        tools=[get_weather, packing_list],
-        instructions="You are a concise travel assistant. Use the tools; answer in two sentences.",
-        name="travel",
+    started = time.perf_counter()
+    state: dict[str, object] = {}
+    section(
+        1,
+        "The same agent on six providers (their SDKs, a local wire simulator): same answer, priced",
+        same_agent_every_provider.main,
     )
-    print(f"model: {agent.model.name}")
-    for event in agent.stream_sync(
-        "I'm visiting Paris and then Rome this week. What should I pack?"
-    ):
-        if isinstance(event, TextDelta):
-            print(event.text, end="", flush=True)
-        elif isinstance(event, ToolCallStarted):
-            print(f"\n  -> {event.call.name}({event.call.raw_arguments})")
-        elif isinstance(event, ToolCallFinished):
-            print(f"  <- {event.result.text}")
-        elif isinstance(event, RunFinished):
-            u = event.usage
-            print(
-                f"\n[done: {u.requests} model calls, {u.input_tokens} in / {u.output_tokens} out tokens]"
-            )
+    section(2, "A tool call, streamed", demo_tools.main)
+    section(
+        3, "An approval holds the side-effecting sibling; read-only goes on", demo_approval.main
+    )
+    section(4, "A contract rejects a bad result; the state stays verified", demo_contract.main)
+    section(
+        5, "A sub-agent gets its slice and only the tools granted; the cost", demo_subagent.main
+    )
+    section(
+        6,
+        "A durable run: killed mid-run, resumed by id from SQLite, effects once",
+        lambda: state.update(demo_durable.main()),
+    )
+    section(
+        7,
+        "The journal, read back and replayed",
+        lambda: demo_replay.replay_run(Path(str(state["db"])), str(state["run_id"])),
+    )
+    if "--scripted" not in args:
+        section(8, "A real model, in-process: one real tool call", demo_local.main)
+    print(f"\n[demo finished in {time.perf_counter() - started:.1f} s]\n{SWITCH}")
 
 
 if __name__ == "__main__":

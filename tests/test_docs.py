@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
-from typing import Any
 
 import pytest
 
@@ -28,40 +27,6 @@ def test_doc_examples_run(path: Path, tmp_path: Path, monkeypatch: pytest.Monkey
     for number, block in enumerate(python_blocks(path), start=1):
         code = compile(block, f"{path.name}[block {number}]", "exec", dont_inherit=True)
         exec(code, namespace)
-
-
-def _demo() -> Any:
-    import runpy
-
-    return runpy.run_path(str(ROOT / "examples" / "demo.py"))
-
-
-def test_the_demo_plays_its_scripted_conversation(capsys: pytest.CaptureFixture[str]) -> None:
-    _demo()["main"](["--scripted"])
-    out = capsys.readouterr().out
-    assert "-> get_weather" in out
-    assert "<- Paris: 18°C, light rain" in out
-    assert '<- ["charger","passport","sunglasses","umbrella"]' in out
-    assert "[done: 3 model calls" in out
-
-
-def test_the_demo_runs_on_the_local_model_without_a_key(
-    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
-) -> None:
-    pytest.importorskip("llama_cpp", reason="the local model needs the `local` extra")
-    for variable in (
-        "LEGATO_MODEL",
-        "ANTHROPIC_API_KEY",
-        "OPENAI_API_KEY",
-        "GEMINI_API_KEY",
-        "GOOGLE_API_KEY",
-    ):
-        monkeypatch.delenv(variable, raising=False)
-    _demo()["main"]([])
-    out = capsys.readouterr().out
-    assert "model: llamacpp:smollm2" in out
-    assert "  -> " in out  # the local model called one of the tools
-    assert "[done:" in out
 
 
 def test_no_file_keeps_merge_conflict_markers() -> None:
