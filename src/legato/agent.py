@@ -315,13 +315,14 @@ class Agent(Generic[OutputT]):
             instructions = self.memory.instructions_for(self.instructions, message.text)
             config = replace(config, instructions=instructions)
         store = self._store() if session is not None else self.store
-        config = replace(
-            config,
-            store=store,
-            session=session,
-            sessions=store if session is not None else None,
-            carry_context=not options.get("message_history"),
-        )
+        if store is not None:  # without one, the defaults hold (and a run costs no copy)
+            config = replace(
+                config,
+                store=store,
+                session=session,
+                sessions=store if session is not None else None,
+                carry_context=not options.get("message_history"),
+            )
         driver = RunDriver(config)
         driver.start(message, history)
         driver.carry_over(carried)

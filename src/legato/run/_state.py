@@ -42,6 +42,27 @@ from legato.messages import JsonValue, Message, ToolCallPart, ToolResultPart, Us
 __all__ = ["RunState"]
 
 
+_UNCHANGED = (
+    ToolCallAdmitted,
+    ToolCallRefused,
+    ApprovalRequested,
+    ApprovalDecided,
+    CancelRequested,
+    Parked,
+    RunResumed,
+    HookApplied,
+    ToolCallStarted,
+    StepFinished,
+    SpawnStarted,
+    SpawnFinished,
+    ContextSliced,
+    SpawnDecided,
+    Compacted,
+)
+"""Events that leave the conversation as it was: the gate's records, a resumer's claim,
+sub-agent records, a compaction (the model's view is in the event)."""
+
+
 @dataclass(slots=True)
 class RunState:
     """What a run knows after the events applied so far."""
@@ -91,24 +112,7 @@ class RunState:
 
     def apply(self, event: JournalEvent) -> None:
         """Advance the state by one event."""
-        if isinstance(
-            event,
-            ToolCallAdmitted
-            | ToolCallRefused
-            | ApprovalRequested
-            | ApprovalDecided
-            | CancelRequested
-            | Parked
-            | RunResumed
-            | HookApplied
-            | ToolCallStarted
-            | StepFinished
-            | SpawnStarted
-            | SpawnFinished
-            | ContextSliced
-            | SpawnDecided
-            | Compacted,
-        ):
+        if isinstance(event, _UNCHANGED):
             return  # the gate's records, claims, sub-agent records: the conversation is as it was
         match event:
             case RunStarted():
