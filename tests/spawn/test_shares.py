@@ -380,3 +380,60 @@ async def test_without_the_rebuild_a_resumed_child_gets_its_whole_share_again() 
     ended = [e for e in result.journal if isinstance(e, SpawnFinished)][-1]
     assert ended.outcome == "ok"
     assert ended.usage.total_tokens == 922 > 900  # past what its share had left
+
+
+# -- one budget tree: what runs inside a child spends from its share, reserved together -------
+
+
+async def helpers_in_a_child(share: int) -> tuple[int, SpawnFinished]:
+    """A spawned child (token share `share`) asks three helpers (`agent.as_tool`) at once;
+    each helper loops until its budget stops it. Returns the tokens the child's subtree
+    really spent, as its models reported them."""
+    from legato.models import ModelSettings
+
+    spent: list[int] = []
+
+    async def helper_model(request: ModelRequest) -> Any:
+        await asyncio.sleep(0)  # the three helpers' calls interleave
+        usage = Usage(input_tokens=100, output_tokens=request.settings.max_tokens or 100)
+        spent.append(usage.total_tokens)
+        await asyncio.sleep(0)
+        return reply(call("look", {"n": len(spent)}), usage=usage)
+
+    helper = Agent(
+        FunctionModel(helper_model),
+        tools=[look],
+        name="helper",
+        max_steps=100,
+        model_settings=ModelSettings(max_tokens=100),
+    )
+    ask = helper.as_tool(name="ask_helper", description="Ask a helper")
+
+    def child(request: ModelRequest) -> Any:
+        usage = Usage(input_tokens=50, output_tokens=10)
+        spent.append(usage.total_tokens)
+        if request.messages[-1].role == "tool":
+            return reply("asked", usage=usage)
+        return reply(*[call("ask_helper", {"task": f"job {i}"}) for i in range(3)], usage=usage)
+
+    parent = ScriptedModel(
+        [reply(call("spawn", {"task": "ask", "tools": ["ask_helper"], "max_tokens": share})), "ok"]
+    )
+    spawner = spawn_tools([ask], model=FunctionModel(child))
+    result = await Agent(parent, tools=[spawner]).run("go")
+    ended = next(e for e in result.journal if isinstance(e, SpawnFinished) and e.lineage.depth == 1)
+    return sum(spent), ended
+
+
+async def test_concurrent_helpers_inside_a_child_cannot_cross_its_share_together() -> None:
+    """The share is a `Budget`: the helpers a child calls run on it, and their concurrent
+    calls reserve in it before they are sent, so the whole subtree stays within it."""
+    spent, ended = await helpers_in_a_child(3000)
+    assert 2500 < spent <= 3000
+    assert ended.usage.total_tokens == spent
+
+
+async def test_without_reserving_concurrent_helpers_cross_the_share() -> None:
+    with unsafe_switches(reserve_worst_case=False):
+        spent, _ = await helpers_in_a_child(3000)
+    assert spent > 3000
