@@ -62,19 +62,6 @@ class BudgetShare:
                 msg = f"a budget share cannot have negative {name} ({value})"
                 raise ConfigurationError(msg)
 
-    def exceeds(self, other: BudgetShare) -> list[str]:
-        """What in this share is larger than `other` allows, one line per dimension."""
-        problems: list[str] = []
-        if other.steps is not None and (self.steps is None or self.steps > other.steps):
-            problems.append(
-                f"steps {self.steps if self.steps is not None else 'unlimited'} > {other.steps} remaining"
-            )
-        if other.tokens is not None and (self.tokens is None or self.tokens > other.tokens):
-            problems.append(
-                f"tokens {self.tokens if self.tokens is not None else 'unlimited'} > {other.tokens} remaining"
-            )
-        return problems
-
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ChildLimits:
@@ -129,7 +116,9 @@ class SpawnLimits:
     )
     """The ceiling for every child; a spawn request can only narrow it."""
     budget: BudgetShare = field(default_factory=lambda: BudgetShare(steps=100))
-    """What all children of one run may use together (each spawn takes a share)."""
+    """What all children of a root run may use together: its children pool, a `Budget` of
+    these limits drawing from the run's budget, which each spawn splits a share from (a
+    child's children split theirs from the child's share)."""
     slice_tokens: int = 2000
     """Token budget of the context slice each child receives."""
     min_output_tokens: int = 128

@@ -575,7 +575,12 @@ class SpawnToolset:
         emit = ctx.scope.emit if ctx.scope is not None else _drop
         if start is None:
             start = _no_fresh_start(record)
-        prepared = await prepare_child(record, store=journals, emit=emit, make_start=start)
+        try:
+            prepared = await prepare_child(record, store=journals, emit=emit, make_start=start)
+        except BaseException:
+            if budget is not None:  # nothing was started: the share goes back
+                budget.close()
+            raise
         child = Child(prepared=prepared)
         run.children[child_id] = child
         run.known.add(child_id)
