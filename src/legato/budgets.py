@@ -27,7 +27,9 @@ child run (`split`). `BudgetLimits` given to an agent make a fresh `Budget` per 
 A budget may also *draw from* another: `Budget(limits, parent=run_budget)` reserves every
 call in both, so both limits hold (the tighter wins). Sub-agents run this way: a child run
 (`legato.spawn`, `agent.as_tool`) draws from its parent run's budget (`nested_budget`), so
-the whole tree of runs spends from one budget, reserved before each call.
+the whole tree of runs spends from one budget, reserved before each call. A spawned
+child's step and token share is a `split` of its parent's budget that fits each call's
+output to what is left (`BudgetLimits.min_output`).
 """
 
 from __future__ import annotations
