@@ -12,6 +12,13 @@ parent's budget (every call reserved there first). The twin switches that off
 (`unsafe_switches(tree_budget=False)`, test-only), as before the fix: the children spend
 beside the parent's budget. The spend is what the models billed, across the whole tree.
 
+Last, a child's token share: a spawned child with a 3,000-token share asks three helpers
+(`agent.as_tool`) at once, each looping until the share stops it. The share is a `Budget`
+split from the parent's, so every helper call is reserved in it before it is sent; the
+twin (`unsafe_switches(reserve_worst_case=False)`, test-only) checks only what was spent,
+the way a share was enforced before (spent below the limit, then call). The tokens are
+what the models reported, across the child's subtree.
+
 Run: python bench/budgets.py
 """
 
@@ -24,6 +31,7 @@ from collections.abc import Awaitable, Callable
 from legato import Agent, tool
 from legato.budgets import Budget, Prices
 from legato.effects import unsafe_switches
+from legato.events import SpawnFinished
 from legato.exceptions import BudgetExceeded, HookBlocked
 from legato.messages import ModelResponse, Usage
 from legato.models import ModelRequest, ModelSettings
@@ -172,6 +180,57 @@ async def tree_trial(seed: int, *, protect: bool) -> float:
     return billed.dollars
 
 
+SHARE = 3000
+
+
+async def share_trial(seed: int, *, protect: bool) -> int:
+    """Tokens a child's subtree spent on a `SHARE`-token share (three concurrent helpers)."""
+    rng = random.Random(seed)
+    spent: list[int] = []
+
+    async def helper_answer(request: ModelRequest) -> ModelResponse:
+        await asyncio.sleep(rng.uniform(0.0005, 0.002))
+        cap = request.settings.max_tokens or 200
+        usage = Usage(
+            input_tokens=estimate_usage(request, reply("")).input_tokens,
+            output_tokens=min(cap, rng.randint(50, 200)),
+            requests=1,
+        )
+        spent.append(usage.total_tokens)
+        return reply(call("lookup", {"q": str(len(spent))}), usage=usage)
+
+    helper = Agent(
+        FunctionModel(helper_answer),
+        tools=[lookup],
+        name="helper",
+        max_steps=200,
+        model_settings=ModelSettings(max_tokens=200),
+    )
+    ask = helper.as_tool(name="ask_helper", description="Ask a helper")
+
+    def child(request: ModelRequest) -> ModelResponse:
+        usage = estimate_usage(request, reply("asked"))
+        spent.append(usage.total_tokens)
+        if request.messages[-1].role == "tool":
+            return reply("asked", usage=usage)
+        return reply(*[call("ask_helper", {"task": f"job {i}"}) for i in range(3)], usage=usage)
+
+    async def lead(request: ModelRequest) -> ModelResponse:
+        if request.messages[-1].role == "tool":
+            return reply("done")
+        return reply(call("spawn", {"task": "ask", "tools": ["ask_helper"], "max_tokens": SHARE}))
+
+    spawner = spawn_tools([ask], model=FunctionModel(child))
+    parent = Agent(FunctionModel(lead), tools=[spawner])
+    if protect:
+        result = await parent.run("work")
+    else:
+        with unsafe_switches(reserve_worst_case=False):
+            result = await parent.run("work")
+    assert any(isinstance(e, SpawnFinished) for e in result.journal)
+    return sum(spent)
+
+
 def report(label: str, spent: list[float]) -> None:
     over = sum(s > LIMIT for s in spent)
     print(
@@ -191,6 +250,14 @@ async def main() -> None:
     print(f"tree: a parent given the budget spawns {CHILDREN} background sub-agents")
     report("children spend beside the parent's budget (switched off):  ", beside)
     report("children draw from the parent's budget:                    ", drawn)
+    print(f"share: a child with a {SHARE:,}-token share asks 3 helpers at once, {TRIALS} trials")
+    for label, protect in (("spent below the share, then call", False), ("reserved", True)):
+        tokens = [await share_trial(seed, protect=protect) for seed in range(TRIALS)]
+        over = sum(t > SHARE for t in tokens)
+        print(
+            f"{label + ':':36}{over}/{TRIALS} trials over the share "
+            f"(worst {max(tokens):,} tokens, mean {sum(tokens) / TRIALS:,.0f})"
+        )
 
 
 if __name__ == "__main__":

@@ -53,10 +53,12 @@ class Switches:
     """Admit nothing after cancel; discard late results."""
     reap_tasks: bool = True
     """Cancel and await a run's tool tasks when the run stops."""
-    share_guard: bool = True
-    """Check a child's budget share before each of its model calls (`legato.spawn`)."""
+    reserve_worst_case: bool = True
+    """Check a call's worst case against what a budget has left before the call (off: the
+    naive check, which refuses a call only once a limit is already reached, so the call
+    that crosses it is made; calls are not fitted to what is left either)."""
     rebuild_shares: bool = True
-    """Rebuild a resumed run's budget account from the spawn events of its journal."""
+    """Rebuild a resumed run's children's budget shares from its journal."""
     finish_children: bool = True
     """Record a `SpawnFinished` for a child cancelled because its parent stopped."""
     tree_budget: bool = True

@@ -27,7 +27,9 @@ child run (`split`). `BudgetLimits` given to an agent make a fresh `Budget` per 
 A budget may also *draw from* another: `Budget(limits, parent=run_budget)` reserves every
 call in both, so both limits hold (the tighter wins). Sub-agents run this way: a child run
 (`legato.spawn`, `agent.as_tool`) draws from its parent run's budget (`nested_budget`), so
-the whole tree of runs spends from one budget, reserved before each call.
+the whole tree of runs spends from one budget, reserved before each call. A spawned
+child's step and token share is a `split` of its parent's budget that fits each call's
+output to what is left (`BudgetLimits.min_output`).
 """
 
 from __future__ import annotations
@@ -145,6 +147,11 @@ class BudgetLimits:
     profile names no `max_output_tokens`); the request is then sent with this cap."""
     input_margin: float = 1.25
     """Factor on the estimated input tokens when reserving (token counts are estimates)."""
+    min_output: int | None = None
+    """Fit calls to what is left: a call whose output cap does not fit in the tokens (or
+    output tokens) left is sent with its cap lowered to what fits, if at least this many
+    tokens of output fit (fewer if the call asks for fewer); None: such a call is refused.
+    A sub-agent's share (`legato.spawn`) is a budget of this kind."""
 
     def __post_init__(self) -> None:
         for f in fields(self):
@@ -169,6 +176,7 @@ class LimitOptions(TypedDict, total=False):
     call_estimate: float | None
     output_reserve: int
     input_margin: float
+    min_output: int | None
 
 
 def _limit_of(limits: BudgetLimits, resource: Resource) -> float:
@@ -299,7 +307,9 @@ class Budget:
                 limit = _limit_of(self.limits, resource)
                 used = getattr(self._used, resource)
                 held = getattr(self._reserved, resource)
-                if used + held + want > limit + 1e-12:
+                if used + held + want > limit + 1e-12 and (
+                    current_switches().reserve_worst_case or used >= limit
+                ):
                     raise BudgetExceeded(
                         resource, limit=limit, used=used, reserved=held, requested=want
                     )
@@ -327,8 +337,11 @@ class Budget:
             # with nothing in flight, hold exactly nothing (no floating-point residue)
             self._reserved = self._reserved - reservation.amounts if self._open else Spend()
             self._used = self._used + actual
+            last = self._closed and not self._open
         for hold in reservation.upstream:
             hold.settle(_only(actual, self._resources_in(hold.budget)))
+        if last:  # closed while this was held: what it moved here goes back now
+            self._return_to_parent()
 
     def charge(self, amounts: Spend) -> None:
         """Reserve and settle at once (for counted things: tool calls, steps)."""
@@ -415,17 +428,47 @@ class Budget:
         # reasoning counts as output (and a provider may need room beyond the thinking budget)
         reserve = self.limits.output_reserve + (settings.thinking_budget or 0)
         cap = settings.max_tokens or profile_cap or reserve
-        worst = self.model_call_worst_case(
-            input_tokens=estimate_tokens(request), max_tokens=cap, model=model
-        )
+        estimate = estimate_tokens(request)
+        fitted = self._fitted_cap(estimate, cap)
+        worst = self.model_call_worst_case(input_tokens=estimate, max_tokens=fitted, model=model)
         reservation = self.reserve(worst)
-        if (
-            request.settings.max_tokens is None
-            and self._limits_any(_OUTPUT_BOUND)
-            and current_switches().cap_output
+        if fitted != settings.max_tokens and (
+            fitted < cap
+            or (
+                settings.max_tokens is None
+                and self._limits_any(_OUTPUT_BOUND)
+                and current_switches().cap_output
+            )
         ):
-            request = replace(request, settings=replace(request.settings, max_tokens=cap))
+            request = replace(request, settings=replace(settings, max_tokens=fitted))
         return request, reservation
+
+    def _fitted_cap(self, input_tokens: int, cap: int) -> int:
+        """`cap`, lowered to the output that fits in what is left (see `min_output`).
+
+        Unchanged when no budget in the chain fits calls, or when the floor does not fit
+        either (then reserving the call raises `BudgetExceeded`).
+        """
+        floor = self._min_output()
+        if floor is None or not current_switches().reserve_worst_case:
+            return cap
+        left = self.remaining()
+        room = min(
+            left.tokens - math.ceil(input_tokens * self.limits.input_margin), left.output_tokens
+        )
+        if room >= cap or room < min(floor, cap):
+            return cap
+        return int(room)
+
+    def _min_output(self) -> int | None:
+        """The `min_output` of this budget, else of the first budget it draws from that sets one."""
+        if self.limits.min_output is not None:
+            return self.limits.min_output
+        for source, _ in self._links:
+            found = source._min_output()
+            if found is not None:
+                return found
+        return None
 
     def model_call_worst_case(
         self, *, input_tokens: int, max_tokens: int | None, model: Model | None = None
@@ -522,15 +565,26 @@ class Budget:
         return child
 
     def close(self) -> Spend:
-        """Return a child's unused amounts to its parent; returns what the child used."""
+        """Return a child's unused amounts to its parent; returns what the child used.
+
+        What its reservations still hold (calls in flight, shares split from it) is settled
+        with the parent when the last of them is: the parent is charged exactly what the
+        child spent, and gets back the rest.
+        """
         with self._lock:
             self._closed = True
             used = self._used
-        hold = self._parent_hold
-        if self._parent is not None and hold is not None:
-            moved = _ALL - self._resources_in(self._parent)
-            self._parent.settle(hold, _only(used, moved))
+            idle = self._open == 0
+        if idle:
+            self._return_to_parent()
         return used
+
+    def _return_to_parent(self) -> None:
+        """Settle what a `split` moved here with the parent: what was used is spent there."""
+        hold = self._parent_hold
+        if self._parent is not None and hold is not None and hold.open:
+            moved = _ALL - self._resources_in(self._parent)
+            self._parent.settle(hold, _only(self._used, moved))
 
 
 _ZERO = Spend()

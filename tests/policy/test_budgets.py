@@ -155,6 +155,39 @@ def test_resources_a_child_was_not_given_are_shared_with_the_parent() -> None:
     assert parent.remaining().model_calls == 1
 
 
+def test_a_budget_with_min_output_fits_calls_to_what_is_left() -> None:
+    request = ModelRequest(messages=(Message.user("x" * 400),))  # about 100 input tokens
+    fitting = Budget(tokens=1000, min_output=200)
+    sent, hold = fitting.reserve_model_call(request)
+    assert sent.settings.max_tokens == 1000 - 125  # the 4,096 reserve lowered to what fits
+    hold.settle(Spend(tokens=500))
+    sent, hold = fitting.reserve_model_call(request)
+    assert sent.settings.max_tokens == 500 - 125
+    hold.release()
+    asked = ModelRequest(messages=request.messages, settings=ModelSettings(max_tokens=300))
+    sent, hold = fitting.reserve_model_call(asked)  # a smaller cap that fits is kept
+    assert sent.settings.max_tokens == 300
+    hold.settle(Spend(tokens=300))
+    with pytest.raises(BudgetExceeded, match="this call needs"):  # 75 fit, below the floor
+        fitting.reserve_model_call(request)
+    # without min_output the same budget refuses the call its default cap does not fit
+    with pytest.raises(BudgetExceeded):
+        Budget(tokens=1000).reserve_model_call(request)
+
+
+def test_a_closed_child_settles_with_its_parent_when_its_last_hold_ends() -> None:
+    root = Budget(steps=10)
+    child = root.split(steps=6)
+    grandchild = child.split(steps=4)  # held in the child
+    child.charge(Spend(steps=1))
+    child.close()
+    assert root.remaining().steps == 4  # the grandchild's share is not handed out again
+    grandchild.charge(Spend(steps=1))
+    grandchild.close()
+    assert root.remaining().steps == 8 and root.used.steps == 2
+    assert root.reserved == Spend()
+
+
 def test_wall_time() -> None:
     budget = Budget(wall_time=0.0)
     budget.reserve(Spend(steps=1))  # starts the clock; any later moment is past the limit

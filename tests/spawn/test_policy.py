@@ -7,6 +7,7 @@ from typing import Any
 import pytest
 
 from legato import Agent, ToolError, tool
+from legato.budgets import Budget, Spend
 from legato.events import ComplexityMetrics, SpawnDecided, SpawnStarted, ToolCallFinished
 from legato.exceptions import ConfigurationError, SpawnRefused
 from legato.messages import Message, ToolCallPart, ToolResultPart
@@ -16,7 +17,6 @@ from legato.spawn import (
     ChildLimits,
     NeverSpawn,
     SpawnLimits,
-    StepTokenBudget,
     ThresholdPolicy,
     TodoList,
     measure,
@@ -24,6 +24,7 @@ from legato.spawn import (
     narrow_settings,
     spawn_tools,
 )
+from legato.spawn._limits import split_share
 from legato.testing import FunctionModel, ScriptedModel, call, reply
 
 
@@ -173,22 +174,28 @@ def test_limits_only_narrow() -> None:
     assert narrow_settings(ModelSettings(), ModelSettings(timeout=4)).timeout == 4
 
 
-def test_budget_accounts_move_shares_and_return_what_is_unspent() -> None:
-    root = StepTokenBudget(BudgetShare(steps=10, tokens=1000))
-    child = root.split(BudgetShare(steps=4, tokens=400))
-    assert root.remaining() == BudgetShare(steps=6, tokens=600)
-    grandchild = child.split(BudgetShare(steps=2, tokens=100))
-    grandchild.charge(steps=1, tokens=50)
+def left(budget: Budget) -> tuple[float, float]:
+    remaining = budget.remaining()
+    return remaining.steps, remaining.tokens
+
+
+def test_budget_shares_are_splits_that_return_what_is_unspent() -> None:
+    root = Budget(steps=10, tokens=1000)
+    child = split_share(root, BudgetShare(steps=4, tokens=400), min_output=128)
+    assert left(root) == (6, 600)
+    grandchild = split_share(child, BudgetShare(steps=2, tokens=100), min_output=128)
+    grandchild.charge(Spend(steps=1, tokens=50))
     grandchild.close()
-    child.charge(steps=1, tokens=10)
-    assert child.remaining() == BudgetShare(steps=2, tokens=340)
+    child.charge(Spend(steps=1, tokens=10))
+    assert left(child) == (2, 340)
     child.close()
     child.close()  # once only
-    assert root.remaining() == BudgetShare(steps=8, tokens=940)
+    assert left(root) == (8, 940)
+    assert root.reserved == Spend()
     with pytest.raises(SpawnRefused, match="steps 9 > 8 remaining"):
-        root.split(BudgetShare(steps=9))
-    with pytest.raises(SpawnRefused, match="tokens unlimited > 940 remaining"):
-        root.split(BudgetShare(steps=1))
+        split_share(root, BudgetShare(steps=9), min_output=128)
+    with pytest.raises(SpawnRefused, match="tokens 941 > 940 remaining"):
+        split_share(root, BudgetShare(steps=1, tokens=941), min_output=128)
     with pytest.raises(ConfigurationError):
         BudgetShare(steps=-1)
     with pytest.raises(ConfigurationError):
@@ -247,34 +254,32 @@ def test_budget_shares_always_roll_up_to_the_root(seed: int) -> None:
     import random
 
     rng = random.Random(seed)
-    root = StepTokenBudget(BudgetShare(steps=100, tokens=10_000))
-    open_accounts: list[tuple[StepTokenBudget, StepTokenBudget | None]] = [(root, None)]
+    root = Budget(steps=100, tokens=10_000)
+    open_budgets: list[Budget] = [root]
     charged = 0
-    closed: list[StepTokenBudget] = []
     for _ in range(300):
-        account, _parent = rng.choice(open_accounts)
+        budget = rng.choice(open_budgets)
         action = rng.random()
-        left = account.remaining()
-        assert left.steps is not None and left.tokens is not None
-        if action < 0.4 and left.steps:
+        steps_left, tokens_left = (int(x) for x in left(budget))
+        if action < 0.4 and steps_left:
             share = BudgetShare(
-                steps=rng.randint(1, left.steps), tokens=rng.randint(0, left.tokens)
+                steps=rng.randint(1, steps_left), tokens=rng.randint(0, tokens_left)
             )
-            open_accounts.append((account.split(share), account))
-        elif action < 0.7 and left.steps:
-            steps = rng.randint(0, left.steps)
-            account.charge(steps=steps)
+            open_budgets.append(split_share(budget, share, min_output=1))
+        elif action < 0.7 and steps_left:
+            steps = rng.randint(0, steps_left)
+            budget.charge(Spend(steps=steps))
             charged += steps
-        elif account is not root:
-            account.close()
-            closed.append(account)
-            open_accounts.remove((account, _parent))
+        elif budget is not root:
+            budget.close()
+            open_budgets.remove(budget)
         with pytest.raises(SpawnRefused):
-            root.split(BudgetShare(steps=(root.remaining().steps or 0) + 1, tokens=0))
-    for account, _ in reversed(open_accounts[1:]):
-        account.close()
+            split_share(root, BudgetShare(steps=int(left(root)[0]) + 1, tokens=0), min_output=1)
+    for budget in reversed(open_budgets[1:]):
+        budget.close()
     # every step charged anywhere in the tree is spent at the root; nothing else is
-    assert root.remaining().steps == 100 - charged
+    assert left(root)[0] == 100 - charged
+    assert root.reserved == Spend()
 
 
 async def test_auto_spawn_that_cannot_start_says_why() -> None:

@@ -1,6 +1,7 @@
-"""Budget shares: a child's share holds *before* it spends, and a resumed parent's account
-is rebuilt from its journal. Each protection has a twin run with it switched off
-(`unsafe_switches`) that shows the failure it prevents."""
+"""Budget shares: a child's share is a `Budget` split from its parent's, it holds *before*
+the child spends (each call reserved like any model call), and a resumed parent's pool and
+a resumed child's share are rebuilt from their journals. Each protection has a twin run
+with it switched off (`unsafe_switches`) that shows the failure it prevents."""
 
 from __future__ import annotations
 
@@ -9,11 +10,10 @@ from typing import Any
 
 from legato import Agent, tool
 from legato.approvals import ApprovalPolicy, Approve, MemoryApprovalStore, Rule
-from legato.budgets import estimate_tokens
+from legato.budgets import Budget, Spend, estimate_tokens
 from legato.effects import unsafe_switches
 from legato.events import (
     ChildEvent,
-    HookApplied,
     Journal,
     RunEvent,
     RunFailed,
@@ -25,14 +25,7 @@ from legato.events import (
 from legato.exceptions import RunParked
 from legato.messages import JsonValue, Usage
 from legato.models import ModelRequest
-from legato.spawn import (
-    BudgetShare,
-    MemoryJournalStore,
-    SpawnLimits,
-    StepTokenBudget,
-    resume,
-    spawn_tools,
-)
+from legato.spawn import MemoryJournalStore, SpawnLimits, resume, spawn_tools
 from legato.testing import FunctionModel, ScriptedModel, call, reply
 
 # -- a child's share holds before each model call ------------------------------------------------
@@ -66,7 +59,7 @@ class HonestChild:
 
 
 async def spawn_one(
-    child: Any, *, share: int, pool: StepTokenBudget, tools: tuple[Any, ...] = (look,)
+    child: Any, *, share: int, pool: Budget, tools: tuple[Any, ...] = (look,)
 ) -> tuple[SpawnFinished, Journal]:
     parent = ScriptedModel(
         [
@@ -74,7 +67,7 @@ async def spawn_one(
             "ok",
         ]
     )
-    spawner = spawn_tools(list(tools), model=FunctionModel(child), budget_account=lambda _: pool)
+    spawner = spawn_tools(list(tools), model=FunctionModel(child), children_budget=lambda _: pool)
     result = await Agent(parent, tools=[spawner]).run("go")
     ended = next(e for e in result.journal if isinstance(e, SpawnFinished))
     journal = await spawner.store.load(ended.lineage.run_id)
@@ -84,7 +77,7 @@ async def spawn_one(
 
 async def test_a_child_is_stopped_before_a_call_its_share_cannot_pay_for() -> None:
     child = HonestChild()
-    pool = StepTokenBudget(BudgetShare(steps=50, tokens=10_000))
+    pool = Budget(steps=50, tokens=10_000)
     ended, journal = await spawn_one(child, share=1600, pool=pool)
     # the share held: the child spent no more than 1,600 tokens
     spent = sum(u.total_tokens for _, _, u in child.calls)
@@ -96,38 +89,46 @@ async def test_a_child_is_stopped_before_a_call_its_share_cannot_pay_for() -> No
         left -= usage.total_tokens
     last = child.calls[-1][1]
     assert last is not None and last < 300  # the last call got a shorter leash
-    caps = [e for e in journal if isinstance(e, HookApplied) and e.hook == "budget-share"]
-    assert len(caps) == len(child.calls)
+    assert all(limit is not None and limit < 4096 for _, limit, _ in child.calls)  # fitted
     # a clear, typed outcome: refused before the fourth call, not after it
     assert len(child.calls) == 3
     assert ended.outcome == "budget"
     assert ended.error is not None and ended.error.startswith("BudgetExceeded: budget for tokens")
     failed = journal.events[-1]
     assert isinstance(failed, RunFailed) and failed.error_type == "BudgetExceeded"
-    # the parent's account got back exactly the unspent part of the share
-    assert pool.remaining() == BudgetShare(steps=50 - len(child.calls), tokens=10_000 - spent)
+    # the parent's budget got back exactly the unspent part of the share
+    assert pool_left(pool) == (50 - len(child.calls), 10_000 - spent)
+    assert pool.reserved == Spend()
 
 
-async def test_without_the_guard_a_child_spends_past_its_share() -> None:
+def pool_left(budget: Budget) -> tuple[float, float]:
+    remaining = budget.remaining()
+    return remaining.steps, remaining.tokens
+
+
+async def test_without_reserving_a_child_crosses_its_share_and_is_stopped_one_call_late() -> None:
+    """The twin: the naive check (`spent < limit`, then call) lets the call that crosses
+    the share happen; only the call after it is refused."""
     child = HonestChild()
-    pool = StepTokenBudget(BudgetShare(steps=50, tokens=10_000))
-    with unsafe_switches(share_guard=False):
+    pool = Budget(steps=50, tokens=10_000)
+    with unsafe_switches(reserve_worst_case=False):
         ended, _ = await spawn_one(child, share=1600, pool=pool)
     spent = sum(u.total_tokens for _, _, u in child.calls)
-    assert len(child.calls) == 6 and ended.outcome == "ok"
-    assert spent > 1500 and ended.usage.total_tokens == spent
-    # and the parent pays for it: more than the share left its account
-    assert pool.remaining().tokens == 10_000 - spent < 10_000 - 1500
+    assert ended.outcome == "budget" and ended.usage.total_tokens == spent
+    assert spent > 1600  # the share was crossed by the last call made
+    assert sum(u.total_tokens for _, _, u in child.calls[:-1]) < 1600  # it was the last call
+    # and the parent pays for it: more than the share left its budget
+    assert pool_left(pool)[1] == 10_000 - spent < 10_000 - 1600
 
 
 async def test_a_share_too_small_for_the_first_call_is_refused_before_any_call() -> None:
     child = HonestChild()
-    pool = StepTokenBudget(BudgetShare(steps=50, tokens=10_000))
+    pool = Budget(steps=50, tokens=10_000)
     ended, journal = await spawn_one(child, share=3, pool=pool)
     assert child.calls == []  # nothing was spent
     assert ended.outcome == "budget" and "this call needs" in (ended.error or "")
     assert ended.usage.total_tokens == 0
-    assert pool.remaining() == BudgetShare(steps=50, tokens=10_000)
+    assert pool_left(pool) == (50, 10_000)
     assert [e.kind for e in journal][-1] == "run_failed"
 
 
@@ -176,7 +177,7 @@ async def test_shares_a_child_hands_on_count_against_its_own_steps() -> None:
 
     ended = await run()  # 1 step of its own + 2 held by the grandchild: no step left
     assert ended.outcome == "budget" and "budget for steps" in (ended.error or "")
-    with unsafe_switches(share_guard=False):
+    with unsafe_switches(reserve_worst_case=False):
         unguarded = await run()
     assert unguarded.outcome == "ok"  # it took a second step its share did not have
 
@@ -192,9 +193,9 @@ class Parked:
         self.store = MemoryJournalStore()
         self.approvals = MemoryApprovalStore()
         self.release = asyncio.Event()
-        self.seen: dict[str, BudgetShare] = {}
+        self.seen: dict[str, tuple[float, float]] = {}
 
-    def agent(self, pool: StepTokenBudget, parent: Any) -> Agent[str]:
+    def agent(self, pool: Budget, parent: Any) -> Agent[str]:
         release = self.release
 
         @tool
@@ -224,14 +225,14 @@ class Parked:
             [block],
             model=FunctionModel(child),
             store=self.store,
-            budget_account=lambda _: pool,
+            children_budget=lambda _: pool,
             limits=SpawnLimits(max_children=2),
         )
         policy = ApprovalPolicy(rules=[Rule("send_email", "ask")], store=self.approvals)
         return Agent(FunctionModel(parent), tools=[spawner, send_email], approvals=policy)
 
     async def park(self) -> Journal:
-        pool = StepTokenBudget(BudgetShare(steps=50, tokens=5000))
+        pool = Budget(steps=50, tokens=5000)
 
         def parent(request: ModelRequest) -> Any:
             turn = sum(m.role == "assistant" for m in request.messages)
@@ -245,7 +246,7 @@ class Parked:
                     "max_steps": 5,
                 }
                 return reply(call("spawn", {**slow, "wait": False}))
-            self.seen["before"] = pool.remaining()  # the slow child is running: it holds its share
+            self.seen["before"] = pool_left(pool)  # the slow child is running: it holds its share
             return reply(call("send_email", {"to": "bob"}))
 
         try:
@@ -256,15 +257,15 @@ class Parked:
             return Journal.from_jsonl(parked.parked.journal.to_jsonl())  # a new process
         raise AssertionError("the run should have parked")
 
-    async def resume(self, journal: Journal) -> tuple[StepTokenBudget, Journal]:
-        pool = StepTokenBudget(BudgetShare(steps=50, tokens=5000))
+    async def resume(self, journal: Journal) -> tuple[Budget, Journal]:
+        pool = Budget(steps=50, tokens=5000)
 
         def parent(request: ModelRequest) -> Any:
             turn = sum(m.role == "assistant" for m in request.messages)
             if turn == 3:
                 return reply(call("todo", {"add": ["collect"]}))  # the spawn tools wake up
             if turn == 4:
-                self.seen["after"] = pool.remaining()
+                self.seen["after"] = pool_left(pool)
                 # (a test model numbers its calls from 1 again: give this one an id of its own)
                 return reply(call("spawn", {"task": "one more", "max_steps": 1}, id="more"))
             if turn == 5:
@@ -290,7 +291,7 @@ async def test_a_resumed_parent_keeps_the_shares_its_children_took_before_it_par
     # the totals after the resume equal the totals before parking: the quick child's
     # spending is charged, the slow child (resumed) holds its share again
     assert scenario.seen["after"] == scenario.seen["before"]
-    assert scenario.seen["before"] == BudgetShare(steps=50 - 1 - 5, tokens=5000 - quick - 1200)
+    assert scenario.seen["before"] == (50 - 1 - 5, 5000 - quick - 1200)
     # the fan-out count too: the slow child was resumed, a third child is refused
     assert "started its limit of 2 children" in texts(resumed)[-2]
     assert texts(resumed)[-1].endswith("slow done")
@@ -298,9 +299,8 @@ async def test_a_resumed_parent_keeps_the_shares_its_children_took_before_it_par
     # slow child spent before the park is counted once
     slow = [e for e in resumed if isinstance(e, SpawnFinished)][-1]
     assert slow.outcome == "ok" and slow.usage.total_tokens == 45 + 57
-    assert pool.remaining() == BudgetShare(
-        steps=50 - 1 - 2, tokens=5000 - quick - slow.usage.total_tokens
-    )
+    assert pool_left(pool) == (50 - 1 - 2, 5000 - quick - slow.usage.total_tokens)
+    assert pool.reserved == Spend()
 
 
 async def test_without_the_rebuild_a_resumed_parent_forgets_what_it_gave_away() -> None:
@@ -310,8 +310,7 @@ async def test_without_the_rebuild_a_resumed_parent_forgets_what_it_gave_away() 
         _, resumed = await scenario.resume(journal)
     # the quick child's spending is forgotten: the parent has more to hand out than it had
     after, before = scenario.seen["after"], scenario.seen["before"]
-    assert after.tokens is not None and before.tokens is not None
-    assert after.tokens > before.tokens
+    assert after[1] > before[1]
     # and it starts a third child past its limit of two
     assert not any("started its limit" in t for t in texts(resumed))
 
@@ -381,3 +380,60 @@ async def test_without_the_rebuild_a_resumed_child_gets_its_whole_share_again() 
     ended = [e for e in result.journal if isinstance(e, SpawnFinished)][-1]
     assert ended.outcome == "ok"
     assert ended.usage.total_tokens == 922 > 900  # past what its share had left
+
+
+# -- one budget tree: what runs inside a child spends from its share, reserved together -------
+
+
+async def helpers_in_a_child(share: int) -> tuple[int, SpawnFinished]:
+    """A spawned child (token share `share`) asks three helpers (`agent.as_tool`) at once;
+    each helper loops until its budget stops it. Returns the tokens the child's subtree
+    really spent, as its models reported them."""
+    from legato.models import ModelSettings
+
+    spent: list[int] = []
+
+    async def helper_model(request: ModelRequest) -> Any:
+        await asyncio.sleep(0)  # the three helpers' calls interleave
+        usage = Usage(input_tokens=100, output_tokens=request.settings.max_tokens or 100)
+        spent.append(usage.total_tokens)
+        await asyncio.sleep(0)
+        return reply(call("look", {"n": len(spent)}), usage=usage)
+
+    helper = Agent(
+        FunctionModel(helper_model),
+        tools=[look],
+        name="helper",
+        max_steps=100,
+        model_settings=ModelSettings(max_tokens=100),
+    )
+    ask = helper.as_tool(name="ask_helper", description="Ask a helper")
+
+    def child(request: ModelRequest) -> Any:
+        usage = Usage(input_tokens=50, output_tokens=10)
+        spent.append(usage.total_tokens)
+        if request.messages[-1].role == "tool":
+            return reply("asked", usage=usage)
+        return reply(*[call("ask_helper", {"task": f"job {i}"}) for i in range(3)], usage=usage)
+
+    parent = ScriptedModel(
+        [reply(call("spawn", {"task": "ask", "tools": ["ask_helper"], "max_tokens": share})), "ok"]
+    )
+    spawner = spawn_tools([ask], model=FunctionModel(child))
+    result = await Agent(parent, tools=[spawner]).run("go")
+    ended = next(e for e in result.journal if isinstance(e, SpawnFinished) and e.lineage.depth == 1)
+    return sum(spent), ended
+
+
+async def test_concurrent_helpers_inside_a_child_cannot_cross_its_share_together() -> None:
+    """The share is a `Budget`: the helpers a child calls run on it, and their concurrent
+    calls reserve in it before they are sent, so the whole subtree stays within it."""
+    spent, ended = await helpers_in_a_child(3000)
+    assert 2500 < spent <= 3000
+    assert ended.usage.total_tokens == spent
+
+
+async def test_without_reserving_concurrent_helpers_cross_the_share() -> None:
+    with unsafe_switches(reserve_worst_case=False):
+        spent, _ = await helpers_in_a_child(3000)
+    assert spent > 3000

@@ -587,8 +587,9 @@ async def test_hooks_for_the_gate_budget_and_inherited_policies() -> None:
     from dataclasses import replace
 
     from legato import Toolset
+    from legato.budgets import Budget
     from legato.run import RunConfig
-    from legato.spawn import ChildRecord, StepTokenBudget
+    from legato.spawn import ChildRecord
 
     @tool(side_effects="irreversible")
     def pay(amount: int) -> str:
@@ -616,9 +617,9 @@ async def test_hooks_for_the_gate_budget_and_inherited_policies() -> None:
 
     accounts: list[str] = []
 
-    def account(ctx: RunContext[Any]) -> StepTokenBudget:
+    def account(ctx: RunContext[Any]) -> Budget:
         accounts.append(ctx.run_id)
-        return StepTokenBudget(BudgetShare(steps=3))
+        return Budget(steps=3)
 
     child = ScriptedModel(["ok"])
     parent = ScriptedModel(
@@ -631,7 +632,7 @@ async def test_hooks_for_the_gate_budget_and_inherited_policies() -> None:
     spawner = spawn_tools(
         [Toolset([pay, read_file])],
         model=child,
-        budget_account=account,
+        children_budget=account,
         inherit=NoIrreversibleForChildren(),
     )
     result = await Agent(parent, tools=[spawner]).run("go")

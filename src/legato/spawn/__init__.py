@@ -23,13 +23,9 @@ from legato.spawn._child import (
     tree_usage,
 )
 from legato.spawn._limits import (
-    BudgetAccount,
     BudgetShare,
     ChildLimits,
-    ShareGuard,
-    ShareLedger,
     SpawnLimits,
-    StepTokenBudget,
     narrow_limits,
     narrow_settings,
 )
@@ -57,7 +53,6 @@ from legato.spawn._store import ChildRecord, JournalStore, MemoryJournalStore
 from legato.spawn._toolset import Inheritance, SpawnToolset, spawn_tools
 
 __all__ = [
-    "BudgetAccount",
     "BudgetShare",
     "ChildLimits",
     "ChildOutcome",
@@ -76,11 +71,8 @@ __all__ = [
     "SpawnDecision",
     "SpawnLimits",
     "SpawnPolicy",
-    "ShareGuard",
-    "ShareLedger",
     "SpawnToolset",
     "StateSource",
-    "StepTokenBudget",
     "ThresholdPolicy",
     "TodoList",
     "agent_tool",

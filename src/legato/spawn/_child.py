@@ -26,7 +26,6 @@ from legato.events import (
     ContextSliced,
     Journal,
     Lineage,
-    ModelResponded,
     RunEvent,
     RunFailed,
     RunStarted,
@@ -40,7 +39,6 @@ from legato.exceptions import ConfigurationError, RunParked
 from legato.messages import JsonValue, Usage
 from legato.run import RunConfig, RunDriver, RunState
 from legato.run._scope import Scope
-from legato.spawn._limits import BudgetAccount
 from legato.spawn._store import ChildRecord, JournalStore, StoredJournals
 from legato.tools import RunContext
 
@@ -329,48 +327,25 @@ async def prepare_child(
 
 
 class _Relay:
-    """Takes a child run's events: stores, charges and forwards them.
+    """Takes a child run's events and forwards those the parent has not seen.
 
-    The child's recorder has stored each event already; each new model call's usage is
-    charged to the child's share, and events the parent has not seen go into its stream.
+    The child's recorder has stored each event already, and its gate reserved each model
+    call in its budget (its share); a resumed child's events before this process ran it
+    are in the parent's stream already.
     """
 
-    __slots__ = (
-        "_account",
-        "_charged",
-        "_emit",
-        "_skip",
-        "_stored",
-        "driver",
-        "seen",
-    )
+    __slots__ = ("_emit", "_skip", "driver", "seen")
 
-    def __init__(
-        self,
-        prepared: PreparedChild,
-        driver: RunDriver[Any],
-        *,
-        emit: Emit,
-        account: BudgetAccount | None,
-    ) -> None:
+    def __init__(self, prepared: PreparedChild, driver: RunDriver[Any], *, emit: Emit) -> None:
         self.driver = driver
         self._emit = emit
-        self._account = account
-        self._stored = len(prepared.journal)  # seen before this process ran the child
-        self._skip = self._stored if prepared.resumed else 0  # in the parent's stream already
-        self._charged = driver.state.step  # a resumed child's earlier calls are charged already
+        self._skip = len(prepared.journal) if prepared.resumed else 0
         self.seen = 0
 
     def take(self, event: RunEvent) -> None:
-        """Charge and forward one event of the child."""
+        """Forward one event of the child."""
         if is_journal_event(event):
             self.seen += 1
-            if self.seen > self._stored:
-                if self._account is not None and isinstance(event, ModelResponded):
-                    step = max(self._charged, event.step)
-                    usage = event.response.usage
-                    self._account.charge(steps=step - self._charged, tokens=usage.total_tokens)
-                    self._charged = step
             if self.seen <= self._skip:
                 return
         self._emit(event)
@@ -387,15 +362,13 @@ async def execute_child(
     config: RunConfig[Any],
     store: JournalStore,
     emit: Emit,
-    account: BudgetAccount | None = None,
     time_limit: float | None = None,
     stopping: Callable[[], str | None] | None = None,
 ) -> ChildOutcome:
     """Run (or resume) the child to its end; every failure becomes an outcome, not a raise.
 
-    Each model call the child makes is charged to `account` (its budget share) as it
-    ends; a `ShareGuard` among the child's hooks refuses a call the share cannot pay for
-    (outcome `budget`). Cancellation (the parent stopping) still propagates, after the
+    Each model call the child makes is reserved in its budget (`config.budget`, its share)
+    before it is made; a call the budget cannot pay for ends the child (outcome `budget`). Cancellation (the parent stopping) still propagates, after the
     child's own children were stopped and a `SpawnFinished` with outcome `cancelled` was
     emitted; `stopping` tells why the parent stopped. The child's journal is left open.
     A child that parks (an approval nobody has given yet) parks its parent: `RunParked`
@@ -415,7 +388,7 @@ async def execute_child(
     def forward(event: RunEvent) -> None:
         emit(event if isinstance(event, ChildEvent) else ChildEvent(lineage=lineage, event=event))
 
-    relay = _Relay(prepared, driver, emit=forward, account=account)
+    relay = _Relay(prepared, driver, emit=forward)
     failure: tuple[SpawnOutcome, str, str] | None = None
     try:
         async with asyncio.timeout(time_limit):

@@ -1,7 +1,7 @@
 """`spawn_tools`: the parent's tools plus `spawn`, `wait_children`, `todo` and skill tools.
 
 The toolset *is* the parent's grantable set: a child can be granted any of its tools (by
-name) and nothing else. Everything per run (children, budget account, todo list, policy
+name) and nothing else. Everything per run (children, children pool, todo list, policy
 state) is kept under the run's id, so one agent serves concurrent runs; it is dropped
 when the run ends (a task owned by the run's scope notices).
 """
@@ -14,7 +14,8 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Protocol, runtime_checkable
 
 from legato._effects_parts import current_switches
-from legato.events import Lineage, RunStarted, SpawnDecided, UserPrompt
+from legato.budgets import Budget, Spend, nested_budget
+from legato.events import Journal, Lineage, RunStarted, SpawnDecided, UserPrompt
 from legato.exceptions import ChildFailed, SpawnRefused, ToolDefinitionError, ToolError
 from legato.messages import Message, TextPart
 from legato.models import Model, infer_model
@@ -31,14 +32,14 @@ from legato.spawn._child import (
     prepare_child,
 )
 from legato.spawn._limits import (
-    BudgetAccount,
     BudgetShare,
     ChildLimits,
-    ShareGuard,
-    ShareLedger,
     SpawnLimits,
-    StepTokenBudget,
+    children_pool,
+    finished_children,
+    journal_spent,
     narrow_limits,
+    split_share,
 )
 from legato.spawn._policy import NeverSpawn, SpawnPolicy, ThresholdPolicy, TodoList, measure
 from legato.spawn._skills import SkillSet
@@ -59,17 +60,16 @@ _NO_TIMEOUT = 10.0**9
 @dataclass(kw_only=True)
 class _Run:
     run_id: str
-    ledger: ShareLedger
+    pool: Budget
+    """The budget the run's children split their shares from."""
     children: dict[str, Child] = field(default_factory=lambda: {})
     known: set[str] = field(default_factory=lambda: set())
     """Every child the run started (before a resume too): what `max_children` counts."""
+    counted: set[str] = field(default_factory=lambda: set())
+    """The children whose spending `pool` counts already (they ended)."""
     todos: TodoList = field(default_factory=TodoList)
     decided_step: int = -1
     last_spawn: bool = False
-
-    @property
-    def account(self) -> BudgetAccount:
-        return self.ledger.account
 
     @property
     def started(self) -> int:
@@ -108,10 +108,10 @@ class SpawnToolset:
         sources: Sequence[ContextSource] = (),
         store: JournalStore | None = None,
         auto_grant: Sequence[str] = (),
-        budget_account: Callable[[RunContext[Any]], BudgetAccount] | None = None,
+        children_budget: Callable[[RunContext[Any]], Budget] | None = None,
         inherit: Inheritance | None = None,
         name: str = "spawn",
-        account: BudgetAccount | None = None,
+        child_run: bool = False,
     ) -> None:
         loose = [t for t in tools if isinstance(t, Tool) or not isinstance(t, ToolSource)]
         self._sources: list[ToolSource] = [
@@ -135,11 +135,10 @@ class SpawnToolset:
         """Where child journals go when the parent run has no store (or the one given)."""
         self._auto_grant = tuple(auto_grant)
         self._name = name
-        self._account = account
-        self._budget_account = budget_account
+        self._children_budget = children_budget
         self._inherit = inherit
-        self._ledger: ShareLedger | None = None
-        """A child's toolset: the child's ledger, built (and replayed) when it was launched."""
+        self._child_run = child_run
+        """A child's toolset: its children split their shares from the child's own budget."""
         self._runs: dict[str, _Run] = {}
         self._own = (self._todo_tool(), self._spawn_tool(), self._wait_tool(), *self.skills.tools())
 
@@ -312,23 +311,37 @@ class SpawnToolset:
         run = self._runs.get(ctx.run_id)
         if run is not None:
             return run
-        ledger = self._ledger
-        if ledger is None or ledger.run_id != ctx.run_id:
-            if self._account is not None:
-                account = self._account
-            elif self._budget_account is not None:
-                account = self._budget_account(ctx)
-            else:
-                account = StepTokenBudget(self.limits.budget)
-            ledger = ShareLedger(account, run_id=ctx.run_id, child_agent=self._child_agent)
-            if ctx.journal is not None and current_switches().rebuild_shares:
-                # a resumed run: the shares its children took before are not its to give again
-                ledger.replay(ctx.journal.events)
-        run = self._runs[ctx.run_id] = _Run(run_id=ctx.run_id, ledger=ledger, known=ledger.children)
+        started: set[str] = set()
+        ended: dict[str, Spend] = {}
+        if ctx.journal is not None and current_switches().rebuild_shares:
+            # a resumed run: what its children spent before is not its to give again
+            started, ended = finished_children(
+                ctx.journal.events, run_id=ctx.run_id, agent=self._child_agent
+            )
+        pool = self._pool(ctx)
+        if not (self._child_run and pool is ctx.budget):
+            # (a child's own budget was rebuilt from its whole journal when it was launched)
+            for spent in ended.values():
+                pool.count_spent(spent)
+        run = self._runs[ctx.run_id] = _Run(
+            run_id=ctx.run_id, pool=pool, known=started, counted=set(ended)
+        )
         if ctx.scope is not None:
             ctx.scope.start_task(self._hold(ctx.run_id), name=f"spawn-owner-{ctx.run_id}")
         await self._resume_background(ctx, run)
         return run
+
+    def _pool(self, ctx: RunContext[Any]) -> Budget:
+        """The budget the calling run's children split their shares from.
+
+        A child run's own budget (its share); for a root run, what `children_budget`
+        returns, else `SpawnLimits.budget` drawing from the run's budget.
+        """
+        if self._children_budget is not None:
+            return self._children_budget(ctx)
+        if self._child_run and isinstance(ctx.budget, Budget):
+            return ctx.budget
+        return children_pool(self.limits.budget, child_budget(None, ctx))
 
     async def _hold(self, run_id: str) -> None:
         """Lives as long as the run; forgets the run's children when the run ends."""
@@ -345,8 +358,9 @@ class SpawnToolset:
 
     def _share(self, run: _Run, steps: int | None, tokens: int | None) -> BudgetShare:
         ceiling = self.limits.child.max_steps
-        remaining = run.account.remaining()
-        left = remaining.steps
+        remaining = run.pool.remaining()
+        left = None if remaining.steps == float("inf") else int(remaining.steps)
+        left_tokens = None if remaining.tokens == float("inf") else int(remaining.tokens)
         if steps is None:
             candidates = [c for c in (ceiling, None if left is None else max(1, left // 2)) if c]
             steps = min(candidates) if candidates else None
@@ -355,8 +369,8 @@ class SpawnToolset:
         if steps is not None and steps < 1:
             msg = "max_steps must be at least 1"
             raise SpawnRefused(msg)
-        if tokens is None and remaining.tokens is not None:
-            tokens = max(1, remaining.tokens // 2)  # like steps: half of what is left
+        if tokens is None and left_tokens is not None:
+            tokens = max(1, left_tokens // 2)  # like steps: half of what is left
         if tokens is not None and tokens < 1:
             msg = "max_tokens must be at least 1"
             raise SpawnRefused(msg)
@@ -553,37 +567,32 @@ class SpawnToolset:
     ) -> Child:
         child_id = record.lineage.run_id
         share = BudgetShare(steps=record.max_steps, tokens=record.max_tokens)
-        account: BudgetAccount | None = None
+        budget: Budget | None = None
         journals = self._journals(ctx)
         if await journals.load(child_id) is None:
             # a fresh child: its share must fit, or nothing is recorded
-            try:
-                account = run.ledger.take(child_id, share)
-            except SpawnRefused:
-                raise
-            except Exception as exc:  # the gate's budget's own error
-                msg = f"the budget refused the share: {exc}"
-                raise SpawnRefused(msg) from exc
+            budget = split_share(run.pool, share, min_output=self.limits.min_output_tokens)
         emit = ctx.scope.emit if ctx.scope is not None else _drop
         if start is None:
             start = _no_fresh_start(record)
-        prepared = await prepare_child(record, store=journals, emit=emit, make_start=start)
+        try:
+            prepared = await prepare_child(record, store=journals, emit=emit, make_start=start)
+        except BaseException:
+            if budget is not None:  # nothing was started: the share goes back
+                budget.close()
+            raise
         child = Child(prepared=prepared)
         run.children[child_id] = child
         run.known.add(child_id)
         done = prepared.finished
-        if done is not None:  # read back from its journal: settle its share with what it spent
-            if not run.ledger.settled(child_id):
-                self._resumed_account(run, child_id, share)
-                spent = BudgetShare(steps=done.tree_steps, tokens=done.usage.total_tokens)
-                run.ledger.settle(child_id, spent=spent)
+        if done is not None:  # read back from its journal: count what it spent
+            if child_id not in run.counted:
+                run.pool.count_spent(Spend(steps=done.tree_steps, tokens=done.usage.total_tokens))
+                run.counted.add(child_id)
             child.outcome = done
             return child
-        if account is None:
-            account = self._resumed_account(run, child_id, share)
-        ledger = ShareLedger(account, run_id=child_id, child_agent=self._child_agent)
-        if prepared.resumed and current_switches().rebuild_shares:
-            ledger.replay(prepared.journal.events, own=True)  # what it spent before
+        if budget is None:
+            budget = self._resumed_share(run, share, prepared.journal)
         limits = narrow_limits(
             self.limits.child,
             ChildLimits(max_steps=record.max_steps, settings=self.limits.child.settings),
@@ -592,7 +601,7 @@ class SpawnToolset:
             agent_name=record.lineage.agent,
             model=self.model,
             instructions=None,
-            tool_sources=[self._child_toolset(record, ledger)],
+            tool_sources=[self._child_toolset(record)],
             output=OutputSchema.build(str),
             settings=limits.settings,
             max_steps=limits.max_steps or 1,
@@ -602,15 +611,10 @@ class SpawnToolset:
         config = inherit_gate(config, ctx)  # the parent's policy (nested) and hooks
         if self._inherit is not None:
             config = self._inherit.child_config(config, record=record, ctx=ctx)
-        # the child's tree spends from this run's budget too (and from one inherited)
-        config = replace(config, budget=child_budget(config.budget, ctx))
-        guard = ShareGuard(
-            account,
-            share=share,
-            max_output=self.model.profile.max_output_tokens,
-            min_output=self.limits.min_output_tokens,
-        )
-        config = replace(config, hooks=(*config.hooks, guard))  # last: it sees the final request
+        # the child's tree spends from its share, so from this run's budget too (and from
+        # one inherited): each of its calls is reserved there by its gate before it is made
+        config = replace(config, budget=nested_budget(config.budget, budget))
+        share_budget = budget
         scope = ctx.scope
 
         async def run_it() -> ChildOutcome:
@@ -620,15 +624,13 @@ class SpawnToolset:
                     config=config,
                     store=journals,
                     emit=emit,
-                    account=account,
                     time_limit=limits.timeout,
                     stopping=lambda: getattr(scope, "stopping", None),
                 )
             finally:
-                # the parent gets back exactly what is unspent (a share of the child's own,
-                # when the ledger could not hold one, is just closed)
-                if not run.ledger.settle(child_id):
-                    account.close()
+                # the parent gets back exactly what is unspent, and is charged what was spent
+                share_budget.close()
+                run.counted.add(child_id)
             child.outcome = outcome
             return outcome
 
@@ -642,22 +644,26 @@ class SpawnToolset:
         """Where this run's children keep their journals: the parent run's store by default."""
         return child_journals(self._explicit_store, ctx, self.store)
 
-    def _resumed_account(self, run: _Run, child_id: str, share: BudgetShare) -> BudgetAccount:
-        """A resumed child's account: the share the ledger holds for it, else a new split.
+    def _resumed_share(self, run: _Run, share: BudgetShare, journal: Journal) -> Budget:
+        """A resumed child's budget: its share less what its journal shows it spent.
 
-        The ledger holds it when it was rebuilt from the journal; if the account cannot
-        give it again (a journal that lacks the child's start), the child runs on a share
-        of its own.
+        Split from the run's pool again; if the pool cannot give it (a journal that lacks
+        the child's start), the child runs on a share of its own.
         """
+        spent = journal_spent(journal.events) if current_switches().rebuild_shares else None
+        floor = self.limits.min_output_tokens
         try:
-            return run.ledger.take(child_id, share)
-        except Exception:  # SpawnRefused, or the gate's budget's own error
-            return StepTokenBudget(share)
+            return split_share(run.pool, share, min_output=floor, spent=spent)
+        except SpawnRefused:
+            own = Budget(steps=share.steps, tokens=share.tokens, min_output=floor)
+            if spent is not None:
+                own.count_spent(spent)
+            return own
 
-    def _child_toolset(self, record: ChildRecord, ledger: ShareLedger) -> SpawnToolset:
+    def _child_toolset(self, record: ChildRecord) -> SpawnToolset:
         granted = set(record.tools)
         pool = _Granted(self, granted - {"spawn", "wait_children", "todo"})
-        toolset = SpawnToolset(
+        return SpawnToolset(
             [pool],
             model=self.model,
             instructions=self._instructions,
@@ -669,10 +675,8 @@ class SpawnToolset:
             store=self._explicit_store,
             inherit=self._inherit,
             name=self._name,
-            account=ledger.account,
+            child_run=True,
         )
-        toolset._ledger = ledger
-        return toolset
 
 
 def _drop(event: object) -> None:
@@ -718,7 +722,7 @@ def spawn_tools(
     sources: Sequence[ContextSource] = (),
     store: JournalStore | None = None,
     auto_grant: Sequence[str] = (),
-    budget_account: Callable[[RunContext[Any]], BudgetAccount] | None = None,
+    children_budget: Callable[[RunContext[Any]], Budget] | None = None,
     inherit: Inheritance | None = None,
 ) -> SpawnToolset:
     """A parent's tools plus the tools to spawn children and wait for them.
@@ -734,8 +738,8 @@ def spawn_tools(
         sources: Memory items and state keys that may be sliced to children.
         store: Where child journals are kept (in memory by default).
         auto_grant: Tools granted to children the policy starts on its own.
-        budget_account: The hook for the effect gate's budget: the account of the parent
-            run (default: a `StepTokenBudget` of `limits.budget` per run).
+        children_budget: The budget a root run's children split their shares from, per
+            run (default: a `Budget` of `limits.budget` drawing from the run's budget).
         inherit: The hook that passes the parent's gate, approvals and sandbox to each
             child, narrowed.
     """
@@ -750,6 +754,6 @@ def spawn_tools(
         sources=sources,
         store=store,
         auto_grant=auto_grant,
-        budget_account=budget_account,
+        children_budget=children_budget,
         inherit=inherit,
     )
