@@ -11,6 +11,7 @@ import asyncio
 import importlib.util
 import os
 import shutil
+import tempfile
 from collections.abc import Generator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -36,6 +37,15 @@ from legato.testing import ScriptedModel, call, reply
 from legato.web import create_app
 
 DOCS = Path(__file__).resolve().parents[2] / "docs"
+
+
+def _shot(name: str) -> str:
+    """Where a screenshot goes: docs/ when LEGATO_SCREENSHOTS is set (to refresh the ones
+    the docs show), else the temporary folder, so a test run never changes tracked files."""
+    folder = DOCS if os.environ.get("LEGATO_SCREENSHOTS") else Path(tempfile.gettempdir())
+    return str(folder / name)
+
+
 LOOPBACK = {"127.0.0.1", "localhost", "[::1]", "::1"}
 
 
@@ -135,7 +145,7 @@ def test_prompt_stream_tool_card_approval_survives_closing_the_page(
         assert '"to": "ann@example.com"' in (card.locator(".args").text_content() or "")
         interrupt = card.locator(".approval").get_attribute("data-interrupt-id")
         assert page.locator("#status").text_content() == "waiting for approval"
-        page.screenshot(path=str(DOCS / "web-approval.png"))
+        page.screenshot(path=_shot("web-approval.png"))
         assert outbox.sent == []
 
         # -- close the page mid-approval: nothing is decided ------------------------------
@@ -163,7 +173,7 @@ def test_prompt_stream_tool_card_approval_survives_closing_the_page(
         page.select_option("#journal-run", index=0)
         page.click("#journal-load")
         page.wait_for_selector("#journal li:has-text('run_finished')")
-        page.screenshot(path=str(DOCS / "web-done.png"))
+        page.screenshot(path=_shot("web-done.png"))
         context.close()
 
     assert outbox.sent == ["ann@example.com"]  # the effect ran exactly once
@@ -250,7 +260,7 @@ def test_state_panel_sub_agent_tree_and_conversation_list(browser: Any) -> None:
         assert page.locator(".tool-card").count() == 2
         page.click("#journal-load")  # the run just made is offered without a reload
         page.wait_for_selector("#journal li:has-text('spawn_started')")
-        page.screenshot(path=str(DOCS / "web-state-subagents.png"))
+        page.screenshot(path=_shot("web-state-subagents.png"))
 
         # rename, fork and delete through the conversation list
         page.once("dialog", _answer("counting"))
