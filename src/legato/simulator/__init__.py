@@ -7,14 +7,27 @@ and injects faults: error statuses with Retry-After, mid-stream disconnects, bro
 byte-level splits, slow chunks, and HTTP 200 with no events.
 """
 
-from legato.simulator._scenario import ErrorKind, Fault, SimCall, SimTurn, SimUsage, split_every
+from legato.simulator._scenario import (
+    ErrorKind,
+    Fault,
+    ServerToolKind,
+    SimCall,
+    SimCitation,
+    SimServerTool,
+    SimTurn,
+    SimUsage,
+    split_every,
+)
 from legato.simulator._server import RecordedRequest, WireSimulator
 
 __all__ = [
     "ErrorKind",
     "Fault",
     "RecordedRequest",
+    "ServerToolKind",
     "SimCall",
+    "SimCitation",
+    "SimServerTool",
     "SimTurn",
     "SimUsage",
     "WireSimulator",
