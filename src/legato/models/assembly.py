@@ -173,9 +173,7 @@ class ResponseAssembler:
 
     def part_count(self) -> int:
         """How many parts the built message holds so far (its next part gets this index)."""
-        return sum(
-            1 for p in self._parts if not isinstance(p, _Text) or any(c for c in p.chunks)
-        )
+        return sum(1 for p in self._parts if not isinstance(p, _Text) or any(c for c in p.chunks))
 
     def has_content(self) -> bool:
         """Whether any text, reasoning or tool call arrived."""

@@ -11,13 +11,13 @@ server-tool blocks never turn into tool calls, and a multi-turn conversation goe
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
 
 import pytest
 from conformance_cases import CASES, Case
 from scenarios import WEATHER, call, close, make, request_for
 
-from legato.messages import Message, StopReason, ToolResultPart
+from legato.messages import Message, StopReason, TextPart, ToolResultPart
 from legato.simulator import (
     ServerToolKind,
     SimCall,
@@ -63,17 +63,24 @@ async def test_server_tools_and_citations_keep_the_answer_and_the_calls(
         await close(model)
     message = out.response.message
     assert message.text == ANSWER
-    assert [(c.name, c.arguments) for c in message.tool_calls] == [("get_weather", {"city": "Bern"})]
+    assert [(c.name, c.arguments) for c in message.tool_calls] == [
+        ("get_weather", {"city": "Bern"})
+    ]
     assert out.response.stop_reason is StopReason.TOOL_CALLS
     if stream:
         assert out.text_deltas == ANSWER
         assert set(out.streamed_arguments()) == {0}  # no call made of a server tool's input
-    details = message.provider_details or {}
-    (citation,) = details["citations"]
-    assert isinstance(citation, dict)
+    (citation,) = _citations(message)
     assert citation["url"] == SOURCE.url
-    cited = message.parts[citation["part"]]  # type: ignore[index] # an int, checked by use
-    assert getattr(cited, "text", None) == ANSWER
+    part = citation["part"]
+    assert isinstance(part, int)
+    assert message.parts[part] == TextPart(text=ANSWER)
+
+
+def _citations(message: Message) -> list[dict[str, Any]]:
+    found = (message.provider_details or {}).get("citations")
+    assert isinstance(found, list)
+    return [cast(dict[str, Any], c) for c in found if isinstance(c, dict)]
 
 
 async def _both(case: Case) -> tuple[Message, Message]:
