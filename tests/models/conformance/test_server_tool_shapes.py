@@ -11,14 +11,17 @@ server-tool blocks never turn into tool calls, and a multi-turn conversation goe
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any, cast
 
 import pytest
 from conformance_cases import CASES, Case
 from scenarios import WEATHER, call, close, make, request_for
 
+from legato.exceptions import ResponseParseError
 from legato.messages import Message, StopReason, TextPart, ToolResultPart
 from legato.simulator import (
+    Fault,
     ServerToolKind,
     SimCall,
     SimCitation,
@@ -166,3 +169,47 @@ async def test_anthropic_server_blocks_are_not_sent_to_another_provider(
     assert "server_tool_use" not in body
     assert "srvtoolu" not in body
     assert ANSWER in body
+
+
+@STREAM
+async def test_responses_builtin_items_are_kept_and_not_sent_back(
+    sim: WireSimulator, stream: bool
+) -> None:
+    case = next(c for c in SHAPE_CASES if c.api == "openai_responses")
+    turn = _turn(case, calls=False)
+    sim.enqueue(
+        replace(turn, thinking="Look it up.", thinking_signature="enc"), SimTurn(text="Ok.")
+    )
+    model = make(case, sim, stream=stream)
+    try:
+        first = await call(model, request_for())
+        reply = first.response.message
+        history = (Message.user("What is legato?"), reply, Message.user("Thanks."))
+        second = await call(model, request_for(*history))
+    finally:
+        await close(model)
+    assert second.response.message.text == "Ok."
+    kept = (reply.provider_details or {}).get("openai_builtin_items")
+    assert isinstance(kept, list)
+    types = [item["type"] for item in kept if isinstance(item, dict)]
+    assert types == ["web_search_call", "file_search_call", "code_interpreter_call"]
+    sent: list[dict[str, Any]] = sim.requests[1].body["input"]
+    kinds = [item.get("type", item.get("role")) for item in sent]
+    assert kinds == ["user", "reasoning", "assistant", "user"]
+
+
+async def test_a_server_tool_input_that_is_not_json_is_a_typed_error(sim: WireSimulator) -> None:
+    # The documented input of a server tool is a JSON object; broken text cannot be kept.
+    broken = (
+        b'event: content_block_delta\ndata: {"type":"content_block_delta","index":0,'
+        b'"delta":{"type":"input_json_delta","partial_json":"}{"}}\n\n'
+    )
+    turn = SimTurn(server_tools=(SimServerTool(),), text=ANSWER)
+    sim.enqueue(replace(turn, fault=Fault(raw_event=broken, raw_after=3)))
+    model = make(_anthropic_case(), sim, stream=True)
+    try:
+        with pytest.raises(ResponseParseError) as info:
+            await call(model, request_for())
+    finally:
+        await close(model)
+    assert info.value.body is not None
