@@ -160,7 +160,7 @@ def _raw(block: Any) -> Obj:
     """A block as its wire JSON (the fields the server sent)."""
     if isinstance(block, dict):
         return cast(Obj, block)
-    return cast(Obj, block.to_dict(mode="json"))
+    return cast(Obj, block.to_dict(mode="json", warnings=False))
 
 
 def _server_blocks(message: Message) -> dict[int, list[Obj]]:

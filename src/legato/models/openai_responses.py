@@ -179,8 +179,13 @@ def responses_body(request: ModelRequest, *, model: str, stream: bool) -> Obj:
 
 
 def _raw(value: Any) -> Obj:
-    """An SDK object as the JSON the server sent."""
-    return cast(Obj, value if isinstance(value, dict) else value.to_dict(mode="json"))
+    """An SDK object as the JSON the server sent.
+
+    A field of another shape than this SDK version declares is kept as sent, unwarned.
+    """
+    return cast(
+        Obj, value if isinstance(value, dict) else value.to_dict(mode="json", warnings=False)
+    )
 
 
 @dataclass(slots=True)

@@ -5,7 +5,16 @@ from __future__ import annotations
 from typing import Any, Literal, TypeAlias
 
 from legato.simulator._scenario import ErrorKind, SimServerTool, SimTurn
-from legato.simulator._wire import JsonReply, Obj, Reply, StreamReply, call_id, ordered, sse
+from legato.simulator._wire import (
+    JsonReply,
+    Obj,
+    Reply,
+    StreamReply,
+    call_id,
+    dumps,
+    ordered,
+    sse,
+)
 
 __all__ = ["ChatWire", "Flavor", "ResponsesWire"]
 
@@ -206,7 +215,10 @@ _BUILTIN = {
     "web_search": ("web_search_call", "ws"),
     "file_search": ("file_search_call", "fs"),
     "code_execution": ("code_interpreter_call", "ci"),
+    "image_generation": ("image_generation_call", "ig"),
+    "mcp": ("mcp_call", "mcp"),
 }
+_PIXEL_PNG = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8BQDwAEhQGAhKmMIQAAAABJRU5ErkJggg=="
 """Server tool kind → (Responses item type, id prefix)."""
 
 
@@ -229,6 +241,19 @@ def _builtin_item(tool: SimServerTool, item_id: str) -> Obj:
             "attributes": {},
         }
         item.update(queries=[tool.query], results=None if tool.failed else [result])
+    elif tool.kind == "image_generation":
+        item["result"] = None if tool.failed else _PIXEL_PNG
+    elif tool.kind == "mcp":
+        error: Obj | None = None
+        if tool.failed:
+            error = {"type": "http_error", "code": 502, "message": "the MCP server is down"}
+        item.update(
+            server_label="docs",
+            name="search_docs",
+            arguments=dumps({"q": tool.query}),
+            output=None if tool.failed else "Legato docs: ...",
+            error=error,
+        )
     else:
         outputs = None if tool.failed else [{"type": "logs", "logs": "4\n"}]
         item.update(code=tool.query, container_id="cntr_sim", outputs=outputs)
@@ -421,6 +446,10 @@ class ResponsesWire:
             start.update(code="", outputs=None)
         elif kind == "file_search":
             start["results"] = None
+        elif kind == "image_generation":
+            start["result"] = None
+        elif kind == "mcp":
+            start.update(arguments="", output=None, error=None)
         emit("response.output_item.added", output_index=index, item=start)
         emit(f"response.{kind}_call.in_progress", **where)
         if kind == "code_interpreter":
@@ -429,6 +458,16 @@ class ResponsesWire:
                 emit("response.code_interpreter_call_code.delta", **where, delta=code[n : n + 5])
             emit("response.code_interpreter_call_code.done", **where, code=code)
             emit("response.code_interpreter_call.interpreting", **where)
+        elif kind == "image_generation":
+            emit("response.image_generation_call.generating", **where)
+            if item["result"]:
+                partial = {"partial_image_b64": item["result"], "partial_image_index": 0}
+                emit("response.image_generation_call.partial_image", **where, **partial)
+        elif kind == "mcp":
+            arguments = str(item["arguments"])
+            emit("response.mcp_call_arguments.delta", **where, delta=arguments)
+            emit("response.mcp_call_arguments.done", **where, arguments=arguments)
         else:
             emit(f"response.{kind}_call.searching", **where)
-        emit(f"response.{kind}_call.completed", **where)
+        ending = "failed" if kind == "mcp" and item["status"] == "failed" else "completed"
+        emit(f"response.{kind}_call.{ending}", **where)

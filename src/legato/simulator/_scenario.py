@@ -37,10 +37,13 @@ ErrorKind: TypeAlias = Literal[
 
 Finish: TypeAlias = Literal["stop", "length", "content_filter"]
 
-ServerToolKind: TypeAlias = Literal["web_search", "web_fetch", "code_execution", "file_search"]
+ServerToolKind: TypeAlias = Literal[
+    "web_search", "web_fetch", "code_execution", "file_search", "image_generation", "mcp"
+]
 """A tool the provider runs on its own side. Anthropic has web search, web fetch and code
-execution; OpenAI Responses has web search, file search and code execution (its code
-interpreter). A kind the wire has no form for is a `ValueError` in the simulator."""
+execution; OpenAI Responses has web search, file search, code execution (its code
+interpreter), image generation and remote MCP servers. A kind the wire has no form for is a
+`ValueError` in the simulator."""
 
 
 def split_every(text: str, size: int) -> tuple[str, ...]:
@@ -104,7 +107,8 @@ class SimServerTool:
 
     kind: ServerToolKind = "web_search"
     query: str = "legato framework"
-    """The search query, the URL fetched or the code run."""
+    """The search query, the URL fetched, the code run, the image prompt or the MCP tool's
+    argument."""
     failed: bool = False
     """Send the wire's documented error form of the result instead of a result."""
 

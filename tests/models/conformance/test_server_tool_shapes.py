@@ -4,7 +4,8 @@ Anthropic: `citations` on text blocks (whole, and as `citations_delta` when stre
 server-tool blocks (`server_tool_use` with its input streamed as `input_json_delta`, and the
 `*_tool_result` blocks, their error forms included). OpenAI Responses: `annotations` on output
 text (whole, and as `response.output_text.annotation.added`) and the built-in tool items
-(`web_search_call`, `file_search_call`, `code_interpreter_call`) with their progress events.
+(`web_search_call`, `file_search_call`, `code_interpreter_call`, `image_generation_call`,
+`mcp_call`) with their progress events.
 The answer text and the real tool calls come through intact; citations are kept as metadata;
 server-tool blocks never turn into tool calls, and a multi-turn conversation goes on.
 """
@@ -19,7 +20,14 @@ from conformance_cases import CASES, Case
 from scenarios import WEATHER, call, close, make, request_for
 
 from legato.exceptions import ResponseParseError
-from legato.messages import Message, StopReason, TextPart, ToolResultPart
+from legato.messages import (
+    Message,
+    StopReason,
+    TextPart,
+    ToolResultPart,
+    messages_from_json,
+    messages_to_json,
+)
 from legato.simulator import (
     Fault,
     ServerToolKind,
@@ -32,7 +40,7 @@ from legato.simulator import (
 
 KINDS: dict[str, tuple[ServerToolKind, ...]] = {
     "anthropic": ("web_search", "web_fetch", "code_execution"),
-    "openai_responses": ("web_search", "file_search", "code_execution"),
+    "openai_responses": ("web_search", "file_search", "code_execution", "image_generation", "mcp"),
 }
 SHAPE_CASES = [c for c in CASES if c.api in KINDS]
 ANSWER = "Legato is a Python framework for agents."
@@ -120,7 +128,8 @@ async def test_anthropic_server_blocks_go_back_in_place_on_the_next_turn(
     model = make(case, sim, stream=stream)
     try:
         first = await call(model, request_for(tools=[WEATHER]))
-        reply = first.response.message
+        # through the journal's JSON form and back, as a resumed run would read it
+        (reply,) = messages_from_json(messages_to_json([first.response.message]))
         (tool_call,) = reply.tool_calls
         result = ToolResultPart.text_result(call_id=tool_call.id, name="get_weather", text="sun")
         history = (
@@ -192,7 +201,13 @@ async def test_responses_builtin_items_are_kept_and_not_sent_back(
     kept = (reply.provider_details or {}).get("openai_builtin_items")
     assert isinstance(kept, list)
     types = [item["type"] for item in kept if isinstance(item, dict)]
-    assert types == ["web_search_call", "file_search_call", "code_interpreter_call"]
+    assert types == [
+        "web_search_call",
+        "file_search_call",
+        "code_interpreter_call",
+        "image_generation_call",
+        "mcp_call",
+    ]
     sent: list[dict[str, Any]] = sim.requests[1].body["input"]
     kinds = [item.get("type", item.get("role")) for item in sent]
     assert kinds == ["user", "reasoning", "assistant", "user"]
@@ -213,3 +228,26 @@ async def test_a_server_tool_input_that_is_not_json_is_a_typed_error(sim: WireSi
     finally:
         await close(model)
     assert info.value.body is not None
+
+
+async def test_an_older_or_newer_item_shape_is_kept_without_a_warning(sim: WireSimulator) -> None:
+    # An `mcp_call` whose `error` is a bare string (this SDK declares an object): the item is
+    # kept as sent; the test suite turns warnings into errors, so a warning would fail here.
+    item = (
+        '{"type":"mcp_call","id":"mcp_x","server_label":"docs","name":"search_docs",'
+        '"arguments":"{}","output":null,"error":"the MCP server did not answer","status":"failed"}'
+    )
+    done = (
+        'event: response.output_item.done\ndata: {"type":"response.output_item.done",'
+        f'"sequence_number":3,"output_index":0,"item":{item}}}\n\n'
+    ).encode()
+    case = next(c for c in SHAPE_CASES if c.api == "openai_responses")
+    sim.enqueue(SimTurn(text=ANSWER, fault=Fault(raw_event=done, raw_after=2)))
+    model = make(case, sim, stream=True)
+    try:
+        out = await call(model, request_for())
+    finally:
+        await close(model)
+    assert out.response.message.text == ANSWER
+    (kept,) = cast(list[Any], (out.response.message.provider_details or {})["openai_builtin_items"])
+    assert kept["error"] == "the MCP server did not answer"
