@@ -41,7 +41,17 @@ def _stop(turn: SimTurn) -> str:
 
 
 def _citation(c: SimCitation, n: int) -> Obj:
-    """A citation of a web search result (the form web search answers carry)."""
+    """A citation of a document of the request, or of a web search result."""
+    if c.document is not None:
+        return {
+            "type": "char_location",
+            "cited_text": c.cited_text,
+            "document_index": c.document,
+            "document_title": c.title,
+            "start_char_index": 0,
+            "end_char_index": len(c.cited_text),
+            "file_id": None,
+        }
     return {
         "type": "web_search_result_location",
         "url": c.url,

@@ -326,11 +326,15 @@ class ResponsesWire:
         return items
 
     def _annotations(self, turn: SimTurn) -> list[Obj]:
-        """`url_citation`s over the span of the answer each source supports."""
+        """`url_citation`s over the span each source supports; `file_citation`s at its end."""
         out: list[Obj] = []
         for c in turn.citations:
             start = turn.text.find(c.cited_text) if c.cited_text else -1
             start, end = (start, start + len(c.cited_text)) if start >= 0 else (0, len(turn.text))
+            if c.document is not None:
+                file: Obj = {"file_id": f"file-{c.document}", "filename": c.title, "index": end}
+                out.append({"type": "file_citation", **file})
+                continue
             out.append(
                 {
                     "type": "url_citation",

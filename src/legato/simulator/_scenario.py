@@ -99,6 +99,9 @@ class SimCitation:
     cited_text: str = ""
     """The passage of the source the answer relies on (Anthropic sends it; OpenAI sends the
     span of the answer instead, taken here as where this text occurs in the answer)."""
+    document: int | None = None
+    """Cite the request's document (or uploaded file) of this index instead of a web page:
+    Anthropic's `char_location`, OpenAI's `file_citation`."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -251,3 +251,24 @@ async def test_an_older_or_newer_item_shape_is_kept_without_a_warning(sim: WireS
     assert out.response.message.text == ANSWER
     (kept,) = cast(list[Any], (out.response.message.provider_details or {})["openai_builtin_items"])
     assert kept["error"] == "the MCP server did not answer"
+
+
+@pytest.mark.parametrize("case", SHAPE_CASES, ids=str)
+@STREAM
+async def test_a_citation_of_a_document_is_kept_with_its_text_part(
+    case: Case, sim: WireSimulator, stream: bool
+) -> None:
+    cite = SimCitation(title="notes.txt", cited_text="Python framework", document=0)
+    sim.enqueue(SimTurn(thinking="Read the notes.", text=ANSWER, citations=(cite, SOURCE)))
+    model = make(case, sim, stream=stream)
+    try:
+        out = await call(model, request_for())
+    finally:
+        await close(model)
+    message = out.response.message
+    assert message.text == ANSWER
+    first, second = _citations(message)
+    expected = {"anthropic": "char_location", "openai_responses": "file_citation"}[case.api]
+    assert (first["type"], second["url"]) == (expected, SOURCE.url)
+    assert first["part"] == second["part"] == 1  # after the thinking part
+    assert message.parts[1] == TextPart(text=ANSWER)
