@@ -11,7 +11,8 @@ message's `provider_details["citations"]`, each with the index of the text part 
 to. The items of OpenAI's built-in tools (`web_search_call`, `file_search_call`,
 `code_interpreter_call`, ...) are kept whole in `provider_details["openai_builtin_items"]`
 and not sent back: legato sends `store: false`, and such an item is a reference to one the
-server did not keep; their outcome is in the answer text.
+server did not keep; their outcome is in the answer text. A `refusal` content part (the
+model declines to answer) raises `ContentFiltered` with the model's words.
 """
 
 from __future__ import annotations
@@ -197,6 +198,8 @@ class _State:
     """Annotations streamed for each message item, by output index."""
     details: dict[str, list[JsonValue]] = field(default_factory=lambda: {})
     """Citations and built-in tool items, for the message's `provider_details`."""
+    refusal: list[str] = field(default_factory=lambda: [])
+    """The model's refusal, when it declined to answer."""
 
     def cite(self, assembler: ResponseAssembler, annotations: list[Obj]) -> None:
         """Attach annotations to the text part just added."""
@@ -300,6 +303,8 @@ class OpenAIResponsesModel(ProviderModel):
                 )
         elif kind == "response.function_call_arguments.delta":
             out.append(assembler.add_tool_call(index=event.output_index, arguments=event.delta))
+        elif kind == "response.refusal.delta":
+            state.refusal.append(str(event.delta))
         elif kind == "response.output_text.annotation.added":
             if event.annotation is not None:
                 found = state.annotations.setdefault(event.output_index, [])
@@ -323,6 +328,8 @@ class OpenAIResponsesModel(ProviderModel):
                 streamed = [_raw(a) for a in _annotations(item)]
             if streamed:
                 state.cite(assembler, streamed)
+            if not state.refusal:  # none streamed: the finished item still carries it
+                state.refusal.extend(_refusals(item))
         elif item.type not in _OWN_ITEMS:
             state.keep(item)
         if item.type in ("reasoning", "message"):
@@ -350,6 +357,7 @@ class OpenAIResponsesModel(ProviderModel):
                 annotations = [_raw(a) for a in _annotations(item)]
                 if annotations:
                     state.cite(assembler, annotations)
+                state.refusal.extend(_refusals(item))
                 assembler.close_part()
             elif item.type == "reasoning":
                 summary: list[Any] = list(item.summary or [])
@@ -376,6 +384,9 @@ class OpenAIResponsesModel(ProviderModel):
         reason = getattr(incomplete, "reason", None)
         if reason == "content_filter":
             msg = f"{self.name}: the provider withheld the answer (content filter)"
+            raise ContentFiltered(msg, provider=self.provider)
+        if state.refusal:
+            msg = f"{self.name}: the model refused to answer: {''.join(state.refusal)}"
             raise ContentFiltered(msg, provider=self.provider)
         if reason == "max_output_tokens":
             stop = StopReason.MAX_TOKENS
@@ -410,6 +421,12 @@ def _annotations(item: Any) -> list[Any]:
             annotations: list[Any] = list(content.annotations or [])
             found.extend(a for a in annotations if a is not None)
     return found
+
+
+def _refusals(item: Any) -> list[str]:
+    """The refusal texts of a message item (a model that declines sends one instead of text)."""
+    contents: list[Any] = list(item.content or [])
+    return [str(c.refusal) for c in contents if c.type == "refusal" and c.refusal]
 
 
 def from_name(model: str) -> OpenAIResponsesModel:

@@ -321,7 +321,9 @@ class ResponsesWire:
             }
             for i, c in enumerate(turn.calls)
         ]
-        text = [message] if turn.text else []
+        if turn.refusal:
+            message["content"] = [{"type": "refusal", "refusal": turn.refusal}]
+        text = [message] if turn.text or turn.refusal else []
         items.extend([*text, *calls] if turn.text_first else [*calls, *text])
         return items
 
@@ -397,6 +399,8 @@ class ResponsesWire:
                     summary_index=0,
                     delta=turn.thinking[n : n + 6],
                 )
+        elif kind == "message" and turn.refusal:
+            self._stream_refusal(emit, turn, item, index)
         elif kind == "message":
             empty: Obj = {**item, "status": "in_progress", "content": []}
             emit("response.output_item.added", output_index=index, item=empty)
@@ -475,3 +479,14 @@ class ResponsesWire:
             emit(f"response.{kind}_call.searching", **where)
         ending = "failed" if kind == "mcp" and item["status"] == "failed" else "completed"
         emit(f"response.{kind}_call.{ending}", **where)
+
+    def _stream_refusal(self, emit: Any, turn: SimTurn, item: Obj, index: int) -> None:
+        """A message whose content is a refusal: its part, the refusal deltas, done events."""
+        emit("response.output_item.added", output_index=index, item={**item, "content": []})
+        where = {"item_id": item["id"], "output_index": index, "content_index": 0}
+        part: Obj = {"type": "refusal", "refusal": ""}
+        emit("response.content_part.added", **where, part=part)
+        for n in range(0, len(turn.refusal), 6):
+            emit("response.refusal.delta", **where, delta=turn.refusal[n : n + 6])
+        emit("response.refusal.done", **where, refusal=turn.refusal)
+        emit("response.content_part.done", **where, part=item["content"][0])

@@ -179,6 +179,9 @@ class SimTurn:
     """Tools the provider runs itself, sent after the reasoning and before the text and calls."""
     citations: tuple[SimCitation, ...] = ()
     """Sources the answer text cites."""
+    refusal: str = ""
+    """The model declines to answer, in its own words (OpenAI Responses: a `refusal` content
+    part instead of the output text, streamed as `response.refusal.delta`)."""
     text_first: bool = True
     """Text before the tool calls (True) or after them (False)."""
     usage: SimUsage = field(default_factory=SimUsage)

@@ -19,7 +19,7 @@ import pytest
 from conformance_cases import CASES, Case
 from scenarios import WEATHER, call, close, make, request_for
 
-from legato.exceptions import ResponseParseError
+from legato.exceptions import ContentFiltered, ResponseParseError
 from legato.messages import (
     Message,
     StopReason,
@@ -272,3 +272,18 @@ async def test_a_citation_of_a_document_is_kept_with_its_text_part(
     assert (first["type"], second["url"]) == (expected, SOURCE.url)
     assert first["part"] == second["part"] == 1  # after the thinking part
     assert message.parts[1] == TextPart(text=ANSWER)
+
+
+@STREAM
+async def test_a_responses_refusal_is_content_filtered_with_its_words(
+    sim: WireSimulator, stream: bool
+) -> None:
+    case = next(c for c in SHAPE_CASES if c.api == "openai_responses")
+    sim.enqueue(SimTurn(refusal="I can't help with that."))
+    model = make(case, sim, stream=stream)
+    try:
+        with pytest.raises(ContentFiltered) as info:
+            await call(model, request_for())
+    finally:
+        await close(model)
+    assert "I can't help with that." in str(info.value)
