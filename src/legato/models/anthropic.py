@@ -461,8 +461,10 @@ class AnthropicModel(ProviderModel):
                     )
             elif block.type == "redacted_thinking":
                 assembler.add_thinking(signature=block.data, redacted=True)
-            elif block.type == "text" and block.text:
+            elif block.type == "text":
                 out.append(assembler.add_text(block.text))
+                if block.citations:  # usually `[]` here, the citations following as deltas
+                    state.cites.setdefault(event.index, []).extend(map(_raw, block.citations))
             elif block.type not in _NEUTRAL and _kept(str(block.type)):
                 state.kinds[event.index] = "server"
                 state.opaque[event.index] = _raw(block)
