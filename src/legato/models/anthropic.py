@@ -15,10 +15,10 @@ limit of four breakpoints. Cache reads, writes and the dollars saved are in the 
 Thinking blocks keep their signature and are sent back only to Anthropic (a signature means
 nothing to another provider). Blocks of the tools Anthropic runs itself (`server_tool_use`,
 `web_search_tool_result`, `code_execution_tool_result`, ...) are kept whole, in their place,
-in the message's `provider_details` and sent back to Anthropic with the turn (a `pause_turn`
-continues from them); other providers never see them. Citations on text blocks are kept in
-`provider_details["citations"]`, each with the index of the text part it supports. Structured output rides on a forced tool whose arguments are
-returned as the answer text.
+in the message's `provider_details` and sent back to Anthropic with the turn (it needs them
+to continue a `pause_turn`); other providers never see them. Citations on text blocks are
+kept in `provider_details["citations"]`, each with the index of the text part it supports.
+Structured output rides on a forced tool whose arguments are returned as the answer text.
 """
 
 from __future__ import annotations
@@ -100,7 +100,6 @@ _SERVER_BLOCKS = "anthropic_server_blocks"
 """`provider_details` key: the server-tool blocks of a turn, each with its place."""
 CITATIONS = "citations"
 """`provider_details` key: the citations of the answer text, each with its text part's index."""
-_NEUTRAL = frozenset({"text", "thinking", "redacted_thinking", "tool_use"})
 _CACHE = {"type": "ephemeral"}
 _BREAKPOINTS = 4
 """Anthropic accepts at most four `cache_control` breakpoints per request."""
@@ -244,6 +243,8 @@ class _State:
     """Streamed input JSON of those blocks."""
     cites: dict[int, list[Obj]] = dataclasses.field(default_factory=lambda: {})
     """Citations of the text blocks being streamed."""
+    texted: set[int] = dataclasses.field(default_factory=lambda: set[int]())
+    """The text blocks that had text (an empty one makes no part to cite)."""
     details: dict[str, list[JsonValue]] = dataclasses.field(default_factory=lambda: {})
     """What goes to the message's `provider_details`."""
 
@@ -462,10 +463,10 @@ class AnthropicModel(ProviderModel):
             elif block.type == "redacted_thinking":
                 assembler.add_thinking(signature=block.data, redacted=True)
             elif block.type == "text":
-                out.append(assembler.add_text(block.text))
+                out.append(self._text(event.index, block.text, assembler, state))
                 if block.citations:  # usually `[]` here, the citations following as deltas
                     state.cites.setdefault(event.index, []).extend(map(_raw, block.citations))
-            elif block.type not in _NEUTRAL and _kept(str(block.type)):
+            elif _kept(str(block.type)):
                 state.kinds[event.index] = "server"
                 state.opaque[event.index] = _raw(block)
         elif kind == "content_block_delta":
@@ -492,9 +493,18 @@ class AnthropicModel(ProviderModel):
                     raise parse_error(self.provider, text, msg) from exc
             state.keep(assembler, block)
         elif kind in ("text", "thinking", "redacted_thinking", "output"):
-            if kind == "text" and index in state.cites:
-                state.cite(assembler, state.cites.pop(index))
+            cites = state.cites.pop(index, [])
+            if kind == "text" and cites and index in state.texted:
+                state.cite(assembler, cites)
             assembler.close_part()
+
+    def _text(
+        self, index: int, text: str | None, assembler: ResponseAssembler, state: _State
+    ) -> ModelStreamEvent | None:
+        delta = assembler.add_text(text)
+        if delta is not None:
+            state.texted.add(index)
+        return delta
 
     def _delta(
         self, event: Any, assembler: ResponseAssembler, state: _State
@@ -502,7 +512,7 @@ class AnthropicModel(ProviderModel):
         delta = event.delta
         kind: str = delta.type
         if kind == "text_delta":
-            return assembler.add_text(delta.text)
+            return self._text(event.index, delta.text, assembler, state)
         if kind == "citations_delta":
             state.cites.setdefault(event.index, []).append(_raw(delta.citation))
             return None
