@@ -326,7 +326,7 @@ class OpenAIResponsesModel(ProviderModel):
             streamed = state.annotations.pop(event.output_index, None)
             if streamed is None:  # none streamed: the finished item still carries them
                 streamed = [_raw(a) for a in _annotations(item)]
-            if streamed:
+            if streamed and _has_text(item):
                 state.cite(assembler, streamed)
             if not state.refusal:  # none streamed: the finished item still carries it
                 state.refusal.extend(_refusals(item))
@@ -355,7 +355,7 @@ class OpenAIResponsesModel(ProviderModel):
                     if content.type == "output_text":
                         out.append(assembler.add_text(content.text))
                 annotations = [_raw(a) for a in _annotations(item)]
-                if annotations:
+                if annotations and _has_text(item):
                     state.cite(assembler, annotations)
                 state.refusal.extend(_refusals(item))
                 assembler.close_part()
@@ -421,6 +421,12 @@ def _annotations(item: Any) -> list[Any]:
             annotations: list[Any] = list(content.annotations or [])
             found.extend(a for a in annotations if a is not None)
     return found
+
+
+def _has_text(item: Any) -> bool:
+    """Whether a message item has output text (and so made a text part to cite)."""
+    contents: list[Any] = list(item.content or [])
+    return any(c.type == "output_text" and c.text for c in contents)
 
 
 def _refusals(item: Any) -> list[str]:
