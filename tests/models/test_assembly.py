@@ -146,3 +146,18 @@ def test_any_fragmentation_and_interleaving_gives_the_reference_calls(
         a.add_tool_call(index=own[0], id=own[1], name=own[2], arguments=own[3])
     built = [(c.id, c.name, c.raw_arguments) for c in _calls(a)]
     assert built == reference
+
+
+def test_part_count_is_the_index_of_the_next_part() -> None:
+    a = ResponseAssembler()
+    assert a.part_count() == 0
+    a.add_thinking("hmm", signature="sig")
+    a.close_part()
+    a.close_part()  # an empty text part between blocks is no part
+    assert a.part_count() == 1
+    a.add_text("answer")
+    assert a.part_count() == 2  # the open text part counts once it has text
+    a.add_tool_call(index=0, id="c1", name="f", arguments="{}")
+    built = a.build().message.parts
+    assert a.part_count() == len(built) == 3
+    assert built[1] == TextPart(text="answer")

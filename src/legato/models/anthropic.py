@@ -13,8 +13,12 @@ reads the previous step's prefix from the cache) carry `cache_control`, within A
 limit of four breakpoints. Cache reads, writes and the dollars saved are in the usage.
 
 Thinking blocks keep their signature and are sent back only to Anthropic (a signature means
-nothing to another provider). Structured output rides on a forced tool whose arguments are
-returned as the answer text.
+nothing to another provider). Blocks of the tools Anthropic runs itself (`server_tool_use`,
+`web_search_tool_result`, `code_execution_tool_result`, ...) are kept whole, in their place,
+in the message's `provider_details` and sent back to Anthropic with the turn (it needs them
+to continue a `pause_turn`); other providers never see them. Citations on text blocks are
+kept in `provider_details["citations"]`, each with the index of the text part it supports.
+Structured output rides on a forced tool whose arguments are returned as the answer text.
 """
 
 from __future__ import annotations
@@ -35,6 +39,7 @@ from legato.exceptions import (
 from legato.messages import (
     DocumentPart,
     ImagePart,
+    JsonValue,
     Message,
     StopReason,
     TextPart,
@@ -91,6 +96,10 @@ _ERROR_STATUS = {
     "not_found_error": 404,
     "request_too_large": 413,
 }
+_SERVER_BLOCKS = "anthropic_server_blocks"
+"""`provider_details` key: the server-tool blocks of a turn, each with its place."""
+CITATIONS = "citations"
+"""`provider_details` key: the citations of the answer text, each with its text part's index."""
 _CACHE = {"type": "ephemeral"}
 _BREAKPOINTS = 4
 """Anthropic accepts at most four `cache_control` breakpoints per request."""
@@ -139,9 +148,37 @@ def _content(parts: tuple[Any, ...]) -> list[Obj]:
     return out
 
 
+def _kept(block_type: str) -> bool:
+    """Whether a block legato cannot represent is kept to be sent back (server-tool blocks)."""
+    return block_type in ("server_tool_use", "mcp_tool_use", "container_upload") or (
+        block_type.endswith("_tool_result")
+    )
+
+
+def _raw(block: Any) -> Obj:
+    """A block as its wire JSON (the fields the server sent)."""
+    if isinstance(block, dict):
+        return cast(Obj, block)
+    return cast(Obj, block.to_dict(mode="json", warnings=False))
+
+
+def _server_blocks(message: Message) -> dict[int, list[Obj]]:
+    """The kept server-tool blocks of an assistant turn, by the part index they precede."""
+    details = message.provider_details or {}
+    found: dict[int, list[Obj]] = {}
+    entries = details.get(_SERVER_BLOCKS)
+    for entry in entries if isinstance(entries, list) else []:
+        if isinstance(entry, dict) and isinstance(entry.get("block"), dict):
+            at = entry.get("at")
+            found.setdefault(at if isinstance(at, int) else 0, []).append(cast(Obj, entry["block"]))
+    return found
+
+
 def _assistant(message: Message) -> list[Obj]:
     out: list[Obj] = []
-    for part in message.parts:
+    server = _server_blocks(message)
+    for index, part in enumerate(message.parts):
+        out.extend(server.pop(index, []))
         if isinstance(part, TextPart) and part.text:
             out.append({"type": "text", "text": part.text})
         elif isinstance(part, ThinkingPart) and part.provider == "anthropic" and part.signature:
@@ -152,6 +189,8 @@ def _assistant(message: Message) -> list[Obj]:
         elif isinstance(part, ToolCallPart):
             args = part.arguments if isinstance(part.arguments, dict) else {}
             out.append({"type": "tool_use", "id": part.id, "name": part.name, "input": args})
+    for rest in sorted(server):  # blocks after the last part (or past a shortened message)
+        out.extend(server[rest])
     return out
 
 
@@ -198,6 +237,28 @@ class _State:
     id: str | None = None
     usage: Obj = dataclasses.field(default_factory=lambda: {})
     kinds: dict[int, str] = dataclasses.field(default_factory=lambda: {})
+    opaque: dict[int, Obj] = dataclasses.field(default_factory=lambda: {})
+    """Server-tool blocks being streamed, by block index."""
+    partial: dict[int, list[str]] = dataclasses.field(default_factory=lambda: {})
+    """Streamed input JSON of those blocks."""
+    cites: dict[int, list[Obj]] = dataclasses.field(default_factory=lambda: {})
+    """Citations of the text blocks being streamed."""
+    texted: set[int] = dataclasses.field(default_factory=lambda: set[int]())
+    """The text blocks that had text (an empty one makes no part to cite)."""
+    details: dict[str, list[JsonValue]] = dataclasses.field(default_factory=lambda: {})
+    """What goes to the message's `provider_details`."""
+
+    def keep(self, assembler: ResponseAssembler, block: Obj) -> None:
+        """Keep a server-tool block, in its place among the parts."""
+        assembler.close_part()
+        entry: dict[str, JsonValue] = {"at": assembler.part_count(), "block": block}
+        self.details.setdefault(_SERVER_BLOCKS, []).append(entry)
+
+    def cite(self, assembler: ResponseAssembler, citations: list[Obj]) -> None:
+        """Attach citations to the text part just added."""
+        part = assembler.part_count() - 1
+        for citation in citations:
+            self.details.setdefault(CITATIONS, []).append({"part": part, **citation})
 
 
 class AnthropicModel(ProviderModel):
@@ -401,13 +462,17 @@ class AnthropicModel(ProviderModel):
                     )
             elif block.type == "redacted_thinking":
                 assembler.add_thinking(signature=block.data, redacted=True)
-            elif block.type == "text" and block.text:
-                out.append(assembler.add_text(block.text))
+            elif block.type == "text":
+                out.append(self._text(event.index, block.text, assembler, state))
+                if block.citations:  # usually `[]` here, the citations following as deltas
+                    state.cites.setdefault(event.index, []).extend(map(_raw, block.citations))
+            elif _kept(str(block.type)):
+                state.kinds[event.index] = "server"
+                state.opaque[event.index] = _raw(block)
         elif kind == "content_block_delta":
             out.append(self._delta(event, assembler, state))
         elif kind == "content_block_stop":
-            if state.kinds.get(event.index) in ("text", "thinking", "redacted_thinking", "output"):
-                assembler.close_part()
+            self._stop_block(event.index, assembler, state)
         elif kind == "message_delta":
             state.stop = event.delta.stop_reason or state.stop
             state.usage.update({k: v for k, v in _usage_fields(event.usage).items() if v})
@@ -415,18 +480,50 @@ class AnthropicModel(ProviderModel):
             state.stopped = True
         return [e for e in out if e is not None]
 
+    def _stop_block(self, index: int, assembler: ResponseAssembler, state: _State) -> None:
+        kind = state.kinds.get(index)
+        if kind == "server":
+            block = state.opaque.pop(index)
+            text = "".join(state.partial.pop(index, []))
+            if text:
+                try:
+                    block["input"] = json.loads(text)
+                except ValueError as exc:
+                    msg = f"server tool input is not JSON: {exc}"
+                    raise parse_error(self.provider, text, msg) from exc
+            state.keep(assembler, block)
+        elif kind in ("text", "thinking", "redacted_thinking", "output"):
+            cites = state.cites.pop(index, [])
+            if kind == "text" and cites and index in state.texted:
+                state.cite(assembler, cites)
+            assembler.close_part()
+
+    def _text(
+        self, index: int, text: str | None, assembler: ResponseAssembler, state: _State
+    ) -> ModelStreamEvent | None:
+        delta = assembler.add_text(text)
+        if delta is not None:
+            state.texted.add(index)
+        return delta
+
     def _delta(
         self, event: Any, assembler: ResponseAssembler, state: _State
     ) -> ModelStreamEvent | None:
         delta = event.delta
         kind: str = delta.type
         if kind == "text_delta":
-            return assembler.add_text(delta.text)
+            return self._text(event.index, delta.text, assembler, state)
+        if kind == "citations_delta":
+            state.cites.setdefault(event.index, []).append(_raw(delta.citation))
+            return None
         if kind == "thinking_delta":
             return assembler.add_thinking(delta.thinking)
         if kind == "signature_delta":
             return assembler.add_thinking(signature=delta.signature)
         if kind == "input_json_delta":
+            if state.kinds.get(event.index) == "server":
+                state.partial.setdefault(event.index, []).append(delta.partial_json)
+                return None
             if state.kinds.get(event.index) == "output":
                 return assembler.add_text(delta.partial_json)
             return assembler.add_tool_call(index=event.index, arguments=delta.partial_json)
@@ -442,6 +539,8 @@ class AnthropicModel(ProviderModel):
         for index, block in enumerate(message.content):
             if block.type == "text":
                 out.append(assembler.add_text(block.text))
+                if block.text and block.citations:
+                    state.cite(assembler, [_raw(c) for c in block.citations])
             elif block.type == "thinking":
                 out.append(
                     assembler.add_thinking(block.thinking, signature=block.signature or None)
@@ -458,6 +557,8 @@ class AnthropicModel(ProviderModel):
                             index=index, id=block.id, name=block.name, arguments=raw
                         )
                     )
+            elif _kept(str(block.type)):
+                state.keep(assembler, _raw(block))
             assembler.close_part()
         return [e for e in out if e is not None]
 
@@ -485,6 +586,7 @@ class AnthropicModel(ProviderModel):
             requests=1,
         )
         response = assembler.build(
+            provider_details=dict(state.details) or None,
             usage=usage,
             stop_reason=stop,
             model_name=state.model,

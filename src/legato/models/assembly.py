@@ -171,6 +171,10 @@ class ResponseAssembler:
             self._calls_by_key[("id", id)] = call
         return call, True
 
+    def part_count(self) -> int:
+        """How many parts the built message holds so far (its next part gets this index)."""
+        return sum(1 for p in self._parts if not isinstance(p, _Text) or any(c for c in p.chunks))
+
     def has_content(self) -> bool:
         """Whether any text, reasoning or tool call arrived."""
         return any(

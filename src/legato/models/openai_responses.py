@@ -5,13 +5,21 @@ from legato.models.openai_responses import OpenAIResponsesModel
 
 model = OpenAIResponsesModel("gpt-4.1-mini")  # key from OPENAI_API_KEY
 ```
+
+Annotations on the answer text (`url_citation`, `file_citation`, ...) are kept in the
+message's `provider_details["citations"]`, each with the index of the text part it belongs
+to. The items of OpenAI's built-in tools (`web_search_call`, `file_search_call`,
+`code_interpreter_call`, ...) are kept whole in `provider_details["openai_builtin_items"]`
+and not sent back: legato sends `store: false`, and such an item is a reference to one the
+server did not keep; their outcome is in the answer text. A `refusal` content part (the
+model declines to answer) raises `ContentFiltered` with the model's words.
 """
 
 from __future__ import annotations
 
 import functools
 from collections.abc import AsyncIterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, cast
 
 from legato.exceptions import ContentFiltered, ModelError, StreamInterrupted
@@ -48,6 +56,9 @@ __all__ = ["OpenAIResponsesModel", "from_name", "responses_input"]
 
 Obj = dict[str, Any]
 _REASONING_IDS = "openai_reasoning_ids"
+_BUILTIN_ITEMS = "openai_builtin_items"
+CITATIONS = "citations"
+_OWN_ITEMS = frozenset({"message", "reasoning", "function_call"})
 
 PROFILE = ModelProfile(
     native_structured_output=True, supports_documents=True, supports_thinking=True
@@ -168,11 +179,37 @@ def responses_body(request: ModelRequest, *, model: str, stream: bool) -> Obj:
     return body
 
 
+def _raw(value: Any) -> Obj:
+    """An SDK object as the JSON the server sent.
+
+    A field of another shape than this SDK version declares is kept as sent, unwarned.
+    """
+    return cast(
+        Obj, value if isinstance(value, dict) else value.to_dict(mode="json", warnings=False)
+    )
+
+
 @dataclass(slots=True)
 class _State:
     seen: bool = False
     done: bool = False
     response: Any = None
+    annotations: dict[int, list[Obj]] = field(default_factory=lambda: {})
+    """Annotations streamed for each message item, by output index."""
+    details: dict[str, list[JsonValue]] = field(default_factory=lambda: {})
+    """Citations and built-in tool items, for the message's `provider_details`."""
+    refusal: list[str] = field(default_factory=lambda: [])
+    """The model's refusal, when it declined to answer."""
+
+    def cite(self, assembler: ResponseAssembler, annotations: list[Obj]) -> None:
+        """Attach annotations to the text part just added."""
+        part = assembler.part_count() - 1
+        for annotation in annotations:
+            self.details.setdefault(CITATIONS, []).append({"part": part, **annotation})
+
+    def keep(self, item: Any) -> None:
+        """Keep a built-in tool's item as metadata."""
+        self.details.setdefault(_BUILTIN_ITEMS, []).append(_raw(item))
 
 
 class OpenAIResponsesModel(ProviderModel):
@@ -223,7 +260,7 @@ class OpenAIResponsesModel(ProviderModel):
         )
         if not stream:
             state.response = answer
-            for event in self._translate(self._items, answer.output, assembler):
+            for event in self._translate(self._items, answer.output, assembler, state):
                 yield event
         else:
             events = answer
@@ -242,7 +279,7 @@ class OpenAIResponsesModel(ProviderModel):
             if not state.done:
                 msg = f"{self.name}: the stream ended before response.completed"
                 raise StreamInterrupted(msg, provider=self.provider)
-        yield self._completed(assembler, state.response)
+        yield self._completed(assembler, state)
 
     def _event(
         self, event: Any, assembler: ResponseAssembler, state: _State
@@ -266,18 +303,37 @@ class OpenAIResponsesModel(ProviderModel):
                 )
         elif kind == "response.function_call_arguments.delta":
             out.append(assembler.add_tool_call(index=event.output_index, arguments=event.delta))
+        elif kind == "response.refusal.delta":
+            state.refusal.append(str(event.delta))
+        elif kind == "response.output_text.annotation.added":
+            if event.annotation is not None:
+                found = state.annotations.setdefault(event.output_index, [])
+                found.append(_raw(event.annotation))
         elif kind == "response.output_item.done":
-            item = event.item
-            if item.type == "reasoning":
-                assembler.add_thinking(signature=item.encrypted_content)
-            if item.type in ("reasoning", "message"):
-                assembler.close_part()
+            self._item_done(event, assembler, state)
         elif kind in ("response.completed", "response.incomplete"):
             state.done = True
             state.response = event.response
         elif kind in ("response.failed", "error"):
             self._raise_failed(event)
         return [e for e in out if e is not None]
+
+    def _item_done(self, event: Any, assembler: ResponseAssembler, state: _State) -> None:
+        item = event.item
+        if item.type == "reasoning":
+            assembler.add_thinking(signature=item.encrypted_content)
+        elif item.type == "message":
+            streamed = state.annotations.pop(event.output_index, None)
+            if streamed is None:  # none streamed: the finished item still carries them
+                streamed = [_raw(a) for a in _annotations(item)]
+            if streamed and _has_text(item):
+                state.cite(assembler, streamed)
+            if not state.refusal:  # none streamed: the finished item still carries it
+                state.refusal.extend(_refusals(item))
+        elif item.type not in _OWN_ITEMS:
+            state.keep(item)
+        if item.type in ("reasoning", "message"):
+            assembler.close_part()
 
     def _raise_failed(self, event: Any) -> None:
         """A `response.failed` / `error` event, classified by its error code (`stream_error`)."""
@@ -288,7 +344,9 @@ class OpenAIResponsesModel(ProviderModel):
         body = {"error": {"code": code, "message": message}}
         raise stream_error(body, provider=self.provider, text=f"the response failed: {message}")
 
-    def _items(self, output: Any, assembler: ResponseAssembler) -> list[ModelStreamEvent]:
+    def _items(
+        self, output: Any, assembler: ResponseAssembler, state: _State
+    ) -> list[ModelStreamEvent]:
         out: list[ModelStreamEvent | None] = []
         items: list[Any] = list(output or [])
         for index, item in enumerate(items):
@@ -296,6 +354,10 @@ class OpenAIResponsesModel(ProviderModel):
                 for content in item.content:
                     if content.type == "output_text":
                         out.append(assembler.add_text(content.text))
+                annotations = [_raw(a) for a in _annotations(item)]
+                if annotations and _has_text(item):
+                    state.cite(assembler, annotations)
+                state.refusal.extend(_refusals(item))
                 assembler.close_part()
             elif item.type == "reasoning":
                 summary: list[Any] = list(item.summary or [])
@@ -308,17 +370,23 @@ class OpenAIResponsesModel(ProviderModel):
                         index=index, id=item.call_id, name=item.name, arguments=item.arguments
                     )
                 )
+            else:
+                state.keep(item)
         return [e for e in out if e is not None]
 
-    def _completed(self, assembler: ResponseAssembler, response: Any) -> ResponseCompleted:
+    def _completed(self, assembler: ResponseAssembler, state: _State) -> ResponseCompleted:
+        response = state.response
         usage = openai_usage(
             getattr(response, "usage", None), input_key="input_tokens", output_key="output_tokens"
         )
         stop = StopReason.END_TURN
-        details = getattr(response, "incomplete_details", None)
-        reason = getattr(details, "reason", None)
+        incomplete = getattr(response, "incomplete_details", None)
+        reason = getattr(incomplete, "reason", None)
         if reason == "content_filter":
             msg = f"{self.name}: the provider withheld the answer (content filter)"
+            raise ContentFiltered(msg, provider=self.provider)
+        if state.refusal:
+            msg = f"{self.name}: the model refused to answer: {''.join(state.refusal)}"
             raise ContentFiltered(msg, provider=self.provider)
         if reason == "max_output_tokens":
             stop = StopReason.MAX_TOKENS
@@ -327,8 +395,11 @@ class OpenAIResponsesModel(ProviderModel):
         model_name = str(getattr(response, "model", "") or "")
         output: list[Any] = list(getattr(response, "output", None) or [])
         ids = [str(item.id) for item in output if item.type == "reasoning"]
+        details: dict[str, JsonValue] = {k: list(v) for k, v in state.details.items()}
+        if ids:
+            details[_REASONING_IDS] = list[JsonValue](ids)
         built = assembler.build(
-            provider_details={_REASONING_IDS: list[JsonValue](ids)} if ids else None,
+            provider_details=details or None,
             usage=usage,
             stop_reason=stop,
             model_name=model_name,
@@ -339,6 +410,29 @@ class OpenAIResponsesModel(ProviderModel):
 
     def _map_error(self, exc: Exception, started: bool) -> ModelError | None:
         return map_openai_error(exc, provider=self.provider, started=started)
+
+
+def _annotations(item: Any) -> list[Any]:
+    """The annotations of a message item's output text."""
+    found: list[Any] = []
+    contents: list[Any] = list(item.content or [])
+    for content in contents:
+        if content.type == "output_text":
+            annotations: list[Any] = list(content.annotations or [])
+            found.extend(a for a in annotations if a is not None)
+    return found
+
+
+def _has_text(item: Any) -> bool:
+    """Whether a message item has output text (and so made a text part to cite)."""
+    contents: list[Any] = list(item.content or [])
+    return any(c.type == "output_text" and c.text for c in contents)
+
+
+def _refusals(item: Any) -> list[str]:
+    """The refusal texts of a message item (a model that declines sends one instead of text)."""
+    contents: list[Any] = list(item.content or [])
+    return [str(c.refusal) for c in contents if c.type == "refusal" and c.refusal]
 
 
 def from_name(model: str) -> OpenAIResponsesModel:

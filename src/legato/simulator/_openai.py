@@ -4,8 +4,17 @@ from __future__ import annotations
 
 from typing import Any, Literal, TypeAlias
 
-from legato.simulator._scenario import ErrorKind, SimTurn
-from legato.simulator._wire import JsonReply, Obj, Reply, StreamReply, call_id, ordered, sse
+from legato.simulator._scenario import ErrorKind, SimServerTool, SimTurn
+from legato.simulator._wire import (
+    JsonReply,
+    Obj,
+    Reply,
+    StreamReply,
+    call_id,
+    dumps,
+    ordered,
+    sse,
+)
 
 __all__ = ["ChatWire", "Flavor", "ResponsesWire"]
 
@@ -202,6 +211,55 @@ class ChatWire:
         return StreamReply(events=events)
 
 
+_BUILTIN = {
+    "web_search": ("web_search_call", "ws"),
+    "file_search": ("file_search_call", "fs"),
+    "code_execution": ("code_interpreter_call", "ci"),
+    "image_generation": ("image_generation_call", "ig"),
+    "mcp": ("mcp_call", "mcp"),
+}
+_PIXEL_PNG = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8BQDwAEhQGAhKmMIQAAAABJRU5ErkJggg=="
+"""Server tool kind → (Responses item type, id prefix)."""
+
+
+def _builtin_item(tool: SimServerTool, item_id: str) -> Obj:
+    """A built-in tool's output item, as the response lists it when done."""
+    if tool.kind not in _BUILTIN:
+        msg = f"the Responses wire has no built-in tool {tool.kind!r}"
+        raise ValueError(msg)
+    type_ = _BUILTIN[tool.kind][0]
+    item: Obj = {"type": type_, "id": item_id, "status": "failed" if tool.failed else "completed"}
+    if tool.kind == "web_search":
+        sources = [] if tool.failed else [{"type": "url", "url": "https://example.org/source"}]
+        item["action"] = {"type": "search", "query": tool.query, "sources": sources}
+    elif tool.kind == "file_search":
+        result: Obj = {
+            "file_id": "file-sim",
+            "filename": "notes.txt",
+            "score": 0.9,
+            "text": "Legato notes.",
+            "attributes": {},
+        }
+        item.update(queries=[tool.query], results=None if tool.failed else [result])
+    elif tool.kind == "image_generation":
+        item["result"] = None if tool.failed else _PIXEL_PNG
+    elif tool.kind == "mcp":
+        error: Obj | None = None
+        if tool.failed:
+            error = {"type": "http_error", "code": 502, "message": "the MCP server is down"}
+        item.update(
+            server_label="docs",
+            name="search_docs",
+            arguments=dumps({"q": tool.query}),
+            output=None if tool.failed else "Legato docs: ...",
+            error=error,
+        )
+    else:
+        outputs = None if tool.failed else [{"type": "logs", "logs": "4\n"}]
+        item.update(code=tool.query, container_id="cntr_sim", outputs=outputs)
+    return item
+
+
 class ResponsesWire:
     """`POST /v1/responses`."""
 
@@ -241,12 +299,16 @@ class ResponsesWire:
                     "encrypted_content": turn.thinking_signature,
                 }
             )
+        for i, tool in enumerate(turn.server_tools):
+            items.append(_builtin_item(tool, f"{_BUILTIN.get(tool.kind, ('', 'x'))[1]}_{seq}_{i}"))
         message: Obj = {
             "type": "message",
             "id": f"msg_{seq}",
             "role": "assistant",
             "status": "completed",
-            "content": [{"type": "output_text", "text": turn.text, "annotations": []}],
+            "content": [
+                {"type": "output_text", "text": turn.text, "annotations": self._annotations(turn)}
+            ],
         }
         calls = [
             {
@@ -259,9 +321,32 @@ class ResponsesWire:
             }
             for i, c in enumerate(turn.calls)
         ]
-        text = [message] if turn.text else []
+        if turn.refusal:
+            message["content"] = [{"type": "refusal", "refusal": turn.refusal}]
+        text = [message] if turn.text or turn.refusal else []
         items.extend([*text, *calls] if turn.text_first else [*calls, *text])
         return items
+
+    def _annotations(self, turn: SimTurn) -> list[Obj]:
+        """`url_citation`s over the span each source supports; `file_citation`s at its end."""
+        out: list[Obj] = []
+        for c in turn.citations:
+            start = turn.text.find(c.cited_text) if c.cited_text else -1
+            start, end = (start, start + len(c.cited_text)) if start >= 0 else (0, len(turn.text))
+            if c.document is not None:
+                file: Obj = {"file_id": f"file-{c.document}", "filename": c.title, "index": end}
+                out.append({"type": "file_citation", **file})
+                continue
+            out.append(
+                {
+                    "type": "url_citation",
+                    "url": c.url,
+                    "title": c.title,
+                    "start_index": start,
+                    "end_index": end,
+                }
+            )
+        return out
 
     def _response(self, turn: SimTurn, request: Obj, seq: int, *, done: bool) -> Obj:
         status = "completed"
@@ -314,6 +399,8 @@ class ResponsesWire:
                     summary_index=0,
                     delta=turn.thinking[n : n + 6],
                 )
+        elif kind == "message" and turn.refusal:
+            self._stream_refusal(emit, turn, item, index)
         elif kind == "message":
             empty: Obj = {**item, "status": "in_progress", "content": []}
             emit("response.output_item.added", output_index=index, item=empty)
@@ -325,15 +412,20 @@ class ResponsesWire:
                 content_index=0,
                 part=part,
             )
+            where = {"item_id": item["id"], "output_index": index, "content_index": 0}
             for piece in turn.fragments:
+                emit("response.output_text.delta", **where, delta=piece, logprobs=[])
+            for n, annotation in enumerate(item["content"][0]["annotations"]):
                 emit(
-                    "response.output_text.delta",
-                    item_id=item["id"],
-                    output_index=index,
-                    content_index=0,
-                    delta=piece,
-                    logprobs=[],
+                    "response.output_text.annotation.added",
+                    **where,
+                    annotation_index=n,
+                    annotation=annotation,
                 )
+            emit("response.output_text.done", **where, text=turn.text, logprobs=[])
+            emit("response.content_part.done", **where, part=item["content"][0])
+        elif kind != "function_call":
+            self._stream_builtin(emit, item, index)
         else:
             call = turn.calls[int(str(item["id"]).rsplit("_", 1)[1])]
             start = {**item, "arguments": "", "status": "in_progress"}
@@ -352,3 +444,49 @@ class ResponsesWire:
                 arguments=item["arguments"],
             )
         emit("response.output_item.done", output_index=index, item=item)
+
+    def _stream_builtin(self, emit: Any, item: Obj, index: int) -> None:
+        """A built-in tool's item: added, its documented progress events, (code deltas)."""
+        kind = str(item["type"]).removesuffix("_call")
+        where = {"item_id": item["id"], "output_index": index}
+        start: Obj = {**item, "status": "in_progress"}
+        if kind == "code_interpreter":
+            start.update(code="", outputs=None)
+        elif kind == "file_search":
+            start["results"] = None
+        elif kind == "image_generation":
+            start["result"] = None
+        elif kind == "mcp":
+            start.update(arguments="", output=None, error=None)
+        emit("response.output_item.added", output_index=index, item=start)
+        emit(f"response.{kind}_call.in_progress", **where)
+        if kind == "code_interpreter":
+            code = str(item["code"])
+            for n in range(0, len(code), 5):
+                emit("response.code_interpreter_call_code.delta", **where, delta=code[n : n + 5])
+            emit("response.code_interpreter_call_code.done", **where, code=code)
+            emit("response.code_interpreter_call.interpreting", **where)
+        elif kind == "image_generation":
+            emit("response.image_generation_call.generating", **where)
+            if item["result"]:
+                partial = {"partial_image_b64": item["result"], "partial_image_index": 0}
+                emit("response.image_generation_call.partial_image", **where, **partial)
+        elif kind == "mcp":
+            arguments = str(item["arguments"])
+            emit("response.mcp_call_arguments.delta", **where, delta=arguments)
+            emit("response.mcp_call_arguments.done", **where, arguments=arguments)
+        else:
+            emit(f"response.{kind}_call.searching", **where)
+        ending = "failed" if kind == "mcp" and item["status"] == "failed" else "completed"
+        emit(f"response.{kind}_call.{ending}", **where)
+
+    def _stream_refusal(self, emit: Any, turn: SimTurn, item: Obj, index: int) -> None:
+        """A message whose content is a refusal: its part, the refusal deltas, done events."""
+        emit("response.output_item.added", output_index=index, item={**item, "content": []})
+        where = {"item_id": item["id"], "output_index": index, "content_index": 0}
+        part: Obj = {"type": "refusal", "refusal": ""}
+        emit("response.content_part.added", **where, part=part)
+        for n in range(0, len(turn.refusal), 6):
+            emit("response.refusal.delta", **where, delta=turn.refusal[n : n + 6])
+        emit("response.refusal.done", **where, refusal=turn.refusal)
+        emit("response.content_part.done", **where, part=item["content"][0])

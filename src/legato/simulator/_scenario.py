@@ -11,7 +11,17 @@ import json
 from dataclasses import dataclass, field
 from typing import Any, Literal, TypeAlias
 
-__all__ = ["ErrorKind", "Fault", "SimCall", "SimTurn", "SimUsage", "split_every"]
+__all__ = [
+    "ErrorKind",
+    "Fault",
+    "ServerToolKind",
+    "SimCall",
+    "SimCitation",
+    "SimServerTool",
+    "SimTurn",
+    "SimUsage",
+    "split_every",
+]
 
 ErrorKind: TypeAlias = Literal[
     "rate_limit",
@@ -26,6 +36,14 @@ ErrorKind: TypeAlias = Literal[
 """A provider error, rendered with the status code and body each wire API uses for it."""
 
 Finish: TypeAlias = Literal["stop", "length", "content_filter"]
+
+ServerToolKind: TypeAlias = Literal[
+    "web_search", "web_fetch", "code_execution", "file_search", "image_generation", "mcp"
+]
+"""A tool the provider runs on its own side. Anthropic has web search, web fetch and code
+execution; OpenAI Responses has web search, file search, code execution (its code
+interpreter), image generation and remote MCP servers. A kind the wire has no form for is a
+`ValueError` in the simulator."""
 
 
 def split_every(text: str, size: int) -> tuple[str, ...]:
@@ -70,6 +88,32 @@ class SimCall:
     def fragments(self) -> tuple[str, ...]:
         """The argument text in streamed fragments."""
         return self.chunks if self.chunks is not None else split_every(self.text, 7)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class SimCitation:
+    """A source the answer text cites (Anthropic `citations`, OpenAI `annotations`)."""
+
+    url: str = "https://example.org/source"
+    title: str = "A source"
+    cited_text: str = ""
+    """The passage of the source the answer relies on (Anthropic sends it; OpenAI sends the
+    span of the answer instead, taken here as where this text occurs in the answer)."""
+    document: int | None = None
+    """Cite the request's document (or uploaded file) of this index instead of a web page:
+    Anthropic's `char_location`, OpenAI's `file_citation`."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class SimServerTool:
+    """One call of a tool the provider runs itself, with its result, before the answer text."""
+
+    kind: ServerToolKind = "web_search"
+    query: str = "legato framework"
+    """The search query, the URL fetched, the code run, the image prompt or the MCP tool's
+    argument."""
+    failed: bool = False
+    """Send the wire's documented error form of the result instead of a result."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -131,6 +175,13 @@ class SimTurn:
     """A thought signature on the answer text (Gemini: on the text part when whole, on an
     empty text part that ends the stream when streamed)."""
     calls: tuple[SimCall, ...] = ()
+    server_tools: tuple[SimServerTool, ...] = ()
+    """Tools the provider runs itself, sent after the reasoning and before the text and calls."""
+    citations: tuple[SimCitation, ...] = ()
+    """Sources the answer text cites."""
+    refusal: str = ""
+    """The model declines to answer, in its own words (OpenAI Responses: a `refusal` content
+    part instead of the output text, streamed as `response.refusal.delta`)."""
     text_first: bool = True
     """Text before the tool calls (True) or after them (False)."""
     usage: SimUsage = field(default_factory=SimUsage)
