@@ -328,6 +328,8 @@ class OpenAIChatModel(ProviderModel):
             delta = choice.delta
             if delta is not None:
                 events.extend(_feed(assembler, delta, streamed=True))
+                if getattr(delta, "refusal", None):
+                    state.refusal.append(str(delta.refusal))
             if choice.finish_reason:
                 state.finish = choice.finish_reason
         return events
@@ -344,6 +346,8 @@ class OpenAIChatModel(ProviderModel):
             raise StreamInterrupted(msg, provider=self.provider)
         choice = completion.choices[0]
         state.finish = choice.finish_reason or "stop"
+        if getattr(choice.message, "refusal", None):
+            state.refusal.append(str(choice.message.refusal))
         return _feed(assembler, choice.message, streamed=False)
 
     def _completed(self, assembler: ResponseAssembler, state: _State) -> ResponseCompleted:
@@ -353,6 +357,9 @@ class OpenAIChatModel(ProviderModel):
         stop = _FINISH.get(state.finish or "stop", StopReason.OTHER)
         if stop is StopReason.CONTENT_FILTER:
             msg = f"{self.name}: the provider withheld the answer (content filter)"
+            raise ContentFiltered(msg, provider=self.provider)
+        if state.refusal:  # the model declined: its words, never an empty answer
+            msg = f"{self.name}: the model refused to answer: {''.join(state.refusal)}"
             raise ContentFiltered(msg, provider=self.provider)
         usage = openai_usage(state.usage, input_key="prompt_tokens", output_key="completion_tokens")
         response = assembler.build(
@@ -375,6 +382,8 @@ class _State:
     response_id: str | None = None
     finish: str | None = None
     usage: Any = None
+    refusal: list[str] = field(default_factory=lambda: [])
+    """The model's refusal (`message.refusal`), when it declined to answer."""
 
 
 def _feed(assembler: ResponseAssembler, delta: Any, *, streamed: bool) -> list[ModelStreamEvent]:

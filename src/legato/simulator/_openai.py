@@ -140,7 +140,7 @@ class ChatWire:
     def _whole(self, turn: SimTurn, head: Obj, seq: int) -> JsonReply:
         message: Obj = {"role": "assistant", "content": self._content(turn)}
         if self.flavor == "openai":
-            message.update(refusal=None, annotations=[])
+            message.update(refusal=turn.refusal or None, annotations=[])
         if turn.thinking and self.flavor != "mistral":
             message["reasoning_content"] = turn.thinking
         if turn.calls:
@@ -177,6 +177,9 @@ class ChatWire:
         def text() -> None:
             for piece in turn.fragments:
                 chunk({"content": [{"type": "text", "text": piece}] if mistral else piece})
+            refusal = turn.refusal
+            for start in range(0, len(refusal), 8):  # a refusal streams in its own field
+                chunk({"refusal": refusal[start : start + 8]})
 
         def calls() -> None:
             pieces: list[tuple[int, int, str]] = [

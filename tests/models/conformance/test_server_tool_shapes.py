@@ -287,3 +287,20 @@ async def test_a_responses_refusal_is_content_filtered_with_its_words(
     finally:
         await close(model)
     assert "I can't help with that." in str(info.value)
+
+
+@pytest.mark.parametrize("stream", [False, True])
+async def test_a_chat_completions_refusal_is_content_filtered_with_its_words(
+    sim: WireSimulator, stream: bool
+) -> None:
+    """`message.refusal` (whole) and `delta.refusal` (streamed) are the model declining:
+    a typed error with its words, never an empty answer."""
+    case = next(c for c in CASES if c.api == "openai_chat")
+    sim.enqueue(SimTurn(refusal="I can't help with that."))
+    model = make(case, sim, stream=stream)
+    try:
+        with pytest.raises(ContentFiltered) as info:
+            await call(model, request_for())
+    finally:
+        await close(model)
+    assert "I can't help with that." in str(info.value)
