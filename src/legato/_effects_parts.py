@@ -84,6 +84,9 @@ class Switches:
     cap_output: bool = True
     """Send the output cap a budget reserved when the request sets no `max_tokens`."""
     meter_side_calls: bool = True
+    atomic_turn: bool = True
+    """Commit a finished run's session turn in the transaction of its `RunFinished` (off:
+    in a transaction of its own after it, as a crash between the two loses the turn)."""
     """Reserve a run's model calls outside its loop (compaction summaries) in its budget."""
 
 

@@ -64,7 +64,7 @@ if TYPE_CHECKING:
     from legato.context import ContextPolicy
     from legato.effects import EffectGate
     from legato.security import Hook
-    from legato.store import SessionStore
+    from legato.store import SessionStore, SessionTurn
 
 __all__ = ["RunConfig", "RunDriver"]
 
@@ -220,18 +220,43 @@ class RunDriver(Generic[OutputT]):
         """Commit the journal events still buffered for the store."""
         self.recorder.flush()
 
-    def _end_turn(self) -> None:
-        """A finished run's new messages become one turn of its session."""
+    def _turn(self) -> SessionTurn | None:
+        """The run's new messages as one turn of its session (None: no session)."""
         cfg, state = self.config, self.state
-        if cfg.session is None or cfg.sessions is None or not state.finished:
-            return
+        if cfg.session is None or cfg.sessions is None:
+            return None
+        from legato.store import SessionTurn
+
         latest = next((e for e in reversed(self.journal.events) if isinstance(e, Compacted)), None)
-        cfg.sessions.append_turn(
-            cfg.session,
-            state.messages[state.new_message_index :],
-            run_id=state.run_id,
+        return SessionTurn(
+            session=cfg.session,
+            messages=tuple(state.messages[state.new_message_index :]),
             context=latest if cfg.carry_context else None,
         )
+
+    def _finish(self, output: OutputT) -> RunFinished:
+        """Record the run's end, with its session turn.
+
+        When one store keeps both, the turn is committed in the transaction of the run's
+        `RunFinished` (a crash cannot separate them); else it is written right after.
+        """
+        from legato._effects_parts import current_switches
+
+        cfg, state = self.config, self.state
+        turn = self._turn()
+        atomic = turn is not None and cfg.sessions is cfg.store and current_switches().atomic_turn
+        if atomic:
+            self.recorder.turn = turn
+        event = RunFinished(output=cfg.output.to_json(output), usage=state.usage, cost=state.cost)
+        try:
+            self._record(event)
+        finally:
+            self.recorder.turn = None
+        if turn is not None and not atomic and cfg.sessions is not None:
+            cfg.sessions.append_turn(
+                turn.session, turn.messages, run_id=state.run_id, context=turn.context
+            )
+        return event
 
     async def events(self) -> AsyncGenerator[RunEvent]:
         """Run until the run finishes or fails, yielding every event."""
@@ -272,7 +297,6 @@ class RunDriver(Generic[OutputT]):
             await self._scope.close()
             with contextlib.suppress(StoreError):  # kept in `recorder.broken`
                 self.recorder.flush()
-        self._end_turn()
 
     async def _stop_owned(self, why: str) -> list[RunEvent]:
         """Cancel what the run still owns (background children), before its end is recorded.
@@ -438,13 +462,7 @@ class RunDriver(Generic[OutputT]):
         yield self._record(StepFinished(step=self.state.step))
         for event in await self._stop_owned("finished"):
             yield event
-        yield self._record(
-            RunFinished(
-                output=cfg.output.to_json(self._output),
-                usage=self.state.usage,
-                cost=self.state.cost,
-            )
-        )
+        yield self._finish(self._output)
 
     async def _run_tools(self, calls: list[ToolCallPart]) -> AsyncIterator[RunEvent]:
         cfg, state = self.config, self.state
@@ -497,8 +515,4 @@ class RunDriver(Generic[OutputT]):
         if self._output is not None:
             for event in await self._stop_owned("finished"):
                 yield event
-            yield self._record(
-                RunFinished(
-                    output=cfg.output.to_json(self._output), usage=state.usage, cost=state.cost
-                )
-            )
+            yield self._finish(self._output)

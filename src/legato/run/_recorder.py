@@ -21,11 +21,14 @@ With no store the recorder appends in memory only, at the cost of one `None` che
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 from legato.events import Journal, JournalEvent
 from legato.exceptions import StoreError
 from legato.run._state import RunState
+
+if TYPE_CHECKING:
+    from legato.store import SessionTurn
 
 __all__ = ["DURABLE_KINDS", "JournalSink", "Recorder"]
 
@@ -77,10 +80,12 @@ class JournalSink(Protocol):
         *,
         start: int,
         session: str | None = None,
+        turn: SessionTurn | None = None,
     ) -> None:
         """Store events `start`, `start + 1`, ... of a run in one transaction.
 
-        Raises `JournalConflict` when position `start` is already stored.
+        `turn` (given with the run's `RunFinished`) goes to its session in the same
+        transaction. Raises `JournalConflict` when position `start` is already stored.
         """
         ...
 
@@ -98,6 +103,7 @@ class Recorder:
         "session",
         "sink",
         "state",
+        "turn",
     )
 
     def __init__(
@@ -124,6 +130,8 @@ class Recorder:
         self.session = session
         self.saved = saved
         """Events of the journal the store holds."""
+        self.turn: SessionTurn | None = None
+        """The session turn to commit with the run's end (set just before `RunFinished`)."""
         self.broken: StoreError | None = None
         """The store error that stopped writing (nothing more is written once set)."""
         self._buffer: list[JournalEvent] = []
@@ -167,7 +175,13 @@ class Recorder:
         events, self._buffer = self._buffer, []
         run_id = self.state.run_id
         try:
-            self.sink.append_events(run_id, events, start=self.saved, session=self.session)
+            if self.turn is not None and events[-1].kind == "run_finished":
+                turn, self.turn = self.turn, None
+                self.sink.append_events(
+                    run_id, events, start=self.saved, session=self.session, turn=turn
+                )
+            else:
+                self.sink.append_events(run_id, events, start=self.saved, session=self.session)
         except StoreError as exc:
             self.broken = exc
             raise

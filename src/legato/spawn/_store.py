@@ -20,7 +20,7 @@ from legato.exceptions import JournalConflict
 from legato.run._recorder import JournalSink
 
 if TYPE_CHECKING:
-    from legato.store import RunStore
+    from legato.store import RunStore, SessionTurn
 
 __all__ = ["ChildRecord", "JournalStore", "MemoryJournalStore", "StoredJournals"]
 
@@ -87,8 +87,12 @@ class MemoryJournalStore:
         *,
         start: int,
         session: str | None = None,
+        turn: SessionTurn | None = None,
     ) -> None:
-        """Store events at `start` (the run's length so far, or `JournalConflict`)."""
+        """Store events at `start` (the run's length so far, or `JournalConflict`).
+
+        Children have no sessions: `turn` is never given here.
+        """
         stored = self._events.setdefault(run_id, [])
         if start != len(stored):
             raise JournalConflict(run_id, start)
@@ -128,9 +132,10 @@ class StoredJournals:
         *,
         start: int,
         session: str | None = None,
+        turn: SessionTurn | None = None,
     ) -> None:
         """Store a child's events (one transaction)."""
-        self.runs.append_events(run_id, events, start=start, session=session)
+        self.runs.append_events(run_id, events, start=start, session=session, turn=turn)
 
     async def load(self, run_id: str) -> Journal | None:
         """The child's stored journal, or None."""

@@ -15,6 +15,7 @@ from legato.store._base import (
     SessionCatalog,
     SessionInfo,
     SessionStore,
+    SessionTurn,
     Store,
 )
 from legato.store._db import DEFAULT_PATH, Database
@@ -37,6 +38,7 @@ __all__ = [
     "SessionCatalog",
     "SessionInfo",
     "SessionStore",
+    "SessionTurn",
     "Store",
     "pg_schema_version",
     "schema_version",

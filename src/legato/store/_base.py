@@ -27,6 +27,7 @@ __all__ = [
     "SessionCatalog",
     "SessionInfo",
     "SessionStore",
+    "SessionTurn",
     "Store",
 ]
 
@@ -45,6 +46,21 @@ class RunInfo:
     status: Literal["running", "parked", "finished", "failed"]
     events: int
     """How many journal events are stored."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class SessionTurn:
+    """A finished run's turn of its session, stored in the transaction that stores its end.
+
+    A run's `RunFinished` and its session turn are committed together, so a crash can
+    never leave a finished run whose conversation is missing from its session.
+    """
+
+    session: str
+    messages: tuple[Message, ...]
+    """The run's new messages."""
+    context: Compacted | None = None
+    """The run's latest compaction, which the session's next run continues from."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -81,11 +97,14 @@ class RunStore(Protocol):
         *,
         start: int,
         session: str | None = None,
+        turn: SessionTurn | None = None,
     ) -> None:
         """Store `events` as the run's events `start`, `start + 1`, ... in one transaction.
 
         The first event of a run (at `start=0`) must be its `RunStarted`. Appending at a
         position that is already taken raises `StoreError` (two writers of one run).
+        `turn`, given with a run's `RunFinished`, is added to its session in the same
+        transaction.
         """
         ...
 

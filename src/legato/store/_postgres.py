@@ -15,7 +15,7 @@ from legato.exceptions import (
     StoreError,
 )
 from legato.messages import JsonValue, Message
-from legato.store._base import ApprovalRecord, RunInfo, SessionInfo
+from legato.store._base import ApprovalRecord, RunInfo, SessionInfo, SessionTurn
 from legato.store._codec import (
     APPROVAL_COLUMNS,
     RUN_COLUMNS,
@@ -90,8 +90,9 @@ class PostgresStore:
         *,
         start: int,
         session: str | None = None,
+        turn: SessionTurn | None = None,
     ) -> None:
-        """Store events `start`, `start + 1`, ... of a run in one transaction."""
+        """Store events `start`, `start + 1`, ... of a run in one transaction (with `turn`)."""
         if not events:
             return
         rows = [(run_id, start + i, e.kind, dump_event(e)) for i, e in enumerate(events)]
@@ -118,6 +119,8 @@ class PostgresStore:
                 conn.execute(
                     "UPDATE legato.runs SET status = %s WHERE run_id = %s", (status, run_id)
                 )
+            if turn is not None:
+                _insert_turn(conn, turn.session, run_id, *_dump_turn(turn.messages, turn.context))
 
     def load_run(self, run_id: str) -> Journal:
         """The run's journal."""
@@ -189,30 +192,9 @@ class PostgresStore:
         context: Compacted | None = None,
     ) -> int:
         """Add one turn's messages to the session (created if missing); return the turn number."""
-        saved = dump_event(context) if context is not None else None
-        dumped = [dump_message(m) for m in messages]
+        dumped, saved = _dump_turn(messages, context)
         with self.db.write() as conn:
-            # the upsert locks the session's row until commit: turns of one session written
-            # at once by several processes queue here, and each sees the others' messages
-            conn.execute(
-                "INSERT INTO legato.sessions(name, created_at, updated_at, context) "
-                f"VALUES (%s, {NOW}, {NOW}, %s) "
-                "ON CONFLICT (name) DO UPDATE SET updated_at = excluded.updated_at, "
-                "context = excluded.context",
-                (name, saved),
-            )
-            row = conn.execute(
-                "SELECT coalesce(max(position) + 1, 0), coalesce(max(turn) + 1, 0) "
-                "FROM legato.session_messages WHERE session = %s",
-                (name,),
-            ).fetchone()
-            position, turn = cast(tuple[int, int], row)
-            with conn.cursor() as cursor:
-                cursor.executemany(
-                    "INSERT INTO legato.session_messages(session, position, turn, run_id, message) "
-                    "VALUES (%s, %s, %s, %s, %s)",
-                    [(name, position + i, turn, run_id, m) for i, m in enumerate(dumped)],
-                )
+            turn = _insert_turn(conn, name, run_id, dumped, saved)
         return int(turn)
 
     def session_context(self, name: str) -> Compacted | None:
@@ -403,3 +385,42 @@ def _session_exists(conn: psycopg.Connection[Any], name: str) -> bool:
         conn.execute("SELECT 1 FROM legato.sessions WHERE name = %s", (name,)).fetchone()
         is not None
     )
+
+
+def _dump_turn(
+    messages: Sequence[Message], context: Compacted | None
+) -> tuple[list[str], str | None]:
+    """A turn's messages and carried view, as stored."""
+    return [dump_message(m) for m in messages], dump_event(context) if context is not None else None
+
+
+def _insert_turn(
+    conn: psycopg.Connection[Any],
+    name: str,
+    run_id: str | None,
+    dumped: list[str],
+    saved: str | None,
+) -> int:
+    """Add a turn inside the caller's write transaction; its number."""
+    # the upsert locks the session's row until commit: turns of one session written
+    # at once by several processes queue here, and each sees the others' messages
+    conn.execute(
+        "INSERT INTO legato.sessions(name, created_at, updated_at, context) "
+        f"VALUES (%s, {NOW}, {NOW}, %s) "
+        "ON CONFLICT (name) DO UPDATE SET updated_at = excluded.updated_at, "
+        "context = excluded.context",
+        (name, saved),
+    )
+    row = conn.execute(
+        "SELECT coalesce(max(position) + 1, 0), coalesce(max(turn) + 1, 0) "
+        "FROM legato.session_messages WHERE session = %s",
+        (name,),
+    ).fetchone()
+    position, turn = cast(tuple[int, int], row)
+    with conn.cursor() as cursor:
+        cursor.executemany(
+            "INSERT INTO legato.session_messages(session, position, turn, run_id, message) "
+            "VALUES (%s, %s, %s, %s, %s)",
+            [(name, position + i, turn, run_id, m) for i, m in enumerate(dumped)],
+        )
+    return int(turn)

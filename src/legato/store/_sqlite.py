@@ -18,7 +18,7 @@ from legato.exceptions import (
     StoreError,
 )
 from legato.messages import JsonValue, Message
-from legato.store._base import ApprovalRecord, RunInfo, SessionInfo
+from legato.store._base import ApprovalRecord, RunInfo, SessionInfo, SessionTurn
 from legato.store._codec import (
     APPROVAL_COLUMNS,
     RUN_COLUMNS,
@@ -90,12 +90,14 @@ class SQLiteStore:
         *,
         start: int,
         session: str | None = None,
+        turn: SessionTurn | None = None,
     ) -> None:
-        """Store events `start`, `start + 1`, ... of a run in one transaction."""
+        """Store events `start`, `start + 1`, ... of a run in one transaction (with `turn`)."""
         if not events:
             return
         rows = [(run_id, start + i, e.kind, dump_event(e)) for i, e in enumerate(events)]
         status = next((_STATUS[e.kind] for e in reversed(events) if e.kind in _STATUS), None)
+        written = _dump_turn(turn.messages, turn.context) if turn is not None else None
         with self.db.write() as conn:
             redactor = run_redactor(conn, run_id)
             if redactor is not None:  # memory this run had seen was forgotten meanwhile
@@ -125,6 +127,8 @@ class SQLiteStore:
                 raise JournalConflict(run_id, start) from exc
             if status is not None:
                 conn.execute("UPDATE runs SET status = ? WHERE run_id = ?", (status, run_id))
+            if turn is not None and written is not None:
+                _insert_turn(conn, turn.session, run_id, *written)
 
     def load_run(self, run_id: str) -> Journal:
         """The run's journal."""
@@ -199,32 +203,9 @@ class SQLiteStore:
         context: Compacted | None = None,
     ) -> int:
         """Add one turn's messages to the session (created if missing); return the turn number."""
-        now = time.time()
-        saved = dump_event(context) if context is not None else None
-        dumped = [dump_message(m) for m in messages]
+        dumped, saved = _dump_turn(messages, context)
         with self.db.write() as conn:
-            redactor = run_redactor(conn, run_id)
-            if redactor is not None:
-                # memory the run had seen was forgotten while it ran: its new messages are
-                # redacted, and its view (perhaps summarized from the forgotten text) dropped
-                dumped = redact_rows(redactor, dumped)
-                saved = None
-            conn.execute(
-                "INSERT INTO sessions(name, created_at, updated_at, context) VALUES (?, ?, ?, ?) "
-                "ON CONFLICT(name) DO UPDATE SET updated_at = excluded.updated_at, "
-                "context = excluded.context",
-                (name, now, now, saved),
-            )
-            position, turn = conn.execute(
-                "SELECT coalesce(max(position) + 1, 0), coalesce(max(turn) + 1, 0) "
-                "FROM session_messages WHERE session = ?",
-                (name,),
-            ).fetchone()
-            conn.executemany(
-                "INSERT INTO session_messages(session, position, turn, run_id, message) "
-                "VALUES (?, ?, ?, ?, ?)",
-                [(name, position + i, turn, run_id, m) for i, m in enumerate(dumped)],
-            )
+            turn = _insert_turn(conn, name, run_id, dumped, saved)
         return int(turn)
 
     def session_context(self, name: str) -> Compacted | None:
@@ -404,3 +385,44 @@ def _drop_stale_context(conn: sqlite3.Connection, name: str) -> None:
 
 def _session_exists(conn: sqlite3.Connection, name: str) -> bool:
     return conn.execute("SELECT 1 FROM sessions WHERE name = ?", (name,)).fetchone() is not None
+
+
+def _dump_turn(
+    messages: Sequence[Message], context: Compacted | None
+) -> tuple[list[str], str | None]:
+    """A turn's messages and carried view, as stored."""
+    return [dump_message(m) for m in messages], dump_event(context) if context is not None else None
+
+
+def _insert_turn(
+    conn: sqlite3.Connection,
+    name: str,
+    run_id: str | None,
+    dumped: list[str],
+    saved: str | None,
+) -> int:
+    """Add a turn inside the caller's write transaction; its number."""
+    redactor = run_redactor(conn, run_id)
+    if redactor is not None:
+        # memory the run had seen was forgotten while it ran: its new messages are
+        # redacted, and its view (perhaps summarized from the forgotten text) dropped
+        dumped = redact_rows(redactor, dumped)
+        saved = None
+    now = time.time()
+    conn.execute(
+        "INSERT INTO sessions(name, created_at, updated_at, context) VALUES (?, ?, ?, ?) "
+        "ON CONFLICT(name) DO UPDATE SET updated_at = excluded.updated_at, "
+        "context = excluded.context",
+        (name, now, now, saved),
+    )
+    position, turn = conn.execute(
+        "SELECT coalesce(max(position) + 1, 0), coalesce(max(turn) + 1, 0) "
+        "FROM session_messages WHERE session = ?",
+        (name,),
+    ).fetchone()
+    conn.executemany(
+        "INSERT INTO session_messages(session, position, turn, run_id, message) "
+        "VALUES (?, ?, ?, ?, ?)",
+        [(name, position + i, turn, run_id, m) for i, m in enumerate(dumped)],
+    )
+    return int(turn)
