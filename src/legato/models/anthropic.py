@@ -247,6 +247,20 @@ class _State:
     """The text blocks that had text (an empty one makes no part to cite)."""
     details: dict[str, list[JsonValue]] = dataclasses.field(default_factory=lambda: {})
     """What goes to the message's `provider_details`."""
+    base: int = 0
+    """Added to the wire's block indices: a continued turn's blocks count from 0 again."""
+    spent: list[Obj] = dataclasses.field(default_factory=lambda: [])
+    """The usage of the responses a `pause_turn` continued (their blocks are in this one)."""
+
+    def continued(self) -> None:
+        """Start on the response that continues a paused one, keeping what it built."""
+        self.spent.append(self.usage)
+        self.usage = {}
+        self.seen = self.stopped = False
+        self.stop = None
+        self.base += 1 << 16
+        self.kinds.clear()
+        self.texted.clear()
 
     def keep(self, assembler: ResponseAssembler, block: Obj) -> None:
         """Keep a server-tool block, in its place among the parts."""
@@ -279,6 +293,7 @@ class AnthropicModel(ProviderModel):
         cache_tools: bool | None = None,
         cache_history: bool | None = None,
         default_max_tokens: int = 4096,
+        pause_continuations: int = 8,
     ) -> None:
         """Create a model.
 
@@ -293,6 +308,9 @@ class AnthropicModel(ProviderModel):
             cache_tools: Mark the tool definitions for prompt caching (None: as above).
             cache_history: Keep a rolling breakpoint on the conversation (None: as above).
             default_max_tokens: `max_tokens` when the settings give none (the API requires it).
+            pause_continuations: How many times a response that stops with `pause_turn`
+                (a long turn of the tools Anthropic runs itself) is continued within the
+                same model call; past that, the paused response is returned as it is.
         """
         settings = (settings or ProviderSettings()).overridden(api_key=api_key, base_url=base_url)
         super().__init__(model, settings=settings, profile=profile or PROFILE)
@@ -300,6 +318,7 @@ class AnthropicModel(ProviderModel):
         self.cache_tools = cache_tools
         self.cache_history = cache_history
         self.default_max_tokens = default_max_tokens
+        self.pause_continuations = pause_continuations
         key = read_api_key(settings.api_key, env_var="ANTHROPIC_API_KEY", provider="anthropic")
         sdk = require("anthropic", "anthropic", "anthropic")
         http2 = require("httpx2", "anthropic", "anthropic")
@@ -405,41 +424,64 @@ class AnthropicModel(ProviderModel):
 
     async def _stream_once(self, request: ModelRequest) -> AsyncIterator[ModelStreamEvent]:
         client = await self._clients.get()
+        assembler = ResponseAssembler(provider="anthropic", id_prefix="toolu")
+        state = _State()
+        output_tool = request.output.name if request.output and _output_via_tool(request) else None
+        for _ in range(self.pause_continuations):
+            async for event in self._response(client, request, assembler, state, output_tool):
+                yield event
+            if state.stop != "pause_turn":
+                break
+            # A long turn of Anthropic's own tools paused: the turn so far goes back as the
+            # last assistant message and the model goes on with it, in this same call.
+            paused = assembler.build(provider_details=dict(state.details) or None).message
+            request = dataclasses.replace(request, messages=(*request.messages, paused))
+            state.continued()
+        else:
+            async for event in self._response(client, request, assembler, state, output_tool):
+                yield event
+        yield self._completed(assembler, state, output_tool)
+
+    async def _response(
+        self,
+        client: Any,
+        request: ModelRequest,
+        assembler: ResponseAssembler,
+        state: _State,
+        output_tool: str | None,
+    ) -> AsyncIterator[ModelStreamEvent]:
+        """One response of the API, translated into `assembler` and `state`."""
         body = self.body(request)
         options: Obj = {}
         if request.settings.extra_headers:
             options["extra_headers"] = dict(request.settings.extra_headers)
         if request.settings.timeout is not None:
             options["timeout"] = request.settings.timeout
-        assembler = ResponseAssembler(provider="anthropic", id_prefix="toolu")
-        state = _State()
-        output_tool = request.output.name if request.output and _output_via_tool(request) else None
         if not self.settings.stream:
             message = await client.messages.create(
                 **sdk_call_arguments(body, typed=_TYPED, **options)
             )
             for event in self._translate(self._whole, message, assembler, state, output_tool):
                 yield event
-        else:
-            events = await client.messages.create(
-                **sdk_call_arguments(body, typed=_TYPED, stream=True, **options)
-            )
-            try:
-                async for event in events:
-                    state.seen = True
-                    for out in self._translate(self._event, event, assembler, state, output_tool):
-                        yield out
-            except Exception as exc:
-                raise self._broken(exc) from exc
-            finally:
-                await events.close()
-            if not state.seen:
-                msg = f"{self.name}: HTTP 200 but the stream had no events"
-                raise StreamInterrupted(msg, provider=self.provider)
-            if not state.stopped:
-                msg = f"{self.name}: the stream ended before message_stop"
-                raise StreamInterrupted(msg, provider=self.provider)
-        yield self._completed(assembler, state, output_tool)
+            return
+        events = await client.messages.create(
+            **sdk_call_arguments(body, typed=_TYPED, stream=True, **options)
+        )
+        try:
+            async for event in events:
+                state.seen = True
+                for out in self._translate(self._event, event, assembler, state, output_tool):
+                    yield out
+        except Exception as exc:
+            raise self._broken(exc) from exc
+        finally:
+            await events.close()
+        if not state.seen:
+            msg = f"{self.name}: HTTP 200 but the stream had no events"
+            raise StreamInterrupted(msg, provider=self.provider)
+        if not state.stopped:
+            msg = f"{self.name}: the stream ended before message_stop"
+            raise StreamInterrupted(msg, provider=self.provider)
 
     def _event(
         self, event: Any, assembler: ResponseAssembler, state: _State, output_tool: str | None
@@ -458,7 +500,9 @@ class AnthropicModel(ProviderModel):
                     state.kinds[event.index] = "output"
                 else:
                     out.append(
-                        assembler.add_tool_call(index=event.index, id=block.id, name=block.name)
+                        assembler.add_tool_call(
+                            index=state.base + event.index, id=block.id, name=block.name
+                        )
                     )
             elif block.type == "redacted_thinking":
                 assembler.add_thinking(signature=block.data, redacted=True)
@@ -526,7 +570,9 @@ class AnthropicModel(ProviderModel):
                 return None
             if state.kinds.get(event.index) == "output":
                 return assembler.add_text(delta.partial_json)
-            return assembler.add_tool_call(index=event.index, arguments=delta.partial_json)
+            return assembler.add_tool_call(
+                index=state.base + event.index, arguments=delta.partial_json
+            )
         return None
 
     def _whole(
@@ -554,7 +600,7 @@ class AnthropicModel(ProviderModel):
                 else:
                     out.append(
                         assembler.add_tool_call(
-                            index=index, id=block.id, name=block.name, arguments=raw
+                            index=state.base + index, id=block.id, name=block.name, arguments=raw
                         )
                     )
             elif _kept(str(block.type)):
@@ -575,16 +621,17 @@ class AnthropicModel(ProviderModel):
             and not assembler.build().message.tool_calls
         ):
             stop = StopReason.END_TURN
-        u = state.usage
-        cache_read = u.get("cache_read_input_tokens") or 0
-        cache_write = u.get("cache_creation_input_tokens") or 0
-        usage = Usage(
-            input_tokens=(u.get("input_tokens") or 0) + cache_read + cache_write,
-            output_tokens=u.get("output_tokens") or 0,
-            cache_read_tokens=cache_read,
-            cache_write_tokens=cache_write,
-            requests=1,
-        )
+        usage = Usage()
+        for u in (*state.spent, state.usage):  # a continued pause: every response's usage
+            cache_read = u.get("cache_read_input_tokens") or 0
+            cache_write = u.get("cache_creation_input_tokens") or 0
+            usage += Usage(
+                input_tokens=(u.get("input_tokens") or 0) + cache_read + cache_write,
+                output_tokens=u.get("output_tokens") or 0,
+                cache_read_tokens=cache_read,
+                cache_write_tokens=cache_write,
+                requests=1,
+            )
         response = assembler.build(
             provider_details=dict(state.details) or None,
             usage=usage,

@@ -41,7 +41,7 @@ FINISH: dict[str, list[tuple[str, Outcome]]] = {
         ("max_tokens", StopReason.MAX_TOKENS),
         ("stop_sequence", StopReason.STOP_SEQUENCE),
         ("tool_use", StopReason.TOOL_CALLS),
-        ("pause_turn", StopReason.OTHER),
+        # `pause_turn` is continued by the adapter: test_anthropic_pause_turn.py
         ("refusal", ContentFiltered),
         ("model_context_window_exceeded", StopReason.MAX_TOKENS),
         ("some_future_reason", StopReason.OTHER),
