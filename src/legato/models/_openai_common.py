@@ -22,6 +22,7 @@ from legato.models._provider import (
 from legato.models._transport import async_transport
 
 __all__ = [
+    "CITATIONS",
     "data_url",
     "make_clients",
     "map_openai_error",
@@ -30,6 +31,9 @@ __all__ = [
     "stream_error",
     "stream_error_status",
 ]
+
+CITATIONS = "citations"
+"""The key of a message's `provider_details` that holds its citations (both OpenAI APIs)."""
 
 
 def data_url(part: ImagePart | DocumentPart) -> str:

@@ -1,5 +1,10 @@
 """OpenAI Chat Completions: OpenAI itself and every server that speaks the same wire API.
 
+The search models' `url_citation` annotations (on the whole message, or in a streamed delta)
+are kept in the message's `provider_details["citations"]`, flattened as the Responses API
+gives them (`type`, `url`, `title`, `start_index`, `end_index`), each with `part`, the index
+of the text part it belongs to.
+
 ```py
 from legato.models.openai_chat import OpenAIChatModel
 
@@ -12,6 +17,7 @@ Per-server differences (base URL, key variable, quirks) live in a `ServerProfile
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass, field
@@ -21,7 +27,9 @@ from legato.exceptions import ContentFiltered, ModelError, StreamInterrupted
 from legato.messages import (
     DocumentPart,
     ImagePart,
+    JsonValue,
     Message,
+    ModelResponse,
     StopReason,
     TextPart,
     ToolResultPart,
@@ -34,6 +42,7 @@ from legato.models._base import (
     ToolChoice,
 )
 from legato.models._openai_common import (
+    CITATIONS,
     data_url,
     make_clients,
     map_openai_error,
@@ -330,6 +339,7 @@ class OpenAIChatModel(ProviderModel):
                 events.extend(_feed(assembler, delta, streamed=True))
                 if getattr(delta, "refusal", None):
                     state.refusal.append(str(delta.refusal))
+                state.annotations.extend(_annotations(delta))
             if choice.finish_reason:
                 state.finish = choice.finish_reason
         return events
@@ -348,6 +358,7 @@ class OpenAIChatModel(ProviderModel):
         state.finish = choice.finish_reason or "stop"
         if getattr(choice.message, "refusal", None):
             state.refusal.append(str(choice.message.refusal))
+        state.annotations.extend(_annotations(choice.message))
         return _feed(assembler, choice.message, streamed=False)
 
     def _completed(self, assembler: ResponseAssembler, state: _State) -> ResponseCompleted:
@@ -369,6 +380,8 @@ class OpenAIChatModel(ProviderModel):
             cost=self._cost(usage, state.model),
             provider_response_id=state.response_id,
         )
+        if state.annotations:
+            response = _cited(response, state.annotations)
         return ResponseCompleted(response=response)
 
     def _map_error(self, exc: Exception, started: bool) -> ModelError | None:
@@ -384,6 +397,41 @@ class _State:
     usage: Any = None
     refusal: list[str] = field(default_factory=lambda: [])
     """The model's refusal (`message.refusal`), when it declined to answer."""
+    annotations: list[dict[str, JsonValue]] = field(default_factory=lambda: [])
+    """The answer's citations, flattened."""
+
+
+def _annotations(message: Any) -> list[dict[str, JsonValue]]:
+    """The `annotations` of a message or a streamed delta, each flattened.
+
+    The SDK's delta type lacks the field: in a stream it arrives among the extra fields.
+    """
+    found: object = getattr(message, "annotations", None)
+    if found is None:
+        extra: Mapping[str, Any] = getattr(message, "model_extra", None) or {}
+        found = extra.get("annotations")
+    out: list[dict[str, JsonValue]] = []
+    for item in cast(list[Any], found) if isinstance(found, list) else []:
+        raw = item.model_dump(mode="json") if hasattr(item, "model_dump") else item
+        if not isinstance(raw, dict):
+            continue
+        entry = cast(dict[str, JsonValue], raw)
+        nested = entry.get(str(entry.get("type")))
+        if isinstance(nested, dict):  # {"type": "url_citation", "url_citation": {...}}
+            entry = {"type": entry["type"], **nested}
+        out.append(entry)
+    return out
+
+
+def _cited(response: ModelResponse, annotations: list[dict[str, JsonValue]]) -> ModelResponse:
+    """The response with its citations in the message's `provider_details`."""
+    message = response.message
+    part = next((i for i, p in enumerate(message.parts) if isinstance(p, TextPart)), None)
+    cited: list[JsonValue] = [{"part": part, **a} for a in annotations]
+    details: dict[str, JsonValue] = {**(message.provider_details or {}), CITATIONS: cited}
+    return dataclasses.replace(
+        response, message=dataclasses.replace(message, provider_details=details)
+    )
 
 
 def _feed(assembler: ResponseAssembler, delta: Any, *, streamed: bool) -> list[ModelStreamEvent]:

@@ -40,6 +40,7 @@ from legato.models._base import (
     ToolChoice,
 )
 from legato.models._openai_common import (
+    CITATIONS,
     data_url,
     make_clients,
     map_openai_error,
@@ -57,7 +58,6 @@ __all__ = ["OpenAIResponsesModel", "from_name", "responses_input"]
 Obj = dict[str, Any]
 _REASONING_IDS = "openai_reasoning_ids"
 _BUILTIN_ITEMS = "openai_builtin_items"
-CITATIONS = "citations"
 _OWN_ITEMS = frozenset({"message", "reasoning", "function_call"})
 
 PROFILE = ModelProfile(

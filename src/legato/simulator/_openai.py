@@ -140,7 +140,7 @@ class ChatWire:
     def _whole(self, turn: SimTurn, head: Obj, seq: int) -> JsonReply:
         message: Obj = {"role": "assistant", "content": self._content(turn)}
         if self.flavor == "openai":
-            message.update(refusal=turn.refusal or None, annotations=[])
+            message.update(refusal=turn.refusal or None, annotations=_chat_annotations(turn))
         if turn.thinking and self.flavor != "mistral":
             message["reasoning_content"] = turn.thinking
         if turn.calls:
@@ -177,9 +177,8 @@ class ChatWire:
         def text() -> None:
             for piece in turn.fragments:
                 chunk({"content": [{"type": "text", "text": piece}] if mistral else piece})
-            refusal = turn.refusal
-            for start in range(0, len(refusal), 8):  # a refusal streams in its own field
-                chunk({"refusal": refusal[start : start + 8]})
+            for delta in _after_text(turn, self.flavor):
+                chunk(delta)
 
         def calls() -> None:
             pieces: list[tuple[int, int, str]] = [
@@ -310,7 +309,7 @@ class ResponsesWire:
             "role": "assistant",
             "status": "completed",
             "content": [
-                {"type": "output_text", "text": turn.text, "annotations": self._annotations(turn)}
+                {"type": "output_text", "text": turn.text, "annotations": _annotations(turn)}
             ],
         }
         calls = [
@@ -329,27 +328,6 @@ class ResponsesWire:
         text = [message] if turn.text or turn.refusal else []
         items.extend([*text, *calls] if turn.text_first else [*calls, *text])
         return items
-
-    def _annotations(self, turn: SimTurn) -> list[Obj]:
-        """`url_citation`s over the span each source supports; `file_citation`s at its end."""
-        out: list[Obj] = []
-        for c in turn.citations:
-            start = turn.text.find(c.cited_text) if c.cited_text else -1
-            start, end = (start, start + len(c.cited_text)) if start >= 0 else (0, len(turn.text))
-            if c.document is not None:
-                file: Obj = {"file_id": f"file-{c.document}", "filename": c.title, "index": end}
-                out.append({"type": "file_citation", **file})
-                continue
-            out.append(
-                {
-                    "type": "url_citation",
-                    "url": c.url,
-                    "title": c.title,
-                    "start_index": start,
-                    "end_index": end,
-                }
-            )
-        return out
 
     def _response(self, turn: SimTurn, request: Obj, seq: int, *, done: bool) -> Obj:
         status = "completed"
@@ -493,3 +471,45 @@ class ResponsesWire:
             emit("response.refusal.delta", **where, delta=turn.refusal[n : n + 6])
         emit("response.refusal.done", **where, refusal=turn.refusal)
         emit("response.content_part.done", **where, part=item["content"][0])
+
+
+def _annotations(turn: SimTurn) -> list[Obj]:
+    """`url_citation`s over the span each source supports; `file_citation`s at its end."""
+    out: list[Obj] = []
+    for c in turn.citations:
+        start = turn.text.find(c.cited_text) if c.cited_text else -1
+        start, end = (start, start + len(c.cited_text)) if start >= 0 else (0, len(turn.text))
+        if c.document is not None:
+            file: Obj = {"file_id": f"file-{c.document}", "filename": c.title, "index": end}
+            out.append({"type": "file_citation", **file})
+            continue
+        out.append(
+            {
+                "type": "url_citation",
+                "url": c.url,
+                "title": c.title,
+                "start_index": start,
+                "end_index": end,
+            }
+        )
+    return out
+
+
+def _chat_annotations(turn: SimTurn) -> list[Obj]:
+    """Chat Completions' `url_citation`s: the URL fields nested under the type's name."""
+    out: list[Obj] = []
+    for a in _annotations(turn):
+        if a["type"] == "url_citation":
+            fields = {k: a[k] for k in ("url", "title", "start_index", "end_index")}
+            out.append({"type": "url_citation", "url_citation": fields})
+    return out
+
+
+def _after_text(turn: SimTurn, flavor: str) -> list[Obj]:
+    """The deltas that follow the streamed text: citations, then a refusal in pieces."""
+    deltas: list[Obj] = []
+    if flavor == "openai" and turn.citations:
+        deltas.append({"annotations": _chat_annotations(turn)})
+    refusal = turn.refusal
+    deltas.extend({"refusal": refusal[i : i + 8]} for i in range(0, len(refusal), 8))
+    return deltas
