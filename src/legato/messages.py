@@ -295,6 +295,9 @@ class Usage:
     """Generated tokens spent on hidden reasoning."""
     requests: int = 0
     """Model calls counted."""
+    web_searches: int = 0
+    """Searches the provider ran itself (its web search tool), billed per search on top of
+    the tokens; their fee is in the call's cost."""
     cache_savings: float = 0.0
     """US dollars the provider's prompt cache saved: the price of these calls had every prompt
     token been billed at the plain input rate, less their actual price (cache reads are cheaper,
@@ -308,6 +311,7 @@ class Usage:
             cache_write_tokens=self.cache_write_tokens + other.cache_write_tokens,
             reasoning_tokens=self.reasoning_tokens + other.reasoning_tokens,
             requests=self.requests + other.requests,
+            web_searches=self.web_searches + other.web_searches,
             cache_savings=self.cache_savings + other.cache_savings,
         )
 

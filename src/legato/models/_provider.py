@@ -380,17 +380,23 @@ def _prices() -> Any:
     return genai_prices
 
 
+SEARCH_FEES: dict[str, float] = {"anthropic": 0.01, "openai": 0.01}
+"""US dollars per search of a provider's own web search tool, billed on top of tokens.
+
+Anthropic: $10 per 1,000 searches (its web search tool documentation). OpenAI: $10 per
+1,000 calls of the `web_search` tool (its API pricing page; the older `web_search_preview`
+on non-reasoning models is $25 per 1,000, with the search content's tokens free).
+"""
+
+
 def cost_in_dollars(usage: Usage, *, model: str, provider_id: str | None) -> float | None:
-    """The price of one call from the bundled `genai-prices` data; None when unknown."""
+    """The price of one call (bundled `genai-prices` data, search fees included), or None."""
     if _prices() is None or not model or provider_id is None:
         return None
-    counts = (
-        usage.input_tokens,
-        usage.output_tokens,
-        usage.cache_read_tokens,
-        usage.cache_write_tokens,
-    )
-    return _price(model, provider_id, counts)
+    tokens = _price(model, provider_id, _counts(usage))
+    if tokens is None or not usage.web_searches:
+        return tokens
+    return tokens + usage.web_searches * SEARCH_FEES.get(provider_id, 0.0)
 
 
 def cache_savings(usage: Usage, *, model: str, provider_id: str | None) -> float:
@@ -401,11 +407,23 @@ def cache_savings(usage: Usage, *, model: str, provider_id: str | None) -> float
     """
     if not (usage.cache_read_tokens or usage.cache_write_tokens):
         return 0.0
-    actual = cost_in_dollars(usage, model=model, provider_id=provider_id)
-    if actual is None or _prices() is None or provider_id is None or not model:
+    if _prices() is None or provider_id is None or not model:
+        return 0.0
+    actual = _price(model, provider_id, _counts(usage))
+    if actual is None:
         return 0.0
     uncached = _price(model, provider_id, (usage.input_tokens, usage.output_tokens, 0, 0))
     return 0.0 if uncached is None else uncached - actual
+
+
+def _counts(usage: Usage) -> tuple[int, int, int, int]:
+    """The token counts a price depends on: input, output, cache reads, cache writes."""
+    return (
+        usage.input_tokens,
+        usage.output_tokens,
+        usage.cache_read_tokens,
+        usage.cache_write_tokens,
+    )
 
 
 @lru_cache(maxsize=4096)

@@ -631,6 +631,7 @@ class AnthropicModel(ProviderModel):
                 cache_read_tokens=cache_read,
                 cache_write_tokens=cache_write,
                 requests=1,
+                web_searches=u.get("web_search_requests") or 0,
             )
         response = assembler.build(
             provider_details=dict(state.details) or None,
@@ -695,7 +696,11 @@ def _usage_fields(usage: Any) -> Obj:
         "cache_read_input_tokens",
         "cache_creation_input_tokens",
     )
-    return {n: getattr(usage, n, None) for n in names if getattr(usage, n, None) is not None}
+    fields: Obj = {n: getattr(usage, n, None) for n in names if getattr(usage, n, None) is not None}
+    searches = getattr(getattr(usage, "server_tool_use", None), "web_search_requests", None)
+    if searches is not None:
+        fields["web_search_requests"] = searches
+    return fields
 
 
 def from_name(model: str) -> AnthropicModel:

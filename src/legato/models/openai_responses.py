@@ -17,6 +17,7 @@ model declines to answer) raises `ContentFiltered` with the model's words.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
@@ -394,6 +395,9 @@ class OpenAIResponsesModel(ProviderModel):
             stop = StopReason.OTHER  # an incomplete answer for a reason not documented yet
         model_name = str(getattr(response, "model", "") or "")
         output: list[Any] = list(getattr(response, "output", None) or [])
+        searches = sum(1 for item in output if item.type == "web_search_call")
+        if searches:
+            usage = dataclasses.replace(usage, web_searches=searches)
         ids = [str(item.id) for item in output if item.type == "reasoning"]
         details: dict[str, JsonValue] = {k: list(v) for k, v in state.details.items()}
         if ids:
