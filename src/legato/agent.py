@@ -117,6 +117,10 @@ class RunOptions(TypedDict, total=False):
     session: str | None
     """Continue the stored conversation of this name (created on first use); the run's
     messages are added to it when the run finishes."""
+    run_id: str | None
+    """The new run's id (default: a fresh uuid4); a durable engine passes its own."""
+    owner: str | None
+    """Who drives the run, recorded in its `RunStarted` event (default: host:pid)."""
 
 
 class ResumeOptions(TypedDict, total=False):
@@ -324,9 +328,19 @@ class Agent(Generic[OutputT]):
                 carry_context=not options.get("message_history"),
             )
         driver = RunDriver(config)
-        driver.start(message, history)
+        driver.start(message, history, run_id=options.get("run_id"), owner=options.get("owner"))
         driver.carry_over(carried)
         return driver
+
+    def new_driver(
+        self, prompt: Prompt | None = None, /, **options: Unpack[RunOptions]
+    ) -> RunDriver[OutputT]:
+        """The driver of a new run, its start recorded (nothing runs yet; no timeout).
+
+        For a durable engine that advances the run one unit at a time
+        (`RunDriver.next_unit`, `RunDriver.advance`).
+        """
+        return self._driver(prompt, options)
 
     def start(
         self, prompt: Prompt | None = None, /, **options: Unpack[RunOptions]
@@ -402,6 +416,17 @@ class Agent(Generic[OutputT]):
         """`resume`, returning the handle."""
         from legato.run._handle import RunHandle
 
+        driver = self.resumed_driver(run, **options)
+        return RunHandle(driver, timeout=options.get("timeout"))
+
+    def resumed_driver(
+        self, run: str | Journal | ParkedRun, /, **options: Unpack[ResumeOptions]
+    ) -> RunDriver[OutputT]:
+        """The driver of a resumed run, its claim recorded (see `resume`; no timeout).
+
+        For a durable engine that advances the run one unit at a time
+        (`RunDriver.next_unit`, `RunDriver.advance`).
+        """
         events, saved, session = self._resume_prefix(run)
         _check_not_live(events, takeover=bool(options.get("takeover")))
         config = self.run_config(
@@ -429,7 +454,7 @@ class Agent(Generic[OutputT]):
 
         if current_switches().resume_claim:
             driver.resumed(options.get("owner"))  # the claim: a losing resumer stops here
-        return RunHandle(driver, timeout=options.get("timeout"))
+        return driver
 
     def _resume_prefix(
         self, run: str | Journal | ParkedRun

@@ -12,7 +12,8 @@ LegatoError
 │   ├── SkillError                a skill folder or SKILL.md that cannot be loaded (names the file)
 │   ├── AgentFileError            an agent file that breaks its schema (names the file, line and key)
 │   ├── PolicyError               an approval policy naming an unknown tool or argument
-│   └── PriceUnknown              a dollar budget for a model whose price legato does not know
+│   ├── PriceUnknown              a dollar budget for a model whose price legato does not know
+│   └── EngineInputInvalid        what a durable engine is asked to run cannot travel (too large, unknown agent)
 ├── ModelError                    a model call failed; `retryable` says whether trying again may help
 │   ├── RateLimited               429; carries `retry_after` seconds when the provider sent it
 │   ├── ModelOverloaded           529 / 503 "overloaded"
@@ -33,7 +34,8 @@ LegatoError
 │   │   └── RunTimedOut           the run used its time allowance (the same fence as a cancel)
 │   ├── RunParked                 the run waits for approval decisions; resume it with them
 │   ├── BudgetExceeded            a budget limit would be crossed (carries the figures)
-│   └── HookBlocked               a security hook blocked the run
+│   ├── HookBlocked               a security hook blocked the run
+│   └── DurableRunFailed          a run driven by a durable engine (Temporal) failed (names legato's error)
 ├── ToolError                     raise in a tool to send the model an error message it can act on
 │   ├── ToolArgumentsInvalid      the model's arguments do not match the tool's schema
 │   ├── ToolIsolationError        a process-isolated call whose arguments or result cannot cross
@@ -108,6 +110,8 @@ __all__ = [
     "DecisionAlreadyUsed",
     "DecisionTokenInvalid",
     "HookBlocked",
+    "DurableRunFailed",
+    "EngineInputInvalid",
     "PolicyError",
     "QuarantineError",
     "PriceUnknown",
@@ -846,3 +850,23 @@ class RequestInvalid(WebError):
 
 class ConversationBusy(WebError):
     """A conversation already has a run in progress; wait for it or cancel it."""
+
+
+class EngineInputInvalid(ConfigurationError):
+    """What a durable engine (`legato.temporal`) is asked to run cannot travel through it.
+
+    A prompt over the size limit, an agent no worker registers, an agent without a store.
+    Raised before the workflow starts where possible; nothing ran.
+    """
+
+
+class DurableRunFailed(RunError):
+    """A run driven by a durable engine failed; its journal in the store says how.
+
+    `error_type` names the legato error that ended it (e.g. `MaxStepsExceeded`).
+    """
+
+    def __init__(self, run_id: str, error_type: str, message: str) -> None:
+        super().__init__(f"run {run_id} failed: {error_type}: {message}")
+        self.run_id = run_id
+        self.error_type = error_type

@@ -15,7 +15,7 @@ import time
 import uuid
 from collections.abc import AsyncGenerator, AsyncIterator, Sequence
 from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING, Any, Generic
+from typing import TYPE_CHECKING, Any, Generic, Literal
 
 from typing_extensions import TypeVar
 
@@ -66,7 +66,7 @@ if TYPE_CHECKING:
     from legato.security import Hook
     from legato.store import SessionStore, SessionTurn
 
-__all__ = ["RunConfig", "RunDriver"]
+__all__ = ["RunConfig", "RunDriver", "Unit"]
 
 OutputT = TypeVar("OutputT", default=str)
 
@@ -105,6 +105,17 @@ class RunConfig(Generic[OutputT]):
     """Save the run's latest compacted view with its session turn, for the next run."""
     parent_gate: EffectGate | None = None
     """A child run's parent's gate: the child's shares its hold (see `legato.spawn`)."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Unit:
+    """One unit of a run's progress, as `RunDriver.next_unit` plans it."""
+
+    kind: Literal["model", "tool", "close", "done"]
+    step: int = 0
+    """The step the unit belongs to."""
+    call_id: str | None = None
+    """The call a `tool` unit runs."""
 
 
 def default_owner() -> str:
@@ -177,17 +188,28 @@ class RunDriver(Generic[OutputT]):
         self._executor: ToolExecutor | None = None
         self._context = ContextStep(config.context, config.model, budget=config.budget)
 
-    def start(self, prompt: str | Message | None, history: Sequence[Message]) -> None:
-        """Record the start of a fresh run (nothing is yielded for a resumed journal)."""
+    def start(
+        self,
+        prompt: str | Message | None,
+        history: Sequence[Message],
+        *,
+        run_id: str | None = None,
+        owner: str | None = None,
+    ) -> None:
+        """Record the start of a fresh run (nothing is yielded for a resumed journal).
+
+        `run_id`: the run's id (default: a fresh uuid4; a durable engine passes its own).
+        `owner`: who drives it (default: host:pid).
+        """
         cfg = self.config
         self._record(
             RunStarted(
-                run_id=uuid.uuid4().hex,
+                run_id=run_id or uuid.uuid4().hex,
                 agent=cfg.agent_name,
                 model=cfg.model.name,
                 instructions=cfg.instructions,
                 history=tuple(history),
-                owner=default_owner(),
+                owner=owner or default_owner(),
             )
         )
         if self._session is not None:
@@ -263,9 +285,71 @@ class RunDriver(Generic[OutputT]):
         for event in self.journal.events:
             yield event
         self._scope.pending()  # what the gate recorded while loading is in the journal above
+        async for event in self._drive(None):
+            yield event
+        self._end_turn()
+
+    async def advance(self, unit: Unit) -> AsyncGenerator[RunEvent]:
+        """Run one unit of the run (see `next_unit`), yielding its events.
+
+        A unit ends the way a run does when it fails (`RunFailed`, the error raised) or
+        parks (`Parked`, `RunParked` raised); a run it finishes gets its session turn. This
+        is how a durable engine drives a run one activity at a time.
+        """
+        self._scope.pending()
+        ended = self.state.finished
+        async for event in self._drive(unit):
+            yield event
+        if not ended:
+            self._end_turn()
+
+    def next_unit(self) -> Unit:
+        """What the run does next, from its state alone (the plan of one step, per call).
+
+        `model`: ask the model; `tool`: run the unfinished call `call_id`; `close`: end the
+        step (the output tool's calls, failure limits, `StepFinished`, the answer); `done`:
+        the run finished or failed.
+        """
+        state = self.state
+        if state.finished or state.failed:
+            return Unit(kind="done")
+        last = state.last_message
+        if last is None or last.role != "assistant":
+            return Unit(kind="model", step=state.step + 1)
+        runnable = self._runnable()
+        if runnable:
+            return Unit(kind="tool", step=state.step, call_id=runnable[0].id)
+        return Unit(kind="close", step=state.step)
+
+    def _runnable(self) -> list[ToolCallPart]:
+        """The latest response's calls still to run (not finished, not the output tool's)."""
+        state = self.state
+        calls = [c for c in state.pending_calls if c.id not in state.results]
+        special, _ = output_calls(self.config.output, calls, self._output)
+        return [c for c in calls if c.id not in special]
+
+    async def _unit(self, unit: Unit) -> AsyncIterator[RunEvent]:
+        if self.next_unit() != unit:
+            return  # done already (a retried unit): nothing runs again
+        step: AsyncIterator[RunEvent]
+        if unit.kind == "model":
+            step = self._call_model()
+        elif unit.kind == "tool" and self._runnable()[1:]:
+            call = next(c for c in self.state.pending_calls if c.id == unit.call_id)
+            step = self._run_tools([call], close=False)
+        else:  # a step's last call closes the step, as `_step` does; so does `close`
+            step = self._step()
+        async for event in step:
+            yield event
+
+    async def _drive(self, once: Unit | None) -> AsyncIterator[RunEvent]:
+        """Run steps to the run's end (or the one unit `once`), yielding every event.
+
+        Records how the run stops when it parks or fails.
+        """
         try:
             while not (self.state.finished or self.state.failed):
-                async for event in self._step():
+                async for event in self._step() if once is None else self._unit(once):
                     if event is not self._scope.last_yielded:
                         # `event` was recorded just now: what is queued was recorded before it
                         for earlier in self._scope.pending():
@@ -273,6 +357,8 @@ class RunDriver(Generic[OutputT]):
                     yield event
                 for event in self._scope.pending():
                     yield event
+                if once is not None:
+                    break
         except RunParked as exc:
             for event in await self._stop_owned("parked"):
                 yield event
@@ -464,9 +550,12 @@ class RunDriver(Generic[OutputT]):
             yield event
         yield self._finish(self._output)
 
-    async def _run_tools(self, calls: list[ToolCallPart]) -> AsyncIterator[RunEvent]:
+    async def _run_tools(
+        self, calls: list[ToolCallPart], *, close: bool = True
+    ) -> AsyncIterator[RunEvent]:
         cfg, state = self.config, self.state
         step = state.step
+        step_calls = list(state.pending_calls)  # all of the response's: some ran before a resume
         executor = self._executor
         if executor is None:  # a resumed run continues with tool calls: list its tools first
             await self._tools()
@@ -502,9 +591,11 @@ class RunDriver(Generic[OutputT]):
             special=special,
         ):
             yield event  # journaled already (by `record`, by the gate, or by the scope)
+        if not close:  # one call of the step (a durable engine's unit): the step goes on
+            return
         check_failures(
             state,
-            calls,
+            step_calls,
             tools=executor.tools,
             output_retries=cfg.output_retries,
             unknown_tool_retries=cfg.unknown_tool_retries,

@@ -1,0 +1,263 @@
+"""The activities: each loads the run from the legato store and advances it one unit.
+
+Every activity resolves its agent by name from the worker's registry, loads the run by id
+from that agent's store, claims it (`RunResumed`, owner `temporal:<workflow>:<activity>#n`),
+advances one unit (`RunDriver.advance`), and returns a `Plan`: a reference (run id,
+journal length, digest) and what comes next. Messages never leave the store.
+
+Temporal runs an activity at least once (a worker killed mid-call: the next attempt runs
+the body again). The legato store makes effects exactly once: a finished unit is not run
+again (`next_unit` no longer plans it), a call admitted and never finished is reconciled
+by its tool's declared kind, and a second attempt racing the first loses its claim
+(`JournalConflict`) before it admits anything. Temporal is the lease: activities take the
+run over from a dead attempt (`takeover=True`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import hashlib
+from collections.abc import AsyncIterator, Callable, Mapping
+from dataclasses import replace
+from typing import Any
+
+from temporalio import activity
+from temporalio.exceptions import ApplicationError
+
+from legato.agent import Agent
+from legato.effects import effect_id
+from legato.events import Journal, JournalEvent, RunEvent, RunFailed, RunFinished
+from legato.exceptions import (
+    DecisionAlreadyUsed,
+    DecisionTokenInvalid,
+    EngineInputInvalid,
+    RunParked,
+    StoreError,
+)
+from legato.run._loop import RunDriver, Unit
+from legato.store import RunStore
+from legato.temporal._types import DecideInput, Plan, RunRef, StartInput, UnitInput
+
+__all__ = ["MAX_PROMPT_BYTES", "LegatoActivities", "journal_digest"]
+
+MAX_PROMPT_BYTES = 256 * 1024
+"""The largest prompt a run may start with: it is the one message that travels through
+Temporal (in the workflow's input); everything later stays in the store."""
+
+
+def journal_digest(events: list[JournalEvent]) -> str:
+    """sha256 of a journal's JSONL (what a `RunRef` names)."""
+    return hashlib.sha256(Journal(events).to_jsonl().encode()).hexdigest()
+
+
+def _owner() -> str:
+    info = activity.info()
+    return f"temporal:{info.workflow_id}:{info.activity_id}#{info.attempt}"
+
+
+async def _heartbeating(events: AsyncIterator[RunEvent]) -> None:
+    """Drain `events`, heartbeating meanwhile (a dead worker's attempt is then retried)."""
+    timeout = activity.info().heartbeat_timeout
+    interval = timeout.total_seconds() / 3 if timeout else 5.0
+
+    async def drain() -> None:
+        async for _ in events:
+            pass
+
+    task = asyncio.ensure_future(drain())
+    try:
+        while True:
+            done, _ = await asyncio.wait({task}, timeout=interval)
+            if done:
+                task.result()
+                return
+            activity.heartbeat()
+    finally:
+        if not task.done():
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+
+
+class LegatoActivities:
+    """The activities of the agents a worker serves (registered by name)."""
+
+    def __init__(self, agents: Mapping[str, Agent[Any]]) -> None:
+        """Serve `agents`, each by its key; every one needs a store shared by the workers."""
+        for name, agent in agents.items():
+            if agent.store is None:
+                msg = (
+                    f"agent {name!r} has no store: on Temporal the journal lives in a store "
+                    "every worker reaches (SQLiteStore on one host, PostgresStore across hosts)"
+                )
+                raise EngineInputInvalid(msg)
+        self.agents = dict(agents)
+
+    def all(self) -> list[Callable[..., Any]]:
+        """The activity functions, to register with a worker."""
+        return [self.start, self.model, self.tool, self.close, self.decide]
+
+    def agent(self, name: str) -> Agent[Any]:
+        """The agent registered as `name` (`EngineInputInvalid`, not retried, if none)."""
+        agent = self.agents.get(name)
+        if agent is None:
+            known = ", ".join(sorted(self.agents)) or "none"
+            msg = f"no agent {name!r} is registered with this worker (registered: {known})"
+            raise ApplicationError(msg, type="EngineInputInvalid", non_retryable=True)
+        return agent
+
+    @staticmethod
+    def _store(agent: Agent[Any]) -> RunStore:
+        store = agent.store
+        assert store is not None  # checked when the activities were made
+        return store
+
+    # -- activities ---------------------------------------------------------------------------
+
+    @activity.defn(name="legato.start")
+    async def start(self, start: StartInput) -> Plan:
+        """Record the run's start (`RunStarted`, the prompt); a retry finds it stored."""
+        agent = self.agent(start.agent)
+        store = self._store(agent)
+        if store.run_info(start.run_id) is None:
+            if start.prompt is not None and len(start.prompt.encode()) > MAX_PROMPT_BYTES:
+                msg = f"the prompt is larger than {MAX_PROMPT_BYTES} bytes"
+                raise ApplicationError(msg, type="EngineInputInvalid", non_retryable=True)
+            try:
+                driver = agent.new_driver(start.prompt, run_id=start.run_id, owner=_owner())
+                driver.flush()
+                return self._plan(driver, agent=start.agent)
+            except StoreError:
+                if store.run_info(start.run_id) is None:
+                    raise
+                # another attempt stored the start first: plan from what it stored
+        return self._stored_plan(agent, start.agent, start.run_id)
+
+    @activity.defn(name="legato.model")
+    async def model(self, unit: UnitInput) -> Plan:
+        """One model call (streamed inside the activity); the response goes to the store."""
+        return await self._advance(unit.plan)
+
+    @activity.defn(name="legato.tool")
+    async def tool(self, unit: UnitInput) -> Plan:
+        """One tool call, under the gate (approvals, budget, dedup by its effect id)."""
+        return await self._advance(unit.plan)
+
+    @activity.defn(name="legato.close")
+    async def close(self, unit: UnitInput) -> Plan:
+        """A step's end: the output tool's calls, failure limits, the final answer."""
+        return await self._advance(unit.plan)
+
+    @activity.defn(name="legato.decide")
+    async def decide(self, decide: DecideInput) -> Plan:
+        """Write the decisions the workflow accepted to the approvals store, once each."""
+        from legato.approvals import Approve, Reject
+
+        agent = self.agent(decide.plan.ref.agent)
+        if agent.approvals is None:
+            msg = f"agent {decide.plan.ref.agent!r} has no approval policy to decide in"
+            raise ApplicationError(msg, type="EngineInputInvalid", non_retryable=True)
+        store = agent.approvals.store
+        for decision in decide.decisions:
+            request = await store.get(decision.request_id)
+            if request is None:
+                msg = f"no approval request {decision.request_id} in the approvals store"
+                raise ApplicationError(msg, type="DecisionTokenInvalid", non_retryable=True)
+            verdict = (
+                Approve()
+                if decision.verdict == "approve"
+                else Reject(message=decision.message or "The user rejected this call.")
+            )
+            # a retried attempt finds its decision stored; an expired request is asked again
+            with contextlib.suppress(DecisionAlreadyUsed, DecisionTokenInvalid):
+                await store.decide(request.id, request.token, verdict)
+        return replace(decide.plan, kind="tool", request_ids=(), status="running")
+
+    # -- helpers ------------------------------------------------------------------------------
+
+    async def _advance(self, plan: Plan) -> Plan:
+        agent = self.agent(plan.ref.agent)
+        run_id = plan.ref.run_id
+        ended = self._ended(agent, plan.ref.agent, run_id)
+        if ended is not None:
+            return ended
+        try:
+            driver = agent.resumed_driver(run_id, takeover=True, owner=_owner())
+        except StoreError:
+            raise  # another attempt claimed it first: retried, it reloads what that one stored
+        except Exception as exc:
+            raise _fatal(run_id, exc) from exc
+        unit = Unit(kind=_unit_kind(plan), step=plan.step, call_id=plan.call_id)
+        try:
+            await _heartbeating(driver.advance(unit))
+        except RunParked as exc:
+            requests = tuple(r.id for r in exc.parked.requests)
+            policy = agent.approvals
+            return replace(
+                self._plan(driver, agent=plan.ref.agent),
+                kind="parked",
+                call_id=plan.call_id,
+                effect_id=plan.effect_id,
+                request_ids=requests,
+                approval_ttl=policy.ttl if policy is not None else None,
+                status="parked",
+            )
+        except StoreError:
+            raise  # retried: the next attempt resumes from what was stored
+        except Exception as exc:
+            raise _fatal(run_id, exc) from exc
+        return self._plan(driver, agent=plan.ref.agent)
+
+    def _ended(self, agent: Agent[Any], name: str, run_id: str) -> Plan | None:
+        """The plan of a run the store shows ended (a retried attempt after the end)."""
+        store = self._store(agent)
+        info = store.run_info(run_id)
+        if info is None:
+            msg = f"the store has no run {run_id}"
+            raise ApplicationError(msg, type="RunNotResumable", non_retryable=True)
+        if info.status not in ("finished", "failed"):
+            return None
+        events = list(store.load_run(run_id).events)
+        failed = next((e for e in events if isinstance(e, RunFailed)), None)
+        if failed is not None:
+            raise ApplicationError(failed.message, type=failed.error_type, non_retryable=True)
+        ref = RunRef(run_id=run_id, agent=name, offset=len(events), digest=journal_digest(events))
+        return Plan(kind="done", ref=ref, status="finished")
+
+    def _stored_plan(self, agent: Agent[Any], name: str, run_id: str) -> Plan:
+        ended = self._ended(agent, name, run_id)
+        if ended is not None:
+            return ended
+        events = list(self._store(agent).load_run(run_id).events)
+        driver = RunDriver(agent.run_config(), journal=Journal(events), saved=len(events))
+        return self._plan(driver, agent=name)
+
+    @staticmethod
+    def _plan(driver: RunDriver[Any], *, agent: str) -> Plan:
+        events = list(driver.journal.events)
+        state = driver.state
+        ref = RunRef(
+            run_id=state.run_id, agent=agent, offset=len(events), digest=journal_digest(events)
+        )
+        unit = driver.next_unit()
+        if unit.kind == "done":
+            finished = any(isinstance(e, RunFinished) for e in events)
+            return Plan(kind="done", ref=ref, status="finished" if finished else "failed")
+        eid = None
+        if unit.call_id is not None:
+            call = next(c for c in state.pending_calls if c.id == unit.call_id)
+            eid = effect_id(state.run_id, call)
+        return Plan(kind=unit.kind, ref=ref, step=unit.step, call_id=unit.call_id, effect_id=eid)
+
+
+def _unit_kind(plan: Plan) -> Any:
+    if plan.kind in ("model", "tool", "close"):
+        return plan.kind
+    msg = f"a {plan.kind!r} plan is not a unit to run"
+    raise ApplicationError(msg, type="EngineInputInvalid", non_retryable=True)
+
+
+def _fatal(run_id: str, exc: Exception) -> ApplicationError:
+    """The run failed (its journal ends with `RunFailed`): the workflow fails, no retry."""
+    return ApplicationError(f"run {run_id}: {exc}", type=type(exc).__name__, non_retryable=True)

@@ -1,0 +1,172 @@
+"""The worker that serves legato runs, and the client helper that starts and decides them."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Mapping, Sequence
+from typing import Any, Literal
+
+from temporalio.client import (
+    Client,
+    WorkflowFailureError,
+    WorkflowHandle,
+    WorkflowUpdateFailedError,
+)
+from temporalio.exceptions import ApplicationError
+from temporalio.worker import Worker
+from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner, SandboxRestrictions
+
+from legato.agent import Agent
+from legato.events import JournalEvent
+from legato.exceptions import (
+    DecisionAlreadyUsed,
+    DecisionTokenInvalid,
+    DurableRunFailed,
+    EngineInputInvalid,
+    LegatoError,
+)
+from legato.store import RunStore
+from legato.temporal._activities import MAX_PROMPT_BYTES, LegatoActivities
+from legato.temporal._types import ActivitySettings, DecisionInput, Plan, RunInput, RunOutcome
+from legato.temporal._workflow import LegatoRun
+
+__all__ = ["PASSED_THROUGH", "TemporalRuns", "legato_worker"]
+
+PASSED_THROUGH = (
+    "legato",  # pure code the workflow imports; re-imported per workflow it costs ~0.4 s
+    "pydantic",
+    "pydantic_core",
+    "typing_extensions",
+    "httpx",  # imported by the model clients legato loads
+    "anyio",
+    "sniffio",
+    "openai",  # provider SDKs: heavy imports, and some touch the file system at import
+    "anthropic",
+    "google",
+    "mcp",
+    "yaml",
+)
+"""Modules the workflow sandbox passes through (imported once, outside the sandbox)."""
+
+
+def legato_worker(
+    client: Client,
+    *,
+    task_queue: str,
+    agents: Mapping[str, Agent[Any]],
+    **options: Any,
+) -> Worker:
+    """A Temporal worker serving runs of `agents` (each by its key) on `task_queue`.
+
+    Registers the `LegatoRun` workflow and the activities, passes legato and the libraries
+    it loads through the workflow sandbox, and fails a workflow (instead of retrying its
+    task forever) on a legato error. Other `Worker` options pass through `options`. Run
+    it in `async with` (or `await worker.shutdown()` in `finally`): a worker left running
+    when the interpreter exits can crash it.
+    """
+    activities = LegatoActivities(agents)
+    restrictions = SandboxRestrictions.default.with_passthrough_modules(*PASSED_THROUGH)
+    return Worker(
+        client,
+        task_queue=task_queue,
+        workflows=[LegatoRun],
+        activities=activities.all(),
+        workflow_runner=SandboxedWorkflowRunner(restrictions=restrictions),
+        workflow_failure_exception_types=[LegatoError],
+        **options,
+    )
+
+
+class TemporalRuns:
+    """Start, watch and decide legato runs on Temporal; the workflow id is the run id."""
+
+    def __init__(self, client: Client, *, task_queue: str) -> None:
+        """Talk to Temporal through `client`; start runs on `task_queue`."""
+        self.client = client
+        self.task_queue = task_queue
+
+    async def start(
+        self,
+        agent: str,
+        prompt: str,
+        *,
+        run_id: str | None = None,
+        settings: ActivitySettings | None = None,
+        continue_every: int = 500,
+    ) -> str:
+        """Start a run of the agent a worker registers as `agent`; its run id.
+
+        The prompt is the one message that travels through Temporal: one larger than
+        `MAX_PROMPT_BYTES` is refused here (`EngineInputInvalid`), before anything starts.
+        """
+        if len(prompt.encode()) > MAX_PROMPT_BYTES:
+            msg = (
+                f"the prompt is {len(prompt.encode())} bytes; at most {MAX_PROMPT_BYTES} "
+                "travel through Temporal (put large inputs in a file or store the tools read)"
+            )
+            raise EngineInputInvalid(msg)
+        if continue_every < 1:
+            msg = "continue_every must be at least 1"
+            raise EngineInputInvalid(msg)
+        run_id = run_id or uuid.uuid4().hex
+        run = RunInput(
+            run_id=run_id,
+            agent=agent,
+            prompt=prompt,
+            continue_every=continue_every,
+            settings=settings or ActivitySettings(),
+        )
+        await self.client.start_workflow(LegatoRun.run, run, id=run_id, task_queue=self.task_queue)
+        return run_id
+
+    def handle(self, run_id: str) -> WorkflowHandle[LegatoRun, RunOutcome]:
+        """The run's workflow handle (for signals, cancellation, history)."""
+        return self.client.get_workflow_handle_for(LegatoRun.run, run_id)
+
+    async def result(self, run_id: str) -> RunOutcome:
+        """Wait for the run's end; `DurableRunFailed` names the legato error that ended it."""
+        try:
+            return await self.handle(run_id).result()
+        except WorkflowFailureError as exc:
+            cause = exc.cause
+            if isinstance(cause, ApplicationError):
+                raise DurableRunFailed(run_id, cause.type or "Error", cause.message) from exc
+            raise DurableRunFailed(run_id, type(cause).__name__, str(cause)) from exc
+
+    async def plan(self, run_id: str) -> Plan | None:
+        """What the run does next, and where its stored journal stands."""
+        return await self.handle(run_id).query("plan", result_type=Plan)
+
+    async def open_requests(self, run_id: str) -> list[str]:
+        """The approval requests the run waits on now."""
+        return await self.handle(run_id).query("open_requests", result_type=list[str])
+
+    async def decide(
+        self,
+        run_id: str,
+        request_id: str,
+        verdict: Literal["approve", "reject"],
+        *,
+        message: str | None = None,
+    ) -> None:
+        """Decide one request the run waits on (an update; exactly one decision gets in).
+
+        `DecisionAlreadyUsed` when it was decided already; `DecisionTokenInvalid` when the
+        run waits on no such request, or it expired.
+        """
+        decision = DecisionInput(request_id=request_id, verdict=verdict, message=message)
+        try:
+            handle = self.handle(run_id)
+            # temporalio's multi-parameter overload has an untyped `args`; this is the str one
+            await handle.execute_update("decide", decision, result_type=str)  # pyright: ignore[reportUnknownMemberType]
+        except WorkflowUpdateFailedError as exc:
+            cause = exc.cause
+            if isinstance(cause, ApplicationError) and cause.type == "DecisionAlreadyUsed":
+                raise DecisionAlreadyUsed(cause.message) from exc
+            message = cause.message if isinstance(cause, ApplicationError) else str(cause)
+            raise DecisionTokenInvalid(message) from exc
+
+    @staticmethod
+    def events(store: RunStore, run_id: str, *, after: int = 0) -> Sequence[JournalEvent]:
+        """The run's journal events after the first `after` (watch by polling the store)."""
+        return list(store.load_run(run_id).events)[after:]

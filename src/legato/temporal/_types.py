@@ -1,0 +1,131 @@
+"""The small values that travel through Temporal: references and plans, never messages.
+
+Workflow code holds only these. Each is a frozen dataclass of strings, numbers and tuples,
+so Temporal's JSON converter carries it as is, and a history stays small however large the
+conversation grows: prompts, responses and tool results live in the legato store.
+This module imports nothing from legato, so workflow code can import it in its sandbox.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+__all__ = [
+    "ActivitySettings",
+    "DecideInput",
+    "DecisionInput",
+    "Plan",
+    "RunInput",
+    "RunOutcome",
+    "RunRef",
+    "StartInput",
+    "UnitInput",
+]
+
+PlanKind = Literal["model", "tool", "close", "parked", "done"]
+
+
+@dataclass(frozen=True, kw_only=True)
+class RunRef:
+    """Where a run stands in the legato store: its id, journal length and digest."""
+
+    run_id: str
+    agent: str
+    """The name the worker registers the agent under."""
+    offset: int = 0
+    """How many journal events the store held when the reference was taken."""
+    digest: str = ""
+    """sha256 of those events (their JSONL), so a history names exactly what it saw."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class Plan:
+    """What the run does next (`RunDriver.next_unit`), or that it waits or has ended."""
+
+    kind: PlanKind
+    ref: RunRef
+    step: int = 0
+    call_id: str | None = None
+    """The call a `tool` unit runs (or, `parked`, the call waiting for decisions)."""
+    effect_id: str | None = None
+    """That call's effect id (the gate's): the tool activity's id and idempotency key."""
+    request_ids: tuple[str, ...] = ()
+    """`parked`: the approval requests the run waits on."""
+    approval_ttl: float | None = None
+    """`parked`: seconds the requests may be decided for (None: no expiry)."""
+    status: Literal["running", "parked", "finished", "failed"] = "running"
+
+
+@dataclass(frozen=True, kw_only=True)
+class ActivitySettings:
+    """Timeouts and retries of the run's activities (every retry policy is bounded)."""
+
+    start_to_close: float = 3600.0
+    """Seconds one attempt may take."""
+    heartbeat: float = 10.0
+    """Seconds without a heartbeat before an attempt counts as lost (its worker died)."""
+    max_attempts: int = 5
+    """Attempts per activity, the first included."""
+    initial_interval: float = 1.0
+    """Seconds before the first retry (doubled each time, at most 30 s)."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class StartInput:
+    """The `start` activity's input: the run's id and its prompt (checked for size)."""
+
+    run_id: str
+    agent: str
+    prompt: str | None
+
+
+@dataclass(frozen=True, kw_only=True)
+class RunInput:
+    """A run workflow's input; continue-as-new carries the same shape with a plan."""
+
+    run_id: str
+    agent: str
+    prompt: str | None = None
+    """Only for the first workflow run; a continued one starts from `plan`."""
+    continue_every: int = 500
+    """Units per workflow run before it continues as new (or sooner when Temporal says)."""
+    settings: ActivitySettings = ActivitySettings()
+    plan: Plan | None = None
+    units: int = 0
+    """Units done by earlier workflow runs of this run."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class UnitInput:
+    """A unit activity's input: the plan to carry out."""
+
+    plan: Plan
+
+
+@dataclass(frozen=True, kw_only=True)
+class DecisionInput:
+    """A decision on one approval request, sent to the run workflow as an update."""
+
+    request_id: str
+    verdict: Literal["approve", "reject"]
+    message: str | None = None
+    """A rejection's message, which the model is shown."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class DecideInput:
+    """The `decide` activity's input: decisions to write to the approvals store."""
+
+    plan: Plan
+    """The parked plan the decisions answer."""
+    decisions: tuple[DecisionInput, ...]
+
+
+@dataclass(frozen=True, kw_only=True)
+class RunOutcome:
+    """A run workflow's result: a reference to the ended run (its output is in the store)."""
+
+    ref: RunRef
+    status: Literal["finished", "failed"]
+    units: int

@@ -1,0 +1,33 @@
+"""Agents the Temporal tests run (importable by the worker processes too)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from legato import Agent, tool
+from legato.events import JournalEvent
+from legato.store import SQLiteStore
+from legato.testing import ScriptedModel, call, reply
+
+
+@tool
+def add(a: int, b: int) -> int:
+    """Add two numbers.
+
+    Args:
+        a: The first.
+        b: The second.
+    """
+    return a + b
+
+
+def adder(db: Path, **options: Any) -> Agent[str]:
+    """A scripted agent: one call of `add`, then the answer (two model calls)."""
+    model = ScriptedModel([reply(call("add", {"a": 2, "b": 3}, id="c1")), "It is 5."])
+    return Agent(model, tools=[add], store=SQLiteStore(db), name="adder", **options)
+
+
+def shape(events: list[JournalEvent]) -> list[str]:
+    """A journal's kinds, without the claims each activity records (`run_resumed`)."""
+    return [e.kind for e in events if e.kind != "run_resumed"]
