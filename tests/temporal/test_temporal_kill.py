@@ -1,0 +1,100 @@
+"""Two worker processes; the one inside a tool is SIGKILLed: the other finishes the run,
+the effect happened once, and no model call was repeated."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+import uuid
+from pathlib import Path
+
+from temporalio.client import Client
+
+from legato.events import JournalEvent, ToolCallFinished
+from legato.store import SQLiteStore
+from legato.temporal import ActivitySettings, RunOutcome, TemporalRuns
+
+WORKER = Path(__file__).parent / "temporal_kill_worker.py"
+SRC = Path(__file__).parents[2] / "src"
+
+
+def spawn(address: str, queue: str, folder: Path, *, dedup: bool = True) -> subprocess.Popen[bytes]:
+    path = os.pathsep.join([str(SRC), os.environ.get("PYTHONPATH", "")])
+    env = {**os.environ, "PYTHONPATH": path}
+    if not dedup:
+        env["LEGATO_TEST_NO_DEDUP"] = "1"
+    args = [sys.executable, str(WORKER), address, queue, str(folder)]
+    return subprocess.Popen(args, env=env, start_new_session=True)
+
+
+def wait_for(path_glob: str, folder: Path, proc: subprocess.Popen[bytes]) -> Path:
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        found = sorted(folder.glob(path_glob))
+        if found:
+            return found[0]
+        assert proc.poll() is None, f"the worker exited with {proc.returncode}"
+        time.sleep(0.05)
+    raise AssertionError(f"{path_glob} never appeared")
+
+
+async def kill_mid_tool(
+    address: str, folder: Path, *, dedup: bool
+) -> tuple[RunOutcome, list[str], list[str], list[JournalEvent], int, int]:
+    """Worker 1 runs the tool and is killed inside it; worker 2 finishes the run."""
+    temporal_address, tmp_path = address, folder
+    queue = f"q-{uuid.uuid4().hex}"
+    first = spawn(temporal_address, queue, tmp_path)
+    second: subprocess.Popen[bytes] | None = None
+    try:
+        wait_for(f"ready.{first.pid}", tmp_path, first)
+        client = await Client.connect(temporal_address)
+        runs = TemporalRuns(client, task_queue=queue)
+        settings = ActivitySettings(heartbeat=2.0, initial_interval=0.2)
+        run_id = await runs.start("shipper", "Ship A1", settings=settings)
+        wait_for(f"entered.{first.pid}", tmp_path, first)  # the effect is done; the call waits
+        second = spawn(temporal_address, queue, tmp_path, dedup=dedup)
+        wait_for(f"ready.{second.pid}", tmp_path, second)
+        os.killpg(first.pid, signal.SIGKILL)
+        first.wait()
+        (tmp_path / "release").touch()
+        outcome = await runs.result(run_id)
+    finally:
+        (tmp_path / "stop").touch()
+        for proc in (first, second):
+            if proc is not None and proc.poll() is None:
+                try:
+                    proc.wait(timeout=30)
+                except subprocess.TimeoutExpired:
+                    os.killpg(proc.pid, signal.SIGKILL)
+                    proc.wait()
+
+    assert second is not None
+    effects = (tmp_path / "effects").read_text(encoding="utf-8").split()
+    callers = (tmp_path / "model_calls").read_text(encoding="utf-8").split()
+    events = list(SQLiteStore(tmp_path / "runs.db").load_run(run_id).events)
+    return outcome, effects, callers, events, first.pid, second.pid
+
+
+async def test_a_worker_killed_mid_tool_the_other_finishes_each_effect_once(
+    temporal_address: str, tmp_path: Path
+) -> None:
+    outcome, effects, callers, events, first, second = await kill_mid_tool(
+        temporal_address, tmp_path, dedup=True
+    )
+    assert outcome.status == "finished"
+    assert len(effects) == 1  # the effect ran once, though its activity ran twice
+    assert callers == [str(first), str(second)]  # one model call per step: none repeated
+    finished = [e for e in events if isinstance(e, ToolCallFinished)]
+    assert [f.result.text for f in finished] == ["shipped (found)"]  # reconciled, not re-run
+
+
+async def test_twin_without_the_stores_dedup_the_killed_effect_runs_twice(
+    temporal_address: str, tmp_path: Path
+) -> None:
+    outcome, effects, _, _, _, _ = await kill_mid_tool(temporal_address, tmp_path, dedup=False)
+    assert outcome.status == "finished"
+    assert len(effects) == 2 and len(set(effects)) == 1  # Temporal alone: at least once
