@@ -31,3 +31,22 @@ def adder(db: Path, **options: Any) -> Agent[str]:
 def shape(events: list[JournalEvent]) -> list[str]:
     """A journal's kinds, without the claims each activity records (`run_resumed`)."""
     return [e.kind for e in events if e.kind != "run_resumed"]
+
+
+def approving(db: Path, shipped: list[str], *, ttl: float | None = None) -> Agent[str]:
+    """A scripted agent whose one call (`ship`) waits for an approval, then answers."""
+    from legato.approvals import ApprovalPolicy, Rule, SQLiteApprovalStore
+
+    @tool(side_effects="irreversible")
+    def ship(order: str) -> str:
+        """Ship an order.
+
+        Args:
+            order: Which order.
+        """
+        shipped.append(order)
+        return f"shipped {order}"
+
+    policy = ApprovalPolicy(rules=[Rule("ship", "ask")], store=SQLiteApprovalStore(db), ttl=ttl)
+    model = ScriptedModel([reply(call("ship", {"order": "A1"}, id="c1")), "Done."])
+    return Agent(model, tools=[ship], store=SQLiteStore(db), approvals=policy, name="shipper")

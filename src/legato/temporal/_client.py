@@ -13,6 +13,7 @@ from temporalio.client import (
     WorkflowUpdateFailedError,
 )
 from temporalio.exceptions import ApplicationError
+from temporalio.service import RPCError, RPCStatusCode
 from temporalio.worker import Worker
 from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner, SandboxRestrictions
 
@@ -84,6 +85,7 @@ class TemporalRuns:
         """Talk to Temporal through `client`; start runs on `task_queue`."""
         self.client = client
         self.task_queue = task_queue
+        self._started: dict[str, WorkflowHandle[LegatoRun, RunOutcome]] = {}
 
     async def start(
         self,
@@ -126,7 +128,8 @@ class TemporalRuns:
     async def result(self, run_id: str) -> RunOutcome:
         """Wait for the run's end; `DurableRunFailed` names the legato error that ended it."""
         try:
-            return await self.handle(run_id).result()
+            handle = self._started.get(run_id) or self.handle(run_id)
+            return await handle.result()
         except WorkflowFailureError as exc:
             cause = exc.cause
             if isinstance(cause, ApplicationError):
@@ -152,7 +155,7 @@ class TemporalRuns:
         """Decide one request the run waits on (an update; exactly one decision gets in).
 
         `DecisionAlreadyUsed` when it was decided already; `DecisionTokenInvalid` when the
-        run waits on no such request, or it expired.
+        run waits on no such request, it expired, or the run has ended.
         """
         decision = DecisionInput(request_id=request_id, verdict=verdict, message=message)
         try:
@@ -165,6 +168,11 @@ class TemporalRuns:
                 raise DecisionAlreadyUsed(cause.message) from exc
             message = cause.message if isinstance(cause, ApplicationError) else str(cause)
             raise DecisionTokenInvalid(message) from exc
+        except RPCError as exc:
+            if exc.status != RPCStatusCode.NOT_FOUND:
+                raise
+            msg = f"run {run_id} waits on no decision: {exc.message}"
+            raise DecisionTokenInvalid(msg) from exc
 
     @staticmethod
     def events(store: RunStore, run_id: str, *, after: int = 0) -> Sequence[JournalEvent]:

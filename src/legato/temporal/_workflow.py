@@ -110,6 +110,10 @@ class LegatoRun:
 
     @decide.validator
     def _check_decision(self, decision: DecisionInput) -> None:
+        self._admit(decision)
+
+    def _admit(self, decision: DecisionInput) -> None:
+        """Refuse a decision on an unknown, decided or expired request (consume-once)."""
         request_id = decision.request_id
         if request_id in self._expired:
             msg = f"approval request {request_id} expired before it was decided"
