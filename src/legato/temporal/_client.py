@@ -85,7 +85,6 @@ class TemporalRuns:
         """Talk to Temporal through `client`; start runs on `task_queue`."""
         self.client = client
         self.task_queue = task_queue
-        self._started: dict[str, WorkflowHandle[LegatoRun, RunOutcome]] = {}
 
     async def start(
         self,
@@ -128,8 +127,7 @@ class TemporalRuns:
     async def result(self, run_id: str) -> RunOutcome:
         """Wait for the run's end; `DurableRunFailed` names the legato error that ended it."""
         try:
-            handle = self._started.get(run_id) or self.handle(run_id)
-            return await handle.result()
+            return await self.handle(run_id).result()
         except WorkflowFailureError as exc:
             cause = exc.cause
             if isinstance(cause, ApplicationError):

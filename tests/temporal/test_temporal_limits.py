@@ -1,0 +1,128 @@
+"""Only references travel: a 3 MB tool result completes with a small history; a 200-step
+run continues as new and keeps one contiguous journal; bad input is a typed error."""
+
+from __future__ import annotations
+
+import uuid
+from pathlib import Path
+from typing import Any
+
+import pytest
+from temporalio.client import Client
+
+from legato import Agent, tool
+from legato.events import ModelResponded, RunFinished, RunStarted, ToolCallFinished
+from legato.exceptions import DurableRunFailed, EngineInputInvalid
+from legato.models import ModelRequest
+from legato.store import SQLiteStore
+from legato.temporal import MAX_PROMPT_BYTES, LegatoActivities, TemporalRuns, legato_worker
+from legato.testing import FunctionModel, ScriptedModel, call, reply
+
+BIG = 3 * 1024 * 1024
+
+
+@tool
+def dump() -> str:
+    """Return a large text."""
+    return "x" * BIG
+
+
+@tool
+def tick(n: int) -> int:
+    """Count.
+
+    Args:
+        n: The step.
+    """
+    return n
+
+
+def counter(steps: int) -> FunctionModel:
+    """Calls `tick` until `steps` model calls were made, then answers."""
+
+    def answer(request: ModelRequest) -> Any:
+        done = sum(1 for m in request.messages if m.role == "tool")
+        if done + 1 >= steps:
+            return "Counted."
+        return reply(call("tick", {"n": done + 1}, id=f"t{done + 1}"))
+
+    return FunctionModel(answer)
+
+
+async def test_a_3mb_tool_result_completes_and_the_history_stays_small(
+    temporal_address: str, tmp_path: Path
+) -> None:
+    model = ScriptedModel([reply(call("dump", {}, id="d1")), "Done."])
+    agent = Agent(model, tools=[dump], store=SQLiteStore(tmp_path / "runs.db"))
+    client = await Client.connect(temporal_address)
+    queue = f"q-{uuid.uuid4().hex}"
+    async with legato_worker(client, task_queue=queue, agents={"dumper": agent}):
+        runs = TemporalRuns(client, task_queue=queue)
+        run_id = await runs.start("dumper", "Dump it")
+        outcome = await runs.result(run_id)
+        history = await runs.handle(run_id).fetch_history()
+    assert outcome.status == "finished"
+    events = list(SQLiteStore(tmp_path / "runs.db").load_run(run_id).events)
+    finished = next(e for e in events if isinstance(e, ToolCallFinished))
+    assert len(finished.result.text) == BIG  # the whole result is in the store
+    largest = max(event.ByteSize() for event in history.events)
+    assert largest < 256 * 1024
+    print(f"3 MiB result: largest history event {largest} B, history {len(history.events)} events")
+
+
+async def test_a_200_step_run_continues_as_new_with_one_contiguous_journal(
+    temporal_address: str, tmp_path: Path
+) -> None:
+    store = SQLiteStore(tmp_path / "runs.db")
+    agent = Agent(counter(200), tools=[tick], store=store, max_steps=250)
+    client = await Client.connect(temporal_address)
+    queue = f"q-{uuid.uuid4().hex}"
+    async with legato_worker(client, task_queue=queue, agents={"counter": agent}):
+        runs = TemporalRuns(client, task_queue=queue)
+        run_id = await runs.start("counter", "Count to 200", continue_every=100)
+        outcome = await runs.result(run_id)
+        history = await runs.handle(run_id).fetch_history()  # the last workflow run's
+    assert outcome.status == "finished" and outcome.units >= 399
+    started = history.events[0].workflow_execution_started_event_attributes
+    assert started.continued_execution_run_id  # this run continued an earlier one
+    assert len(history.events) < 1000
+    events = list(store.load_run(run_id).events)
+    assert isinstance(events[0], RunStarted) and isinstance(events[-1], RunFinished)
+    assert sum(isinstance(e, RunStarted) for e in events) == 1
+    steps = [e.step for e in events if isinstance(e, ModelResponded)]
+    assert steps == list(range(1, 201))  # every step once, in order, in one journal
+    assert outcome.ref.offset == len(events)
+
+
+async def test_an_oversized_prompt_is_refused_before_anything_starts(
+    temporal_address: str,
+) -> None:
+    runs = TemporalRuns(await Client.connect(temporal_address), task_queue="unused")
+    with pytest.raises(EngineInputInvalid, match="bytes"):
+        await runs.start("any", "x" * (MAX_PROMPT_BYTES + 1))
+
+
+def test_an_agent_without_a_store_is_refused_by_the_worker() -> None:
+    agent = Agent(ScriptedModel(["hi"]), tools=[tick])
+    with pytest.raises(EngineInputInvalid, match="no store"):
+        LegatoActivities({"nostore": agent})
+
+
+async def test_an_unknown_agent_or_a_run_limit_fails_the_workflow_with_its_type(
+    temporal_address: str, tmp_path: Path
+) -> None:
+    agent = Agent(counter(10), tools=[tick], store=SQLiteStore(tmp_path / "runs.db"), max_steps=2)
+    client = await Client.connect(temporal_address)
+    queue = f"q-{uuid.uuid4().hex}"
+    async with legato_worker(client, task_queue=queue, agents={"counter": agent}):
+        runs = TemporalRuns(client, task_queue=queue)
+        unknown = await runs.start("nobody", "Hello")
+        with pytest.raises(DurableRunFailed) as failed:
+            await runs.result(unknown)
+        assert failed.value.error_type == "EngineInputInvalid"
+        limited = await runs.start("counter", "Count")
+        with pytest.raises(DurableRunFailed) as failed:
+            await runs.result(limited)
+        assert failed.value.error_type == "MaxStepsExceeded"  # not retried: one attempt
+    info = SQLiteStore(tmp_path / "runs.db").run_info(limited)
+    assert info is not None and info.status == "failed"
