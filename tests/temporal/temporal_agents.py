@@ -50,3 +50,14 @@ def approving(db: Path, shipped: list[str], *, ttl: float | None = None) -> Agen
     policy = ApprovalPolicy(rules=[Rule("ship", "ask")], store=SQLiteApprovalStore(db), ttl=ttl)
     model = ScriptedModel([reply(call("ship", {"order": "A1"}, id="c1")), "Done."])
     return Agent(model, tools=[ship], store=SQLiteStore(db), approvals=policy, name="shipper")
+
+
+def delegating(db: Path, shipped: list[str]) -> Agent[str]:
+    """A parent whose one call delegates to a child agent; the child's `ship` asks first."""
+    from legato.approvals import ApprovalPolicy, Rule, SQLiteApprovalStore
+
+    child = approving(db, shipped)
+    as_tool = child.as_tool(name="shipping", description="Ships orders.")
+    policy = ApprovalPolicy(rules=[Rule("ship", "ask")], store=SQLiteApprovalStore(db))
+    model = ScriptedModel([reply(call("shipping", {"task": "ship A1"}, id="p1")), "All done."])
+    return Agent(model, tools=[as_tool], store=SQLiteStore(db), approvals=policy, name="parent")
