@@ -61,3 +61,14 @@ def delegating(db: Path, shipped: list[str]) -> Agent[str]:
     policy = ApprovalPolicy(rules=[Rule("ship", "ask")], store=SQLiteApprovalStore(db))
     model = ScriptedModel([reply(call("shipping", {"task": "ship A1"}, id="p1")), "All done."])
     return Agent(model, tools=[as_tool], store=SQLiteStore(db), approvals=policy, name="parent")
+
+
+async def open_request(runs: Any, run_id: str) -> str:
+    """The first approval request a run's workflow waits on, once it waits on one."""
+    import asyncio
+
+    while True:
+        requests: list[str] = await runs.open_requests(run_id)
+        if requests:
+            return requests[0]
+        await asyncio.sleep(0.05)

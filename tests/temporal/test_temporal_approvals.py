@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from temporal_agents import approving
+from temporal_agents import approving, open_request
 from temporalio import workflow
 from temporalio.client import Client
 from temporalio.testing import WorkflowEnvironment
@@ -44,14 +44,6 @@ class Unvalidated(LegatoRun):
 
     def _admit(self, decision: DecisionInput) -> None:
         return None
-
-
-async def open_request(runs: TemporalRuns, run_id: str) -> str:
-    while True:
-        requests = await runs.open_requests(run_id)
-        if requests:
-            return requests[0]
-        await asyncio.sleep(0.05)
 
 
 async def race(address: str, run_id: str, request_id: str, queue: str) -> list[str]:

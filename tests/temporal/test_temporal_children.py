@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-import asyncio
 import uuid
 from pathlib import Path
 
-from temporal_agents import delegating
+from temporal_agents import delegating, open_request
 from temporalio.client import Client
 
 from legato.events import ApprovalDecided, RunFinished, SpawnFinished
@@ -24,10 +23,9 @@ async def test_a_parked_child_parks_the_parent_and_a_decision_resumes_both(
     async with legato_worker(client, task_queue=queue, agents={"parent": agent}):
         runs = TemporalRuns(client, task_queue=queue)
         run_id = await runs.start("parent", "Ship A1 through the shipping agent")
-        while not (requests := await runs.open_requests(run_id)):
-            await asyncio.sleep(0.05)
+        request_id = await open_request(runs, run_id)
         assert shipped == []  # parked: nothing ran
-        await runs.decide(run_id, requests[0], "approve")
+        await runs.decide(run_id, request_id, "approve")
         outcome = await runs.result(run_id)
     assert outcome.status == "finished" and shipped == ["A1"]
     store = SQLiteStore(tmp_path / "runs.db")
