@@ -186,13 +186,55 @@ def _decide(target: str, store: str, decision: Decision, console: Console) -> No
         )
 
 
+TemporalOption = Annotated[
+    str | None,
+    typer.Option(
+        "--temporal",
+        help="A Temporal frontend (host:port): decide the run's workflow through its update.",
+    ),
+]
+
+
+def _decide_temporal(run_id: str, address: str, decision: Decision, console: Console) -> None:
+    """Decide every request a run's Temporal workflow waits on (one update each)."""
+    from temporalio.client import Client
+    from temporalio.service import RPCError
+
+    from legato.temporal import TemporalRuns
+
+    async def decide() -> list[str]:
+        runs = TemporalRuns(await Client.connect(address), task_queue="")
+        requests = await runs.open_requests(run_id)
+        verdict = "approve" if isinstance(decision, Approve) else "reject"
+        for request_id in requests:
+            await runs.decide(run_id, request_id, verdict, message=decision.message or None)
+        return requests
+
+    try:
+        decided = asyncio.run(decide())
+    except (LegatoError, RPCError, RuntimeError) as exc:
+        raise _fail(console, exc) from None
+    if not decided:
+        console.print("nothing to decide: the run's workflow waits on no approval request")
+        raise typer.Exit(1)
+    for request_id in decided:
+        console.print(f"{decision.verdict}: {request_id} (run {run_id}, through Temporal)")
+
+
 @runs_app.command("approve")
 def approve(
     target: Annotated[str, typer.Argument(help="A request id, or a run id (all its requests).")],
     store: StoreOption = DEFAULT_STORE,
     message: Annotated[str | None, typer.Option(help="A note for the journal.")] = None,
+    temporal: TemporalOption = None,
 ) -> None:
-    """Approve a pending request (or every pending request of a run's tree)."""
+    """Approve a pending request (or every pending request of a run's tree).
+
+    With `--temporal`, TARGET is the run id of a run on Temporal.
+    """
+    if temporal is not None:
+        _decide_temporal(target, temporal, Approve(message=message or ""), Console())
+        return
     _decide(target, store, Approve(message=message or ""), Console())
 
 
@@ -203,9 +245,17 @@ def reject(
     message: Annotated[
         str | None, typer.Option(help="What the model is told (e.g. 'it ran', 'not now').")
     ] = None,
+    temporal: TemporalOption = None,
 ) -> None:
-    """Reject a pending request (or every pending request of a run's tree)."""
-    _decide(target, store, Reject(message=message or Reject().message), Console())
+    """Reject a pending request (or every pending request of a run's tree).
+
+    With `--temporal`, TARGET is the run id of a run on Temporal.
+    """
+    decision = Reject(message=message or Reject().message)
+    if temporal is not None:
+        _decide_temporal(target, temporal, decision, Console())
+        return
+    _decide(target, store, decision, Console())
 
 
 @runs_app.command("resume")
