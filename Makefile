@@ -55,6 +55,7 @@ bench: $(VENV)/.installed-dev
 	$(BIN)/python bench/spawn.py
 	$(BIN)/python bench/provider_overhead.py
 	$(BIN)/python bench/durable.py
+	$(BIN)/python bench/temporal.py
 	$(BIN)/python bench/web_stream.py
 	$(BIN)/python bench/tool_validation.py
 

@@ -1,0 +1,191 @@
+"""What Temporal costs a legato run: N concurrent runs on 1 and 2 worker processes.
+
+Run: `python bench/temporal.py [--runs N] [--steps N] [--delay S]`.
+
+Each run is a scripted agent (no provider): `--steps` model calls, each but the last
+calling a tool that sleeps `--delay` seconds, then the answer. The same runs go
+(1) in one process on a plain SQLite store (`asyncio.gather` of `agent.run`), then
+(2) on Temporal with one worker process and (3) with two, all against one dev server
+(the `temporal` binary next to this python, on 127.0.0.1, in memory). Reported: runs/s,
+the p50/p99 of one step's latency (from one model call of a run to its next: the tool
+call and the overheads in between), and Temporal's overhead per step against (1).
+
+Prints figures; asserts nothing.
+"""
+
+# The driver polls files and ports other processes create, and starts them with Popen.
+# ruff: noqa: ASYNC110, ASYNC220, ASYNC240
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import signal
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def build_agent(folder: Path, *, steps: int, delay: float) -> Any:
+    """The benchmark's agent; its model logs `run step time` lines to `folder/steps.<pid>`."""
+    from legato import Agent, tool
+    from legato.models import ModelRequest
+    from legato.store import SQLiteStore
+    from legato.testing import FunctionModel, call, reply
+
+    log = folder / f"steps.{os.getpid()}"
+
+    @tool
+    async def wait(n: int) -> int:
+        """Wait a fixed delay.
+
+        Args:
+            n: The step.
+        """
+        await asyncio.sleep(delay)
+        return n
+
+    def answer(request: ModelRequest) -> Any:
+        name = request.messages[0].text
+        done = sum(1 for m in request.messages if m.role == "tool")
+        with log.open("a", encoding="utf-8") as out:
+            out.write(f"{name} {done} {time.time()}\n")
+        if done + 1 >= steps:
+            return "Done."
+        return reply(call("wait", {"n": done}, id=f"w{done}"))
+
+    store = SQLiteStore(folder / "runs.db")
+    return Agent(FunctionModel(answer), tools=[wait], store=store, name="bench", max_steps=steps)
+
+
+def step_latencies(folder: Path) -> list[float]:
+    """Seconds between consecutive model calls of each run (from every process's log)."""
+    calls: dict[str, list[tuple[int, float]]] = {}
+    for path in folder.glob("steps.*"):
+        for line in path.read_text(encoding="utf-8").splitlines():
+            name, step, at = line.split()
+            calls.setdefault(name, []).append((int(step), float(at)))
+    gaps: list[float] = []
+    for seen in calls.values():
+        ordered = [at for _, at in sorted(seen)]
+        gaps += [b - a for a, b in zip(ordered, ordered[1:], strict=False)]
+    return gaps
+
+
+def summary(label: str, runs: int, wall: float, gaps: list[float]) -> float:
+    ordered = sorted(gaps)
+    p50 = statistics.median(ordered)
+    p99 = ordered[min(len(ordered) - 1, int(len(ordered) * 0.99))]
+    print(
+        f"{label:<28} {runs / wall:7.1f} runs/s   step p50 {p50 * 1000:7.1f} ms"
+        f"   p99 {p99 * 1000:7.1f} ms   ({runs} runs in {wall:.2f} s)"
+    )
+    return p50
+
+
+async def plain(folder: Path, args: argparse.Namespace) -> float:
+    agent = build_agent(folder, steps=args.steps, delay=args.delay)
+    started = time.perf_counter()
+    await asyncio.gather(*(agent.run(f"run{i}") for i in range(args.runs)))
+    wall = time.perf_counter() - started
+    return summary("SQLite, one process", args.runs, wall, step_latencies(folder))
+
+
+async def worker_main(address: str, queue: str, folder: Path, steps: int, delay: float) -> None:
+    from temporalio.client import Client
+
+    from legato.temporal import legato_worker
+
+    client = await Client.connect(address)
+    agent = build_agent(folder, steps=steps, delay=delay)
+    async with legato_worker(client, task_queue=queue, agents={"bench": agent}):
+        (folder / f"ready.{os.getpid()}").touch()
+        while not await asyncio.to_thread((folder / "stop").exists):
+            await asyncio.sleep(0.1)
+
+
+async def on_temporal(folder: Path, address: str, workers: int, args: argparse.Namespace) -> float:
+    from temporalio.client import Client
+
+    from legato.temporal import TemporalRuns
+
+    queue = f"bench-{uuid.uuid4().hex}"
+    env = {**os.environ, "PYTHONPATH": str(ROOT / "src")}
+    command = [sys.executable, __file__, "--worker", address, queue, str(folder)]
+    command += [str(args.steps), str(args.delay)]
+    procs = [subprocess.Popen(command, env=env) for _ in range(workers)]
+    try:
+        while len(list(folder.glob("ready.*"))) < workers:
+            await asyncio.sleep(0.1)
+        runs = TemporalRuns(await Client.connect(address), task_queue=queue)
+        started = time.perf_counter()
+        ids = [await runs.start("bench", f"run{i}") for i in range(args.runs)]
+        await asyncio.gather(*(runs.result(run_id) for run_id in ids))
+        wall = time.perf_counter() - started
+    finally:
+        (folder / "stop").touch()
+        for proc in procs:
+            proc.wait(timeout=60)
+    label = f"Temporal, {workers} worker process{'es' if workers > 1 else ''}"
+    return summary(label, args.runs, wall, step_latencies(folder))
+
+
+def listening(port: int) -> bool:
+    with socket.socket() as sock:
+        return sock.connect_ex(("127.0.0.1", port)) == 0
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+async def main(args: argparse.Namespace) -> None:
+    binary = Path(sys.executable).parent / "temporal"
+    port = free_port()
+    server = subprocess.Popen(
+        [str(binary), "server", "start-dev", "--ip", "127.0.0.1", "--port", str(port)]
+        + ["--headless", "--log-level", "error"],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
+    address = f"127.0.0.1:{port}"
+    try:
+        while not listening(port):
+            await asyncio.sleep(0.1)
+        print(
+            f"{args.runs} concurrent runs, {args.steps} steps each, tool delay "
+            f"{args.delay * 1000:.0f} ms"
+        )
+        with tempfile.TemporaryDirectory() as a:
+            base = await plain(Path(a), args)
+        for workers in (1, 2):
+            with tempfile.TemporaryDirectory() as b:
+                p50 = await on_temporal(Path(b), address, workers, args)
+            print(f"{'':<28} Temporal overhead per step (p50): {(p50 - base) * 1000:.1f} ms")
+    finally:
+        os.killpg(server.pid, signal.SIGKILL)
+        server.wait()
+
+
+if __name__ == "__main__":
+    if len(sys.argv) > 1 and sys.argv[1] == "--worker":
+        _, _, address, queue, folder, steps, delay = sys.argv
+        asyncio.run(worker_main(address, queue, Path(folder), int(steps), float(delay)))
+    else:
+        parser = argparse.ArgumentParser(description=__doc__)
+        parser.add_argument("--runs", type=int, default=20)
+        parser.add_argument("--steps", type=int, default=5)
+        parser.add_argument("--delay", type=float, default=0.05)
+        asyncio.run(main(parser.parse_args()))
