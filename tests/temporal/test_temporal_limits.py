@@ -126,3 +126,25 @@ async def test_an_unknown_agent_or_a_run_limit_fails_the_workflow_with_its_type(
         assert failed.value.error_type == "MaxStepsExceeded"  # not retried: one attempt
     info = SQLiteStore(tmp_path / "runs.db").run_info(limited)
     assert info is not None and info.status == "failed"
+
+
+async def test_a_tool_list_changed_while_a_run_is_in_flight_fails_it_with_a_typed_error(
+    temporal_address: str, tmp_path: Path
+) -> None:
+    from temporal_agents import approving, open_request
+
+    from legato.tools import Toolset
+
+    agent = approving(tmp_path / "runs.db", [])
+    client = await Client.connect(temporal_address)
+    queue = f"q-{uuid.uuid4().hex}"
+    async with legato_worker(client, task_queue=queue, agents={"shipper": agent}):
+        runs = TemporalRuns(client, task_queue=queue)
+        run_id = await runs.start("shipper", "Ship A1")
+        request_id = await open_request(runs, run_id)
+        agent.tool_sources.append(Toolset([tick], name="added"))  # a redeploy with a new tool
+        await runs.decide(run_id, request_id, "approve")
+        with pytest.raises(DurableRunFailed) as failed:
+            await runs.result(run_id)
+    assert failed.value.error_type == "EngineInputInvalid"
+    assert "changed while run" in str(failed.value)

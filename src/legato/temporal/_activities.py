@@ -19,8 +19,8 @@ import asyncio
 import contextlib
 import hashlib
 from collections.abc import AsyncIterator, Callable, Mapping
-from dataclasses import replace
-from typing import Any
+from dataclasses import asdict, replace
+from typing import Any, cast
 
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
@@ -35,6 +35,7 @@ from legato.exceptions import (
     RunParked,
     StoreError,
 )
+from legato.messages import JsonValue
 from legato.run._loop import RunDriver, Unit
 from legato.store import RunStore
 from legato.temporal._types import DecideInput, Plan, RunRef, StartInput, UnitInput
@@ -49,6 +50,17 @@ Temporal (in the workflow's input); everything later stays in the store."""
 def journal_digest(events: list[JournalEvent]) -> str:
     """sha256 of a journal's JSONL (what a `RunRef` names)."""
     return hashlib.sha256(Journal(events).to_jsonl().encode()).hexdigest()
+
+
+async def tools_digest(agent: Agent[Any]) -> str:
+    """sha256 of the tool definitions the agent's sources list now (names, schemas)."""
+    from legato._requests import canonical_json
+
+    definitions: list[JsonValue] = []
+    for source in agent.tool_sources:
+        definitions += [cast(JsonValue, asdict(t.definition)) for t in await source.list_tools()]
+    definitions.sort(key=lambda d: canonical_json(d))
+    return hashlib.sha256(canonical_json(definitions).encode()).hexdigest()
 
 
 def _owner() -> str:
@@ -120,6 +132,7 @@ class LegatoActivities:
         """Record the run's start (`RunStarted`, the prompt); a retry finds it stored."""
         agent = self.agent(start.agent)
         store = self._store(agent)
+        tools = await tools_digest(agent)
         if store.run_info(start.run_id) is None:
             if start.prompt is not None and len(start.prompt.encode()) > MAX_PROMPT_BYTES:
                 msg = f"the prompt is larger than {MAX_PROMPT_BYTES} bytes"
@@ -127,12 +140,12 @@ class LegatoActivities:
             try:
                 driver = agent.new_driver(start.prompt, run_id=start.run_id, owner=_owner())
                 driver.flush()
-                return self._plan(driver, agent=start.agent)
+                return replace(self._plan(driver, agent=start.agent), tools=tools)
             except StoreError:
                 if store.run_info(start.run_id) is None:
                     raise
                 # another attempt stored the start first: plan from what it stored
-        return self._stored_plan(agent, start.agent, start.run_id)
+        return replace(self._stored_plan(agent, start.agent, start.run_id), tools=tools)
 
     @activity.defn(name="legato.model")
     async def model(self, unit: UnitInput) -> Plan:
@@ -177,11 +190,21 @@ class LegatoActivities:
     # -- helpers ------------------------------------------------------------------------------
 
     async def _advance(self, plan: Plan) -> Plan:
+        return replace(await self._advance_unit(plan), tools=plan.tools)
+
+    async def _advance_unit(self, plan: Plan) -> Plan:
         agent = self.agent(plan.ref.agent)
         run_id = plan.ref.run_id
         ended = self._ended(agent, plan.ref.agent, run_id)
         if ended is not None:
             return ended
+        if plan.tools and await tools_digest(agent) != plan.tools:
+            msg = (
+                f"the tools of agent {plan.ref.agent!r} changed while run {run_id} was in "
+                "flight; a run keeps the tool list it started with (deploy changed tools "
+                "under a new agent name, or let the old runs finish first)"
+            )
+            raise ApplicationError(msg, type="EngineInputInvalid", non_retryable=True)
         try:
             driver = agent.resumed_driver(run_id, takeover=True, owner=_owner())
         except StoreError:

@@ -55,6 +55,8 @@ class Plan:
     approval_ttl: float | None = None
     """`parked`: seconds the requests may be decided for (None: no expiry)."""
     status: Literal["running", "parked", "finished", "failed"] = "running"
+    tools: str = ""
+    """sha256 of the run's tool definitions when it started: fixed for the whole run."""
 
 
 @dataclass(frozen=True, kw_only=True)
