@@ -420,14 +420,27 @@ class Agent(Generic[OutputT]):
         return RunHandle(driver, timeout=options.get("timeout"))
 
     def resumed_driver(
-        self, run: str | Journal | ParkedRun, /, **options: Unpack[ResumeOptions]
+        self,
+        run: str | Journal | ParkedRun,
+        /,
+        *,
+        stored: Sequence[JournalEvent] | None = None,
+        **options: Unpack[ResumeOptions],
     ) -> RunDriver[OutputT]:
         """The driver of a resumed run, its claim recorded (see `resume`; no timeout).
 
         For a durable engine that advances the run one unit at a time
-        (`RunDriver.next_unit`, `RunDriver.advance`).
+        (`RunDriver.next_unit`, `RunDriver.advance`). `stored`: the run's journal exactly
+        as the agent's store holds it now (a worker's cache, checked against the store's
+        event count), used instead of loading it; `run` is then the run id.
         """
-        events, saved, session = self._resume_prefix(run)
+        if stored is not None and self.store is not None:
+            info = self.store.run_info(str(run))
+            if info is None or info.events != len(stored):
+                raise RunNotResumable(str(run), "the journal given is not the stored one")
+            events, saved, session = list(stored), len(stored), info.session
+        else:
+            events, saved, session = self._resume_prefix(run)
         _check_not_live(events, takeover=bool(options.get("takeover")))
         config = self.run_config(
             deps=options.get("deps"),

@@ -18,8 +18,9 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import hashlib
-from collections.abc import AsyncIterator, Callable, Mapping
-from dataclasses import asdict, replace
+from collections import OrderedDict
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from dataclasses import asdict, dataclass, replace
 from typing import Any, cast
 
 from temporalio import activity
@@ -32,6 +33,7 @@ from legato.exceptions import (
     DecisionAlreadyUsed,
     DecisionTokenInvalid,
     EngineInputInvalid,
+    RunNotResumable,
     RunParked,
     StoreError,
 )
@@ -47,9 +49,24 @@ MAX_PROMPT_BYTES = 256 * 1024
 Temporal (in the workflow's input); everything later stays in the store."""
 
 
-def journal_digest(events: list[JournalEvent]) -> str:
-    """sha256 of a journal's JSONL (what a `RunRef` names)."""
-    return hashlib.sha256(Journal(events).to_jsonl().encode()).hexdigest()
+def journal_digest(events: Sequence[JournalEvent], *, after: str = "") -> str:
+    """The digest a `RunRef` names: a sha256 chain over the journal's events.
+
+    Each event's JSON is hashed with the digest before it, so the digest of a longer
+    journal is computed from a shorter one's (`after`) and the new events alone.
+    """
+    digest = after
+    for line in Journal(list(events)).to_jsonl().splitlines():
+        digest = hashlib.sha256(f"{digest}{line}".encode()).hexdigest()
+    return digest
+
+
+@dataclass(slots=True)
+class _Cached:
+    """A run's journal as this worker last stored it, and its digest."""
+
+    events: list[JournalEvent]
+    digest: str
 
 
 async def tools_digest(agent: Agent[Any]) -> str:
@@ -95,8 +112,13 @@ async def _heartbeating(events: AsyncIterator[RunEvent]) -> None:
 class LegatoActivities:
     """The activities of the agents a worker serves (registered by name)."""
 
-    def __init__(self, agents: Mapping[str, Agent[Any]]) -> None:
-        """Serve `agents`, each by its key; every one needs a store shared by the workers."""
+    def __init__(self, agents: Mapping[str, Agent[Any]], *, cache_runs: int = 256) -> None:
+        """Serve `agents`, each by its key; every one needs a store shared by the workers.
+
+        `cache_runs`: journals of that many recent runs kept in memory. An activity uses
+        the cached journal only when the store holds exactly as many events (a journal is
+        append-only, so the same count is the same journal); otherwise it loads the run.
+        """
         for name, agent in agents.items():
             if agent.store is None:
                 msg = (
@@ -105,6 +127,8 @@ class LegatoActivities:
                 )
                 raise EngineInputInvalid(msg)
         self.agents = dict(agents)
+        self._cache: OrderedDict[str, _Cached] = OrderedDict()
+        self._cache_runs = cache_runs
 
     def all(self) -> list[Callable[..., Any]]:
         """The activity functions, to register with a worker."""
@@ -205,8 +229,18 @@ class LegatoActivities:
                 "under a new agent name, or let the old runs finish first)"
             )
             raise ApplicationError(msg, type="EngineInputInvalid", non_retryable=True)
+        cached = self._cache.pop(run_id, None)
         try:
-            driver = agent.resumed_driver(run_id, takeover=True, owner=_owner())
+            if cached is not None:
+                try:
+                    driver = agent.resumed_driver(
+                        run_id, stored=cached.events, takeover=True, owner=_owner()
+                    )
+                except RunNotResumable:  # another worker stored more: load it
+                    cached = None
+                    driver = agent.resumed_driver(run_id, takeover=True, owner=_owner())
+            else:
+                driver = agent.resumed_driver(run_id, takeover=True, owner=_owner())
         except StoreError:
             raise  # another attempt claimed it first: retried, it reloads what that one stored
         except Exception as exc:
@@ -218,7 +252,7 @@ class LegatoActivities:
             requests = tuple(r.id for r in exc.parked.requests)
             policy = agent.approvals
             return replace(
-                self._plan(driver, agent=plan.ref.agent),
+                self._plan(driver, agent=plan.ref.agent, cached=cached),
                 kind="parked",
                 call_id=plan.call_id,
                 effect_id=plan.effect_id,
@@ -230,7 +264,7 @@ class LegatoActivities:
             raise  # retried: the next attempt resumes from what was stored
         except Exception as exc:
             raise _fatal(run_id, exc) from exc
-        return self._plan(driver, agent=plan.ref.agent)
+        return self._plan(driver, agent=plan.ref.agent, cached=cached)
 
     def _ended(self, agent: Agent[Any], name: str, run_id: str) -> Plan | None:
         """The plan of a run the store shows ended (a retried attempt after the end)."""
@@ -256,13 +290,18 @@ class LegatoActivities:
         driver = RunDriver(agent.run_config(), journal=Journal(events), saved=len(events))
         return self._plan(driver, agent=name)
 
-    @staticmethod
-    def _plan(driver: RunDriver[Any], *, agent: str) -> Plan:
+    def _plan(self, driver: RunDriver[Any], *, agent: str, cached: _Cached | None = None) -> Plan:
         events = list(driver.journal.events)
         state = driver.state
-        ref = RunRef(
-            run_id=state.run_id, agent=agent, offset=len(events), digest=journal_digest(events)
-        )
+        if cached is not None and events[: len(cached.events)] == cached.events:
+            digest = journal_digest(events[len(cached.events) :], after=cached.digest)
+        else:
+            digest = journal_digest(events)
+        if driver.recorder.saved == len(events) and driver.recorder.broken is None:
+            self._cache[state.run_id] = _Cached(events=events, digest=digest)
+            while len(self._cache) > self._cache_runs:
+                self._cache.popitem(last=False)
+        ref = RunRef(run_id=state.run_id, agent=agent, offset=len(events), digest=digest)
         unit = driver.next_unit()
         if unit.kind == "done":
             finished = any(isinstance(e, RunFinished) for e in events)
