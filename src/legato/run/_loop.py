@@ -287,21 +287,18 @@ class RunDriver(Generic[OutputT]):
         self._scope.pending()  # what the gate recorded while loading is in the journal above
         async for event in self._drive(None):
             yield event
-        self._end_turn()
 
     async def advance(self, unit: Unit) -> AsyncGenerator[RunEvent]:
         """Run one unit of the run (see `next_unit`), yielding its events.
 
         A unit ends the way a run does when it fails (`RunFailed`, the error raised) or
-        parks (`Parked`, `RunParked` raised); a run it finishes gets its session turn. This
-        is how a durable engine drives a run one activity at a time.
+        parks (`Parked`, `RunParked` raised); a unit that finishes the run commits its
+        session turn with `RunFinished`. This is how a durable engine drives a run one
+        activity at a time.
         """
         self._scope.pending()
-        ended = self.state.finished
         async for event in self._drive(unit):
             yield event
-        if not ended:
-            self._end_turn()
 
     def next_unit(self) -> Unit:
         """What the run does next, from its state alone (the plan of one step, per call).
