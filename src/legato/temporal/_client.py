@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+import asyncio
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import AsyncIterator, Mapping, Sequence
 from typing import Any, Literal
 
 from temporalio.client import (
@@ -18,7 +19,7 @@ from temporalio.worker import Worker
 from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner, SandboxRestrictions
 
 from legato.agent import Agent
-from legato.events import JournalEvent
+from legato.events import JournalEvent, Parked, RunFailed, RunFinished
 from legato.exceptions import (
     DecisionAlreadyUsed,
     DecisionTokenInvalid,
@@ -174,5 +175,26 @@ class TemporalRuns:
 
     @staticmethod
     def events(store: RunStore, run_id: str, *, after: int = 0) -> Sequence[JournalEvent]:
-        """The run's journal events after the first `after` (watch by polling the store)."""
+        """The run's journal events after the first `after` (as the store holds them now)."""
         return list(store.load_run(run_id).events)[after:]
+
+    async def watch(
+        self, store: RunStore, run_id: str, *, after: int = 0, poll: float = 0.2
+    ) -> AsyncIterator[JournalEvent]:
+        """Yield the run's journal events as the store gets them, until the run ends or parks.
+
+        The store is the run's stream: every event, in order, each once. Durable events
+        arrive as their activity commits them; a parked run's stream ends with `Parked`
+        (watch again after deciding).
+        """
+        seen = after
+        while True:
+            info = await asyncio.to_thread(store.run_info, run_id)
+            if info is not None and info.events > seen:
+                events = await asyncio.to_thread(self.events, store, run_id, after=seen)
+                for event in events:
+                    seen += 1
+                    yield event
+                    if isinstance(event, RunFinished | RunFailed | Parked):
+                        return
+            await asyncio.sleep(poll)
