@@ -3,19 +3,32 @@ run continues as new and keeps one contiguous journal; bad input is a typed erro
 
 from __future__ import annotations
 
+import asyncio
 import uuid
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
 import pytest
+from temporalio import activity, workflow
 from temporalio.client import Client
+from temporalio.worker import UnsandboxedWorkflowRunner, Worker
 
 from legato import Agent, tool
 from legato.events import ModelResponded, RunFinished, RunStarted, ToolCallFinished
 from legato.exceptions import DurableRunFailed, EngineInputInvalid
 from legato.models import ModelRequest
 from legato.store import SQLiteStore
-from legato.temporal import MAX_PROMPT_BYTES, LegatoActivities, TemporalRuns, legato_worker
+from legato.temporal import (
+    MAX_PROMPT_BYTES,
+    LegatoActivities,
+    LegatoRun,
+    Plan,
+    RunRef,
+    TemporalRuns,
+    legato_worker,
+)
+from legato.temporal._types import StartInput
 from legato.testing import FunctionModel, ScriptedModel, call, reply
 
 BIG = 3 * 1024 * 1024
@@ -148,3 +161,70 @@ async def test_a_tool_list_changed_while_a_run_is_in_flight_fails_it_with_a_type
             await runs.result(run_id)
     assert failed.value.error_type == "EngineInputInvalid"
     assert "changed while run" in str(failed.value)
+
+
+attempts: list[int] = []
+third_attempt: list[asyncio.Event] = []  # set once the body has run three times
+
+
+@activity.defn(name="legato.start")
+async def oversized(start: StartInput) -> Plan:
+    """A stand-in `legato.start` whose result is over Temporal's payload limit."""
+    attempts.append(activity.info().attempt)
+    if len(attempts) >= 3:
+        for event in third_attempt:
+            event.set()
+    return Plan(kind="done", ref=RunRef(run_id=start.run_id, agent="x", digest="x" * BIG))
+
+
+@workflow.defn(name="default-retries", sandboxed=False)
+class DefaultRetries:
+    """The twin: the same activity under Temporal's default retry policy (unbounded)."""
+
+    @workflow.run
+    async def run(self, start: StartInput) -> None:
+        await workflow.execute_activity(
+            oversized, start, start_to_close_timeout=timedelta(seconds=30)
+        )
+
+
+async def test_an_oversized_activity_result_fails_the_run_at_once_not_retried_forever(
+    temporal_address: str,
+) -> None:
+    # only references travel, so this cannot happen with legato's activities; a stand-in
+    # `legato.start` returning 3 MiB shows the workflow's retry policy stops at once
+    attempts.clear()
+    client = await Client.connect(temporal_address)
+    queue = f"q-{uuid.uuid4().hex}"
+    async with Worker(client, task_queue=queue, workflows=[LegatoRun], activities=[oversized]):
+        runs = TemporalRuns(client, task_queue=queue)
+        run_id = await runs.start("any", "Hello")
+        with pytest.raises(DurableRunFailed) as failed:
+            await runs.result(run_id)
+    assert failed.value.error_type == "PayloadsTooLarge"
+    assert attempts == [1]  # non-retryable: one body
+
+
+async def test_twin_under_the_default_retry_policy_the_oversized_result_runs_again(
+    temporal_address: str,
+) -> None:
+    attempts.clear()
+    third = asyncio.Event()
+    third_attempt[:] = [third]
+    client = await Client.connect(temporal_address)
+    queue = f"q-{uuid.uuid4().hex}"
+    worker = Worker(
+        client,
+        task_queue=queue,
+        workflows=[DefaultRetries],
+        activities=[oversized],
+        workflow_runner=UnsandboxedWorkflowRunner(),
+    )
+    async with worker:
+        start = StartInput(run_id="r", agent="x", prompt=None)
+        handle = await client.start_workflow(
+            DefaultRetries.run, start, id=f"twin-{uuid.uuid4().hex}", task_queue=queue
+        )
+        await third.wait()  # the body keeps running; nothing stops it but us
+        await handle.terminate("the twin has shown the retries")
+    assert attempts[:3] == [1, 2, 3]
