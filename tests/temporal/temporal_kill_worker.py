@@ -3,7 +3,8 @@
     python temporal_kill_worker.py ADDRESS QUEUE DIR
 
 DIR holds the store (runs.db), `effects` (one line per effect, with its idempotency key),
-`model_calls` (one line per model call), with LEGATO_TEST_NO_DEDUP set the store's
+`model_calls` (one line per model call; `boss_calls` for the parent agent `boss`, whose
+one call runs `shipper` as a sub-agent), with LEGATO_TEST_NO_DEDUP set the store's
 de-duplication is off (the twin), `entered.<pid>` (written when `ship` has done its
 effect and waits), `release` (lets `ship` return) and `stop` (the worker shuts down).
 """
@@ -67,12 +68,26 @@ def build(folder: Path) -> Agent[str]:
     return Agent(FunctionModel(answer), tools=[ship], store=SQLiteStore(folder / "runs.db"))
 
 
+def boss(folder: Path) -> Agent[str]:
+    """A parent whose one call delegates the shipping to `build`'s agent (a child workflow)."""
+
+    def answer(request: ModelRequest) -> Any:
+        with (folder / "boss_calls").open("a", encoding="utf-8") as out:
+            out.write(f"{os.getpid()}\n")
+        if any(m.role == "tool" for m in request.messages):
+            return "All shipped."
+        return reply(call("shipping", {"task": "ship A1"}, id="p1"))
+
+    shipping = build(folder).as_tool(name="shipping", description="Ships orders.")
+    return Agent(FunctionModel(answer), tools=[shipping], store=SQLiteStore(folder / "runs.db"))
+
+
 async def main(address: str, queue: str, folder: Path) -> None:
     client = await Client.connect(address)
     worker = legato_worker(
         client,
         task_queue=queue,
-        agents={"shipper": build(folder)},
+        agents={"shipper": build(folder), "boss": boss(folder)},
         sticky_queue_schedule_to_start_timeout=timedelta(seconds=1),
     )
     off = {"dedup": False} if os.environ.get("LEGATO_TEST_NO_DEDUP") else {}

@@ -1,16 +1,89 @@
-"""A sub-agent that parks parks its parent's workflow; a decision resumes the tree."""
+"""Sub-agents as child workflows `<run id>/<call id>`: linked journals, a park that parks
+the parent, a budget carved from the parent's, and a killed worker that runs nothing twice."""
 
 from __future__ import annotations
 
 import uuid
 from pathlib import Path
 
-from temporal_agents import delegating, open_request
-from temporalio.client import Client
+import pytest
+from temporal_agents import add, adder, delegating, open_request
+from temporalio.api.enums.v1 import EventType
+from temporalio.client import Client, WorkflowHistory
 
-from legato.events import ApprovalDecided, RunFinished, SpawnFinished
+from legato import Agent
+from legato.budgets import BudgetLimits
+from legato.effects import unsafe_switches
+from legato.events import (
+    ApprovalDecided,
+    JournalEvent,
+    ModelResponded,
+    Parked,
+    RunFailed,
+    RunFinished,
+    SpawnFinished,
+    SpawnStarted,
+    ToolCallFinished,
+)
+from legato.exceptions import DurableRunFailed
 from legato.store import SQLiteStore
 from legato.temporal import TemporalRuns, legato_worker
+from legato.testing import ScriptedModel, call, reply
+
+
+def children_started(history: WorkflowHistory) -> list[str]:
+    """The workflow ids of the child workflows a history started."""
+    kind = EventType.EVENT_TYPE_CHILD_WORKFLOW_EXECUTION_STARTED
+    return [
+        e.child_workflow_execution_started_event_attributes.workflow_execution.workflow_id
+        for e in history.events
+        if e.event_type == kind
+    ]
+
+
+def child_journal(store: SQLiteStore, parent: list[JournalEvent]) -> list[JournalEvent]:
+    """The journal of the one child the parent's journal links."""
+    spawned = [e for e in parent if isinstance(e, SpawnStarted)]
+    assert spawned, "the parent's journal links no child"
+    return list(store.load_run(spawned[0].lineage.run_id).events)
+
+
+async def test_an_agent_tool_call_runs_as_a_child_workflow_with_the_call_id(
+    temporal_address: str, tmp_path: Path
+) -> None:
+    db = tmp_path / "runs.db"
+    helper = adder(db)
+    model = ScriptedModel([reply(call("adding", {"task": "add 2 and 3"}, id="p1")), "It is 5."])
+    tool = helper.as_tool(name="adding", description="Adds numbers.")
+    parent = Agent(model, tools=[tool], store=SQLiteStore(db), name="parent")
+    client = await Client.connect(temporal_address)
+    queue = f"q-{uuid.uuid4().hex}"
+    async with legato_worker(client, task_queue=queue, agents={"parent": parent}):
+        runs = TemporalRuns(client, task_queue=queue)
+        run_id = await runs.start("parent", "What is 2 + 3? Ask the adder.")
+        outcome = await runs.result(run_id)
+        history = await runs.handle(run_id).fetch_history()
+        child_history = await client.get_workflow_handle(f"{run_id}/p1").fetch_history()
+    assert outcome.status == "finished"
+    assert children_started(history) == [f"{run_id}/p1"]
+    # the child's model calls ran as the child workflow's activities, not inside the parent's
+    child_activities = [
+        e.activity_task_scheduled_event_attributes.activity_type.name
+        for e in child_history.events
+        if e.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED
+    ]
+    assert child_activities.count("legato.model") == 2
+    store = SQLiteStore(db)
+    events = list(store.load_run(run_id).events)
+    kinds = [type(e).__name__ for e in events]
+    # linked before the child ran; its end recorded with the call's result afterwards
+    assert kinds.index("SpawnStarted") < kinds.index("Parked") < kinds.index("SpawnFinished")
+    finished = [e for e in events if isinstance(e, ToolCallFinished)]
+    assert [f.result.text for f in finished] == ["It is 5."]
+    assert isinstance(events[-1], RunFinished) and events[-1].output == "It is 5."
+    child = child_journal(store, events)
+    assert isinstance(child[-1], RunFinished)
+    assert sum(isinstance(e, ModelResponded) for e in child) == 2
 
 
 async def test_a_parked_child_parks_the_parent_and_a_decision_resumes_both(
@@ -23,11 +96,14 @@ async def test_a_parked_child_parks_the_parent_and_a_decision_resumes_both(
     async with legato_worker(client, task_queue=queue, agents={"parent": agent}):
         runs = TemporalRuns(client, task_queue=queue)
         run_id = await runs.start("parent", "Ship A1 through the shipping agent")
-        request_id = await open_request(runs, run_id)
+        request_id = await open_request(runs, run_id)  # the child's request, on the parent
         assert shipped == []  # parked: nothing ran
-        await runs.decide(run_id, request_id, "approve")
+        assert await runs.open_requests(f"{run_id}/p1") == [request_id]
+        await runs.decide(run_id, request_id, "approve")  # one decision, to the parent
         outcome = await runs.result(run_id)
+        history = await runs.handle(run_id).fetch_history()
     assert outcome.status == "finished" and shipped == ["A1"]
+    assert children_started(history) == [f"{run_id}/p1"]
     store = SQLiteStore(tmp_path / "runs.db")
     parent = list(store.load_run(run_id).events)
     assert isinstance(parent[-1], RunFinished) and parent[-1].output == "All done."
@@ -35,4 +111,53 @@ async def test_a_parked_child_parks_the_parent_and_a_decision_resumes_both(
     assert len(spawned) == 1
     child = list(store.load_run(spawned[0].lineage.run_id).events)
     assert [e.verdict for e in child if isinstance(e, ApprovalDecided)] == ["approve"]
+    assert [e.request_ids for e in child if isinstance(e, Parked)] == [(request_id,)]
     assert isinstance(child[-1], RunFinished)
+
+
+def spender(db: Path) -> Agent[str]:
+    """A parent allowed 3 model calls whose child would make 5 (four `add` calls, an answer)."""
+    steps = [reply(call("add", {"a": i, "b": 1}, id=f"a{i}")) for i in range(4)]
+    child = Agent(ScriptedModel([*steps, "Done adding."]), tools=[add], name="counter")
+    tool = child.as_tool(name="adding", description="Adds numbers.")
+    model = ScriptedModel([reply(call("adding", {"task": "add a lot"}, id="p1")), "Over."])
+    budget = BudgetLimits(model_calls=3)
+    return Agent(model, tools=[tool], store=SQLiteStore(db), name="parent", budget=budget)
+
+
+async def spend(address: str, db: Path) -> tuple[list[JournalEvent], list[JournalEvent]]:
+    """Run `spender` to its end (a failure included): the parent's and the child's journals."""
+    client = await Client.connect(address)
+    queue = f"q-{uuid.uuid4().hex}"
+    async with legato_worker(client, task_queue=queue, agents={"parent": spender(db)}):
+        runs = TemporalRuns(client, task_queue=queue)
+        run_id = await runs.start("parent", "Add a lot.")
+        with pytest.raises(DurableRunFailed, match="BudgetExceeded"):
+            await runs.result(run_id)  # the parent's last call finds the budget spent
+    store = SQLiteStore(db)
+    parent = list(store.load_run(run_id).events)
+    return parent, child_journal(store, parent)
+
+
+def model_calls(events: list[JournalEvent]) -> int:
+    return sum(isinstance(e, ModelResponded) for e in events)
+
+
+async def test_a_child_spends_at_most_the_share_carved_from_its_parents_budget(
+    temporal_address: str, tmp_path: Path
+) -> None:
+    parent, child = await spend(temporal_address, tmp_path / "runs.db")
+    # the parent had made 1 of its 3 model calls: the child's share was the other 2
+    assert model_calls(child) == 2
+    failed = child[-1]
+    assert isinstance(failed, RunFailed) and failed.error_type == "BudgetExceeded"
+    assert model_calls(parent) + model_calls(child) == 3  # the tree kept the parent's limit
+
+
+async def test_twin_without_carving_the_child_spends_beyond_its_parents_budget(
+    temporal_address: str, tmp_path: Path
+) -> None:
+    with unsafe_switches(tree_budget=False):
+        parent, child = await spend(temporal_address, tmp_path / "runs.db")
+    assert model_calls(child) == 5 and isinstance(child[-1], RunFinished)
+    assert model_calls(parent) + model_calls(child) == 6  # twice the parent's limit

@@ -14,7 +14,7 @@ import asyncio
 import contextlib
 import json
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from contextvars import ContextVar
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
@@ -47,10 +47,13 @@ if TYPE_CHECKING:
 
 __all__ = [
     "ChildOutcome",
+    "DeferredChild",
     "PreparedChild",
     "child_budget",
     "child_journals",
     "current_lineage",
+    "defer_children",
+    "deferred_children",
     "execute_child",
     "inherit_gate",
     "parent_gate",
@@ -65,6 +68,44 @@ logger = logging.getLogger("legato.spawn")
 _LINEAGE: ContextVar[Lineage | None] = ContextVar("legato_spawn_lineage", default=None)
 
 Emit = Callable[[RunEvent], None]
+
+_DEFERRED: ContextVar[list[DeferredChild] | None] = ContextVar(
+    "legato_spawn_deferred", default=None
+)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class DeferredChild:
+    """A child run another driver runs (a durable engine's child workflow), not this task.
+
+    `agent` is the child's `legato.Agent`; `share` what its budget may spend (the finite
+    amounts its budget had left when it was prepared, the parent's included), by resource.
+    """
+
+    lineage: Lineage
+    agent: Any
+    share: tuple[tuple[str, float], ...] = ()
+
+
+@contextlib.contextmanager
+def defer_children() -> Iterator[list[DeferredChild]]:
+    """Within this block, a child run that is not finished yet is prepared, not run.
+
+    Its journal start is stored and linked, the parent records `SpawnStarted`, and the
+    parent stops as if parked (`RunParked`, no requests); the list yielded names the child.
+    Calling the tool again once the child's journal ends reads its outcome back.
+    """
+    deferred: list[DeferredChild] = []
+    token = _DEFERRED.set(deferred)
+    try:
+        yield deferred
+    finally:
+        _DEFERRED.reset(token)
+
+
+def deferred_children() -> list[DeferredChild] | None:
+    """Where a deferred child is named (None: children run here, as usual)."""
+    return _DEFERRED.get()
 
 
 def current_lineage() -> Lineage | None:
