@@ -21,6 +21,7 @@ from legato.events import (
     Parked,
     RunFailed,
     RunFinished,
+    RunStarted,
     SpawnFinished,
     SpawnStarted,
     ToolCallFinished,
@@ -161,3 +162,29 @@ async def test_twin_without_carving_the_child_spends_beyond_its_parents_budget(
         parent, child = await spend(temporal_address, tmp_path / "runs.db")
     assert model_calls(child) == 5 and isinstance(child[-1], RunFinished)
     assert model_calls(parent) + model_calls(child) == 6  # twice the parent's limit
+
+
+async def test_a_worker_killed_while_the_child_runs_the_effect_happens_once(
+    temporal_address: str, tmp_path: Path
+) -> None:
+    from test_temporal_kill import kill_mid_tool
+
+    outcome, effects, callers, events, first, second = await kill_mid_tool(
+        temporal_address, tmp_path, dedup=True, agent="boss"
+    )
+    assert outcome.status == "finished"
+    assert len(effects) == 1  # the child's effect ran once, though its activity ran twice
+    assert callers == [str(first), str(second)]  # the child's model calls: none repeated
+    bosses = (tmp_path / "boss_calls").read_text(encoding="utf-8").split()
+    assert bosses == [str(first), str(second)]  # the parent's: one per step
+    store = SQLiteStore(tmp_path / "runs.db")
+    assert len([e for e in events if isinstance(e, SpawnStarted) and not e.resumed]) == 1
+    child = child_journal(store, events)
+    finished = [e for e in child if isinstance(e, ToolCallFinished)]
+    assert [f.result.text for f in finished] == ["shipped (found)"]  # reconciled, not re-run
+    started = events[0]
+    assert isinstance(started, RunStarted)
+    run_id = started.run_id
+    client = await Client.connect(temporal_address)
+    history = await client.get_workflow_handle(run_id).fetch_history()
+    assert children_started(history) == [f"{run_id}/p1"]  # started once

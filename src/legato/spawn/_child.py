@@ -14,7 +14,7 @@ import asyncio
 import contextlib
 import json
 import logging
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Generator
 from contextvars import ContextVar
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
@@ -88,7 +88,7 @@ class DeferredChild:
 
 
 @contextlib.contextmanager
-def defer_children() -> Iterator[list[DeferredChild]]:
+def defer_children() -> Generator[list[DeferredChild]]:
     """Within this block, a child run that is not finished yet is prepared, not run.
 
     Its journal start is stored and linked, the parent records `SpawnStarted`, and the

@@ -304,46 +304,46 @@ class LegatoActivities:
         except Exception as exc:
             raise _fatal(run_id, exc) from exc
         unit = Unit(kind=_unit_kind(plan), step=plan.step, call_id=plan.call_id)
-        try:
-            with defer_children() as deferred:  # a sub-agent runs as a child workflow
+        with defer_children() as deferred:  # a sub-agent's run becomes a child workflow
+            try:
                 await _heartbeating(driver.advance(unit))
-        except RunParked as exc:
-            if deferred:
-                child = deferred[0]
-                name = self._name_of(child.agent)
-                if name is None:
-                    msg = f"run {run_id}: the agent of call {plan.call_id} is not registered"
-                    raise _fatal(run_id, EngineInputInvalid(msg)) from exc
-                link = ChildLink(
-                    run_id=child.lineage.run_id,
-                    agent=name,
-                    parent_agent=plan.ref.agent,
-                    share=child.share,
-                )
+            except RunParked as exc:
+                if deferred:
+                    child = deferred[0]
+                    name = self._name_of(child.agent)
+                    if name is None:
+                        msg = f"run {run_id}: the agent of call {plan.call_id} is not registered"
+                        raise _fatal(run_id, EngineInputInvalid(msg)) from exc
+                    link = ChildLink(
+                        run_id=child.lineage.run_id,
+                        agent=name,
+                        parent_agent=plan.ref.agent,
+                        share=child.share,
+                    )
+                    return replace(
+                        self._plan(driver, agent=plan.ref.agent, cached=cached),
+                        kind="child",
+                        call_id=plan.call_id,
+                        effect_id=plan.effect_id,
+                        child=link,
+                        status="parked",
+                    )
+                requests = tuple(r.id for r in exc.parked.requests)
+                policy = self._approvals(agent, plan.link)
                 return replace(
                     self._plan(driver, agent=plan.ref.agent, cached=cached),
-                    kind="child",
+                    kind="parked",
                     call_id=plan.call_id,
                     effect_id=plan.effect_id,
-                    child=link,
+                    request_ids=requests,
+                    approval_ttl=policy.ttl if policy is not None else None,
                     status="parked",
                 )
-            requests = tuple(r.id for r in exc.parked.requests)
-            policy = self._approvals(agent, plan.link)
-            return replace(
-                self._plan(driver, agent=plan.ref.agent, cached=cached),
-                kind="parked",
-                call_id=plan.call_id,
-                effect_id=plan.effect_id,
-                request_ids=requests,
-                approval_ttl=policy.ttl if policy is not None else None,
-                status="parked",
-            )
-        except StoreError:
-            raise  # retried: the next attempt resumes from what was stored
-        except Exception as exc:
-            raise _fatal(run_id, exc) from exc
-        return self._plan(driver, agent=plan.ref.agent, cached=cached)
+            except StoreError:
+                raise  # retried: the next attempt resumes from what was stored
+            except Exception as exc:
+                raise _fatal(run_id, exc) from exc
+            return self._plan(driver, agent=plan.ref.agent, cached=cached)
 
     def _ended(self, agent: Agent[Any], name: str, run_id: str) -> Plan | None:
         """The plan of a run the store shows ended (a retried attempt after the end)."""
