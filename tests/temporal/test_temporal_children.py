@@ -3,6 +3,7 @@ the parent, a budget carved from the parent's, and a killed worker that runs not
 
 from __future__ import annotations
 
+import asyncio
 import uuid
 from pathlib import Path
 
@@ -114,6 +115,67 @@ async def test_a_parked_child_parks_the_parent_and_a_decision_resumes_both(
     assert [e.verdict for e in child if isinstance(e, ApprovalDecided)] == ["approve"]
     assert [e.request_ids for e in child if isinstance(e, Parked)] == [(request_id,)]
     assert isinstance(child[-1], RunFinished)
+
+
+def unguarded(db: Path, shipped: list[str]) -> Agent[str]:
+    """A parent whose policy asks before `ship`; its child has no approval policy at all."""
+    from legato import tool
+    from legato.approvals import ApprovalPolicy, Rule, SQLiteApprovalStore
+
+    @tool(side_effects="irreversible")
+    def ship(order: str) -> str:
+        """Ship an order.
+
+        Args:
+            order: Which order.
+        """
+        shipped.append(order)
+        return f"shipped {order}"
+
+    model = ScriptedModel([reply(call("ship", {"order": "A1"}, id="c1")), "Done."])
+    child = Agent(model, tools=[ship], name="free-shipper")
+    as_tool = child.as_tool(name="shipping", description="Ships orders.")
+    policy = ApprovalPolicy(rules=[Rule("ship", "ask")], store=SQLiteApprovalStore(db))
+    parent_model = ScriptedModel([reply(call("shipping", {"task": "ship A1"}, id="p1")), "Ok."])
+    return Agent(
+        parent_model, tools=[as_tool], store=SQLiteStore(db), approvals=policy, name="parent"
+    )
+
+
+async def ship_rejected(address: str, db: Path, shipped: list[str]) -> bool:
+    """Run `unguarded`, rejecting whatever it asks; whether anything was asked."""
+    client = await Client.connect(address)
+    queue = f"q-{uuid.uuid4().hex}"
+    asked = False
+    async with legato_worker(client, task_queue=queue, agents={"parent": unguarded(db, shipped)}):
+        runs = TemporalRuns(client, task_queue=queue)
+        run_id = await runs.start("parent", "Ship A1 through the shipping agent")
+        result = asyncio.ensure_future(runs.result(run_id))
+        while not result.done():
+            requests = await runs.open_requests(run_id)
+            for request_id in requests:
+                asked = True
+                await runs.decide(run_id, request_id, "reject", message="Not today.")
+            await asyncio.sleep(0.05)
+        assert (await result).status == "finished"
+    return asked
+
+
+async def test_a_child_workflow_decides_under_its_parents_approval_policy(
+    temporal_address: str, tmp_path: Path
+) -> None:
+    shipped: list[str] = []
+    assert await ship_rejected(temporal_address, tmp_path / "runs.db", shipped)
+    assert shipped == []  # the parent's `ask` held the child's call; rejected, it never ran
+
+
+async def test_twin_without_inheriting_the_policy_the_child_ships_unasked(
+    temporal_address: str, tmp_path: Path
+) -> None:
+    shipped: list[str] = []
+    with unsafe_switches(inherit_gate=False):
+        asked = await ship_rejected(temporal_address, tmp_path / "runs.db", shipped)
+    assert not asked and shipped == ["A1"]
 
 
 def spender(db: Path) -> Agent[str]:

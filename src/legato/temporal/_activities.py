@@ -244,7 +244,9 @@ class LegatoActivities:
 
     def _approvals(self, agent: Agent[Any], link: ChildLink | None) -> Any:
         """The run's approval policy: a child's is nested in its parent's (`for_child`)."""
-        if link is None:
+        from legato._effects_parts import current_switches
+
+        if link is None or not current_switches().inherit_gate:
             return agent.approvals
         from legato.approvals import ApprovalPolicy
 
