@@ -11,6 +11,7 @@ import pytest
 from temporal_agents import add, adder, delegating, open_request
 from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client, WorkflowHistory
+from temporalio.worker import Replayer
 
 from legato import Agent
 from legato.budgets import BudgetLimits
@@ -29,7 +30,7 @@ from legato.events import (
 )
 from legato.exceptions import DurableRunFailed
 from legato.store import SQLiteStore
-from legato.temporal import TemporalRuns, legato_worker
+from legato.temporal import LegatoRun, TemporalRuns, legato_worker
 from legato.testing import ScriptedModel, call, reply
 
 
@@ -104,8 +105,13 @@ async def test_a_parked_child_parks_the_parent_and_a_decision_resumes_both(
         await runs.decide(run_id, request_id, "approve")  # one decision, to the parent
         outcome = await runs.result(run_id)
         history = await runs.handle(run_id).fetch_history()
+        child_history = await runs.handle(f"{run_id}/p1").fetch_history()
     assert outcome.status == "finished" and shipped == ["A1"]
     assert children_started(history) == [f"{run_id}/p1"]
+    # both histories (child workflow, signals both ways, the update) replay deterministically
+    replayer = Replayer(workflows=[LegatoRun])
+    await replayer.replay_workflow(history)
+    await replayer.replay_workflow(child_history)
     store = SQLiteStore(tmp_path / "runs.db")
     parent = list(store.load_run(run_id).events)
     assert isinstance(parent[-1], RunFinished) and parent[-1].output == "All done."

@@ -105,11 +105,12 @@ class LegatoRun:
         assert child is not None
         link = replace(child, parent_workflow=workflow.info().workflow_id)
         child_input = RunInput(run_id=child.run_id, agent=child.agent, settings=settings, link=link)
+        child_id = f"{run.run_id}/{plan.call_id}"
         try:
             await workflow.execute_child_workflow(
                 LegatoRun.run,
                 child_input,
-                id=f"{run.run_id}/{plan.call_id}",
+                id=child_id,
                 parent_close_policy=workflow.ParentClosePolicy.TERMINATE,
                 id_reuse_policy=WorkflowIDReusePolicy.REJECT_DUPLICATE,
             )
@@ -117,6 +118,8 @@ class LegatoRun:
             pass  # started (and ended) before: its journal tells the outcome
         except ChildWorkflowError:
             pass  # it failed: its journal ends with RunFailed, the call's result says why
+        # requests the child left undecided (expired there) are no longer this run's to decide
+        self._below = {r: w for r, w in self._below.items() if w != child_id}
         again = await self._advance(replace(plan, kind="tool", child=None), settings)
         if again.kind == "child" and again.call_id == plan.call_id:
             msg = f"child run {child.run_id} did not end, and its workflow cannot start again"
