@@ -28,7 +28,7 @@ from legato.events import (
     SpawnStarted,
     ToolCallFinished,
 )
-from legato.exceptions import DurableRunFailed
+from legato.exceptions import DecisionAlreadyUsed, DurableRunFailed
 from legato.store import SQLiteStore
 from legato.temporal import LegatoRun, TemporalRuns, legato_worker
 from legato.testing import ScriptedModel, call, reply
@@ -256,3 +256,57 @@ async def test_a_worker_killed_while_the_child_runs_the_effect_happens_once(
     client = await Client.connect(temporal_address)
     history = await client.get_workflow_handle(run_id).fetch_history()
     assert children_started(history) == [f"{run_id}/p1"]  # started once
+
+
+async def test_a_grandchild_parked_parks_the_root_and_the_roots_decision_reaches_it(
+    temporal_address: str, tmp_path: Path
+) -> None:
+    db = tmp_path / "runs.db"
+    shipped: list[str] = []
+    middle = delegating(db, shipped)  # its call delegates to the shipper, which asks
+    as_tool = middle.as_tool(name="managing", description="Manages shipping.")
+    model = ScriptedModel([reply(call("managing", {"task": "get A1 shipped"}, id="r1")), "Ok."])
+    root = Agent(model, tools=[as_tool], store=SQLiteStore(db), name="root")
+    client = await Client.connect(temporal_address)
+    queue = f"q-{uuid.uuid4().hex}"
+    async with legato_worker(client, task_queue=queue, agents={"root": root}):
+        runs = TemporalRuns(client, task_queue=queue)
+        run_id = await runs.start("root", "Get A1 shipped")
+        request_id = await open_request(runs, run_id)  # asked two levels down
+        assert shipped == []
+        await runs.decide(run_id, request_id, "approve")
+        with pytest.raises(DecisionAlreadyUsed):  # consume-once on the root as well
+            await runs.decide(run_id, request_id, "reject")
+        outcome = await runs.result(run_id)
+        middle_history = await runs.handle(f"{run_id}/r1").fetch_history()
+    assert outcome.status == "finished" and shipped == ["A1"]
+    # the middle run's id is its lineage id `<root>-r1`: its child is `<root>-r1/p1`
+    assert children_started(middle_history) == [f"{run_id}-r1/p1"]
+    events = list(SQLiteStore(db).load_run(run_id).events)
+    assert isinstance(events[-1], RunFinished) and events[-1].output == "Ok."
+
+
+async def test_a_failed_child_workflow_is_the_calls_error_and_the_parent_goes_on(
+    temporal_address: str, tmp_path: Path
+) -> None:
+    db = tmp_path / "runs.db"
+    looping = ScriptedModel([reply(call("add", {"a": 1, "b": 1}, id="a1")), "Never."])
+    child = Agent(looping, tools=[add], name="looper", max_steps=1)
+    tool = child.as_tool(name="adding", description="Adds numbers.")
+    model = ScriptedModel([reply(call("adding", {"task": "add"}, id="p1")), "It failed."])
+    parent = Agent(model, tools=[tool], store=SQLiteStore(db), name="parent")
+    client = await Client.connect(temporal_address)
+    queue = f"q-{uuid.uuid4().hex}"
+    async with legato_worker(client, task_queue=queue, agents={"parent": parent}):
+        runs = TemporalRuns(client, task_queue=queue)
+        run_id = await runs.start("parent", "Add, please.")
+        outcome = await runs.result(run_id)
+        with pytest.raises(DurableRunFailed, match="MaxStepsExceeded"):
+            await runs.result(f"{run_id}/p1")  # the child workflow failed, not retried
+    assert outcome.status == "finished"
+    events = list(SQLiteStore(db).load_run(run_id).events)
+    finished = [e for e in events if isinstance(e, ToolCallFinished)]
+    assert len(finished) == 1 and "MaxStepsExceeded" in finished[0].result.text
+    ended = [e for e in events if isinstance(e, SpawnFinished)]
+    assert [e.outcome for e in ended] == ["error"]
+    assert isinstance(events[-1], RunFinished) and events[-1].output == "It failed."
