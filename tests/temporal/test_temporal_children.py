@@ -8,7 +8,7 @@ import uuid
 from pathlib import Path
 
 import pytest
-from temporal_agents import add, adder, delegating, open_request
+from temporal_agents import add, adder, approving, delegating, open_request
 from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client, WorkflowHistory
 from temporalio.worker import Replayer
@@ -310,3 +310,30 @@ async def test_a_failed_child_workflow_is_the_calls_error_and_the_parent_goes_on
     ended = [e for e in events if isinstance(e, SpawnFinished)]
     assert [e.outcome for e in ended] == ["error"]
     assert isinstance(events[-1], RunFinished) and events[-1].output == "It failed."
+
+
+async def test_max_depth_counts_across_child_workflows(
+    temporal_address: str, tmp_path: Path
+) -> None:
+    db = tmp_path / "runs.db"
+    shipped: list[str] = []
+    shipper = approving(db, shipped)
+    shipping = shipper.as_tool(name="shipping", description="Ships.", max_depth=1)
+    middle_model = ScriptedModel([reply(call("shipping", {"task": "A1"}, id="p1")), "Could not."])
+    middle = Agent(middle_model, tools=[shipping], name="middle")
+    managing = middle.as_tool(name="managing", description="Manages shipping.")
+    model = ScriptedModel([reply(call("managing", {"task": "ship A1"}, id="r1")), "Ok."])
+    root = Agent(model, tools=[managing], store=SQLiteStore(db), name="root")
+    client = await Client.connect(temporal_address)
+    queue = f"q-{uuid.uuid4().hex}"
+    async with legato_worker(client, task_queue=queue, agents={"root": root}):
+        runs = TemporalRuns(client, task_queue=queue)
+        run_id = await runs.start("root", "Get A1 shipped")
+        outcome = await runs.result(run_id)
+        middle_history = await runs.handle(f"{run_id}/r1").fetch_history()
+    assert outcome.status == "finished" and shipped == []
+    assert children_started(middle_history) == []  # the grandchild (depth 2) was refused
+    store = SQLiteStore(db)
+    middle_events = child_journal(store, list(store.load_run(run_id).events))
+    finished = [e for e in middle_events if isinstance(e, ToolCallFinished)]
+    assert len(finished) == 1 and "beyond the limit of 1" in finished[0].result.text

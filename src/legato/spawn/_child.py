@@ -69,7 +69,7 @@ _LINEAGE: ContextVar[Lineage | None] = ContextVar("legato_spawn_lineage", defaul
 
 Emit = Callable[[RunEvent], None]
 
-_DEFERRED: ContextVar[list[DeferredChild] | None] = ContextVar(
+_DEFERRED: ContextVar[tuple[int, list[DeferredChild]] | None] = ContextVar(
     "legato_spawn_deferred", default=None
 )
 
@@ -88,24 +88,33 @@ class DeferredChild:
 
 
 @contextlib.contextmanager
-def defer_children() -> Generator[list[DeferredChild]]:
-    """Within this block, a child run that is not finished yet is prepared, not run.
+def defer_children(lineage: Lineage | None = None) -> Generator[list[DeferredChild]]:
+    """Within this block, a child of the run driven here is prepared, not run.
 
-    Its journal start is stored and linked, the parent records `SpawnStarted`, and the
-    parent stops as if parked (`RunParked`, no requests); the list yielded names the child.
-    Calling the tool again once the child's journal ends reads its outcome back.
+    For a durable engine that runs each sub-agent in a driver of its own: the child's
+    journal start is stored and linked, the parent records `SpawnStarted`, and the parent
+    stops as if parked (`RunParked`, no requests); the list yielded names the child. Calling
+    the tool again once the child's journal ends reads its outcome back. `lineage`: the
+    run driven here is itself a child (its depth counts against `max_depth`). Children of
+    children that run in this task (a `spawn` child's own agent tools) run here as usual.
     """
     deferred: list[DeferredChild] = []
-    token = _DEFERRED.set(deferred)
+    token = _DEFERRED.set((0 if lineage is None else lineage.depth, deferred))
+    placed = _LINEAGE.set(lineage) if lineage is not None else None
     try:
         yield deferred
     finally:
+        if placed is not None:
+            _LINEAGE.reset(placed)
         _DEFERRED.reset(token)
 
 
 def deferred_children() -> list[DeferredChild] | None:
-    """Where a deferred child is named (None: children run here, as usual)."""
-    return _DEFERRED.get()
+    """Where a child of the calling run is named when deferred (None: it runs here)."""
+    deferring = _DEFERRED.get()
+    if deferring is None or deferring[0] != current_depth():
+        return None
+    return deferring[1]
 
 
 def current_lineage() -> Lineage | None:

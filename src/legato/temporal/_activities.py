@@ -29,7 +29,7 @@ from temporalio.exceptions import ApplicationError
 
 from legato.agent import Agent
 from legato.effects import effect_id
-from legato.events import Journal, JournalEvent, RunEvent, RunFailed, RunFinished
+from legato.events import Journal, JournalEvent, Lineage, RunEvent, RunFailed, RunFinished
 from legato.exceptions import (
     DecisionAlreadyUsed,
     DecisionTokenInvalid,
@@ -306,7 +306,8 @@ class LegatoActivities:
         except Exception as exc:
             raise _fatal(run_id, exc) from exc
         unit = Unit(kind=_unit_kind(plan), step=plan.step, call_id=plan.call_id)
-        with defer_children() as deferred:  # a sub-agent's run becomes a child workflow
+        lineage = _lineage(plan, agent)
+        with defer_children(lineage) as deferred:  # a sub-agent's run: a child workflow
             try:
                 await _heartbeating(driver.advance(unit))
             except RunParked as exc:
@@ -321,6 +322,10 @@ class LegatoActivities:
                         agent=name,
                         parent_agent=plan.ref.agent,
                         share=child.share,
+                        parent_run_id=child.lineage.parent_run_id,
+                        parent_step=child.lineage.parent_step,
+                        parent_call_id=child.lineage.parent_call_id,
+                        depth=child.lineage.depth,
                     )
                     return replace(
                         self._plan(driver, agent=plan.ref.agent, cached=cached),
@@ -392,6 +397,21 @@ class LegatoActivities:
             call = next(c for c in state.pending_calls if c.id == unit.call_id)
             eid = effect_id(state.run_id, call)
         return Plan(kind=unit.kind, ref=ref, step=unit.step, call_id=unit.call_id, effect_id=eid)
+
+
+def _lineage(plan: Plan, agent: Agent[Any]) -> Lineage | None:
+    """A child run's place in the tree (None for a root run)."""
+    link = plan.link
+    if link is None:
+        return None
+    return Lineage(
+        run_id=link.run_id,
+        parent_run_id=link.parent_run_id,
+        parent_step=link.parent_step,
+        parent_call_id=link.parent_call_id,
+        agent=agent.name,
+        depth=link.depth,
+    )
 
 
 def _unit_kind(plan: Plan) -> Any:

@@ -42,6 +42,11 @@ class ChildLink:
     """What the child's budget may spend, by resource: carved from the parent's."""
     parent_workflow: str = ""
     """The parent's workflow id (a parked child tells it which requests it waits on)."""
+    parent_run_id: str = ""
+    parent_step: int = 0
+    parent_call_id: str | None = None
+    depth: int = 1
+    """The child's depth in the tree (its own agent tools count from it: `max_depth`)."""
 
 
 @dataclass(frozen=True, kw_only=True)
