@@ -22,7 +22,7 @@ import hashlib
 from collections import OrderedDict
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, replace
-from typing import Any, cast
+from typing import Any, Literal, cast
 
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
@@ -156,7 +156,7 @@ class LegatoActivities:
 
     def all(self) -> list[Callable[..., Any]]:
         """The activity functions, to register with a worker."""
-        return [self.start, self.model, self.tool, self.close, self.decide]
+        return [self.start, self.model, self.tool, self.tools, self.close, self.decide]
 
     def agent(self, name: str) -> Agent[Any]:
         """The agent registered as `name` (`EngineInputInvalid`, not retried, if none)."""
@@ -206,6 +206,11 @@ class LegatoActivities:
         """One tool call, under the gate (approvals, budget, dedup by its effect id)."""
         return await self._advance(unit.plan)
 
+    @activity.defn(name="legato.tools")
+    async def tools(self, unit: UnitInput) -> Plan:
+        """All the step's unfinished calls, concurrently under the gate, and the step's end."""
+        return await self._advance(unit.plan, kind="tools")
+
     @activity.defn(name="legato.close")
     async def close(self, unit: UnitInput) -> Plan:
         """A step's end: the output tool's calls, failure limits, the final answer."""
@@ -239,8 +244,9 @@ class LegatoActivities:
 
     # -- helpers ------------------------------------------------------------------------------
 
-    async def _advance(self, plan: Plan) -> Plan:
-        return replace(await self._advance_unit(plan), tools=plan.tools, link=plan.link)
+    async def _advance(self, plan: Plan, *, kind: Literal["tools"] | None = None) -> Plan:
+        planned = await self._advance_unit(plan, kind=kind)
+        return replace(planned, tools=plan.tools, link=plan.link)
 
     def _approvals(self, agent: Agent[Any], link: ChildLink | None) -> Any:
         """The run's approval policy: a child's is nested in its parent's (`for_child`)."""
@@ -275,7 +281,7 @@ class LegatoActivities:
             options["budget"] = replace(own, **limits)
         return options
 
-    async def _advance_unit(self, plan: Plan) -> Plan:
+    async def _advance_unit(self, plan: Plan, *, kind: Literal["tools"] | None = None) -> Plan:
         agent = self.agent(plan.ref.agent)
         run_id = plan.ref.run_id
         ended = self._ended(agent, plan.ref.agent, run_id)
@@ -305,7 +311,11 @@ class LegatoActivities:
             raise  # another attempt claimed it first: retried, it reloads what that one stored
         except Exception as exc:
             raise _fatal(run_id, exc) from exc
-        unit = Unit(kind=_unit_kind(plan), step=plan.step, call_id=plan.call_id)
+        unit = Unit(
+            kind=kind if kind is not None else _unit_kind(plan),
+            step=plan.step,
+            call_id=plan.call_id,
+        )
         lineage = _lineage(plan, agent)
         with defer_children(lineage) as deferred:  # a sub-agent's run: a child workflow
             try:
@@ -330,7 +340,7 @@ class LegatoActivities:
                     return replace(
                         self._plan(driver, agent=plan.ref.agent, cached=cached),
                         kind="child",
-                        call_id=plan.call_id,
+                        call_id=child.lineage.parent_call_id or plan.call_id,
                         effect_id=plan.effect_id,
                         child=link,
                         status="parked",
@@ -396,7 +406,8 @@ class LegatoActivities:
         if unit.call_id is not None:
             call = next(c for c in state.pending_calls if c.id == unit.call_id)
             eid = effect_id(state.run_id, call)
-        return Plan(kind=unit.kind, ref=ref, step=unit.step, call_id=unit.call_id, effect_id=eid)
+        kind = "tool" if unit.kind == "tools" else unit.kind  # never planned: one call each
+        return Plan(kind=kind, ref=ref, step=unit.step, call_id=unit.call_id, effect_id=eid)
 
 
 def _lineage(plan: Plan, agent: Agent[Any]) -> Lineage | None:

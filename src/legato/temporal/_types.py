@@ -98,6 +98,9 @@ class ActivitySettings:
     """Attempts per activity, the first included."""
     initial_interval: float = 1.0
     """Seconds before the first retry (doubled each time, at most 30 s)."""
+    parallel_tools: bool = False
+    """Run all the calls of one model response in one `legato.tools` activity, concurrently
+    under the gate as `agent.run` does, instead of one `legato.tool` activity per call."""
 
 
 @dataclass(frozen=True, kw_only=True)

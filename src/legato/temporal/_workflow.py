@@ -84,6 +84,12 @@ class LegatoRun:
         return RunOutcome(ref=plan.ref, status=status, units=run.units + units)
 
     async def _advance(self, plan: Plan, settings: ActivitySettings) -> Plan:
+        if plan.kind == "tool" and settings.parallel_tools:
+            key = f"tools-{plan.step}"  # every call of the step's response, concurrently
+            attempt = self._attempts.get(key, 0) + 1
+            self._attempts[key] = attempt
+            activity_id = key if attempt == 1 else f"{key}.{attempt}"
+            return await self._activity("legato.tools", UnitInput(plan=plan), settings, activity_id)
         if plan.kind == "tool":
             key = plan.effect_id or plan.call_id or "tool"
             attempt = self._attempts.get(key, 0) + 1  # a call parked runs again after decisions
