@@ -1,10 +1,11 @@
 """What Temporal costs a legato run: N concurrent runs on 1 and 2 worker processes.
 
-Run: `python bench/temporal.py [--runs N] [--steps N] [--delay S] [--calls K]`.
+Run: `python bench/temporal.py [--runs N] [--steps N] [--delay S] [--calls K] [--parallel]`.
 
 Each run is a scripted agent (no provider): `--steps` model calls, each but the last
 calling a tool that sleeps `--delay` seconds (`--calls` such calls in one response: one
-process runs them concurrently, Temporal one activity after another), then the answer. The same runs go
+process runs them concurrently, Temporal one activity after another, or, with
+`--parallel`, concurrently in one `legato.tools` activity), then the answer. The same runs go
 (1) in one process on a plain SQLite store (`asyncio.gather` of `agent.run`), then
 (2) on Temporal with one worker process and (3) with two, all against one dev server
 (the `temporal` binary next to this python, on 127.0.0.1, in memory). Reported: runs/s,
@@ -119,7 +120,7 @@ async def worker_main(
 async def on_temporal(folder: Path, address: str, workers: int, args: argparse.Namespace) -> float:
     from temporalio.client import Client
 
-    from legato.temporal import TemporalRuns
+    from legato.temporal import ActivitySettings, TemporalRuns
 
     queue = f"bench-{uuid.uuid4().hex}"
     env = {**os.environ, "PYTHONPATH": str(ROOT / "src")}
@@ -131,7 +132,8 @@ async def on_temporal(folder: Path, address: str, workers: int, args: argparse.N
             await asyncio.sleep(0.1)
         runs = TemporalRuns(await Client.connect(address), task_queue=queue)
         started = time.perf_counter()
-        ids = [await runs.start("bench", f"run{i}") for i in range(args.runs)]
+        settings = ActivitySettings(parallel_tools=args.parallel)
+        ids = [await runs.start("bench", f"run{i}", settings=settings) for i in range(args.runs)]
         await asyncio.gather(*(runs.result(run_id) for run_id in ids))
         wall = time.perf_counter() - started
     finally:
@@ -170,6 +172,7 @@ async def main(args: argparse.Namespace) -> None:
         print(
             f"{args.runs} concurrent runs, {args.steps} steps each, {args.calls} tool "
             f"call(s) per step, tool delay {args.delay * 1000:.0f} ms"
+            + (", parallel_tools" if args.parallel else "")
         )
         with tempfile.TemporaryDirectory() as a:
             base = await plain(Path(a), args)
@@ -192,4 +195,5 @@ if __name__ == "__main__":
         parser.add_argument("--steps", type=int, default=5)
         parser.add_argument("--delay", type=float, default=0.05)
         parser.add_argument("--calls", type=int, default=1)
+        parser.add_argument("--parallel", action="store_true")
         asyncio.run(main(parser.parse_args()))
