@@ -4,7 +4,7 @@
 
 DIR holds the store (runs.db), `effects` (one line per effect, with its idempotency key),
 `model_calls` (one line per model call; `boss_calls` for the parent agent `boss`, whose
-one call runs `shipper` as a sub-agent), with LEGATO_TEST_NO_DEDUP set the store's
+one call runs `shipper` as a sub-agent; `batch` ships two orders in one response), with LEGATO_TEST_NO_DEDUP set the store's
 de-duplication is off (the twin), `entered.<pid>` (written when `ship` has done its
 effect and waits), `release` (lets `ship` return) and `stop` (the worker shuts down).
 """
@@ -38,7 +38,8 @@ async def appears(path: Path) -> None:
         await asyncio.sleep(0.05)
 
 
-def build(folder: Path) -> Agent[str]:
+def build(folder: Path, *, calls: int = 1) -> Agent[str]:
+    """The shipper: one response of `calls` calls of `ship` (orders A1, A2, ...), then done."""
     effects = folder / "effects"
 
     def find(key: str, arguments: Mapping[str, Any]) -> Reconciled:
@@ -63,7 +64,7 @@ def build(folder: Path) -> Agent[str]:
             out.write(f"{os.getpid()}\n")
         if any(m.role == "tool" for m in request.messages):
             return "Shipped."
-        return reply(call("ship", {"order": "A1"}, id="c1"))
+        return reply(*(call("ship", {"order": f"A{k}"}, id=f"c{k}") for k in range(1, calls + 1)))
 
     return Agent(FunctionModel(answer), tools=[ship], store=SQLiteStore(folder / "runs.db"))
 
@@ -87,7 +88,7 @@ async def main(address: str, queue: str, folder: Path) -> None:
     worker = legato_worker(
         client,
         task_queue=queue,
-        agents={"shipper": build(folder), "boss": boss(folder)},
+        agents={"shipper": build(folder), "boss": boss(folder), "batch": build(folder, calls=2)},
         sticky_queue_schedule_to_start_timeout=timedelta(seconds=1),
     )
     off = {"dedup": False} if os.environ.get("LEGATO_TEST_NO_DEDUP") else {}

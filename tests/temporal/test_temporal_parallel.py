@@ -133,3 +133,18 @@ async def test_an_ask_among_parallel_calls_parks_the_run_and_the_decision_resume
     events = list(SQLiteStore(db).load_run(run_id).events)
     finished = [e for e in events if isinstance(e, ToolCallFinished)]
     assert sorted(f.call.id for f in finished) == ["c0", "c1", "c2", "c3"]
+
+
+async def test_a_worker_killed_inside_a_tools_activity_each_effect_happens_once(
+    temporal_address: str, tmp_path: Path
+) -> None:
+    from test_temporal_kill import kill_mid_tool
+
+    outcome, effects, callers, events, first, second = await kill_mid_tool(
+        temporal_address, tmp_path, dedup=True, agent="batch", parallel=True
+    )
+    assert outcome.status == "finished"
+    assert len(effects) == len(set(effects)) == 2  # two calls, each effect once
+    assert callers == [str(first), str(second)]  # no model call repeated
+    finished = [e for e in events if isinstance(e, ToolCallFinished)]
+    assert sorted(f.call.id for f in finished) == ["c1", "c2"]
