@@ -140,8 +140,11 @@ class LegatoActivities:
         """Register the agents `agent`'s tools run as children (`<name>/<tool>`), if new."""
         for tool in agent.toolset.tools:
             child = agent_of(tool)
-            if child is None or self._name_of(child) is not None:
+            if child is None:
                 continue
+            known = self._name_of(child)
+            if known is not None and self.agents[known].store is agent.store:
+                continue  # registered already, with its parent's store
             key = f"{name}/{tool.name}"
             self._names[id(child)] = key
             if child.store is not agent.store:  # a child's journal sits beside its parent's
