@@ -1,9 +1,11 @@
 """What Temporal costs a legato run: N concurrent runs on 1 and 2 worker processes.
 
-Run: `python bench/temporal.py [--runs N] [--steps N] [--delay S]`.
+Run: `python bench/temporal.py [--runs N] [--steps N] [--delay S] [--calls K] [--parallel]`.
 
 Each run is a scripted agent (no provider): `--steps` model calls, each but the last
-calling a tool that sleeps `--delay` seconds, then the answer. The same runs go
+calling a tool that sleeps `--delay` seconds (`--calls` such calls in one response: one
+process runs them concurrently, Temporal one activity after another, or, with
+`--parallel`, concurrently in one `legato.tools` activity), then the answer. The same runs go
 (1) in one process on a plain SQLite store (`asyncio.gather` of `agent.run`), then
 (2) on Temporal with one worker process and (3) with two, all against one dev server
 (the `temporal` binary next to this python, on 127.0.0.1, in memory). Reported: runs/s,
@@ -35,7 +37,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def build_agent(folder: Path, *, steps: int, delay: float) -> Any:
+def build_agent(folder: Path, *, steps: int, delay: float, calls: int = 1) -> Any:
     """The benchmark's agent; its model logs `run step time` lines to `folder/steps.<pid>`."""
     from legato import Agent, tool
     from legato.models import ModelRequest
@@ -56,12 +58,12 @@ def build_agent(folder: Path, *, steps: int, delay: float) -> Any:
 
     def answer(request: ModelRequest) -> Any:
         name = request.messages[0].text
-        done = sum(1 for m in request.messages if m.role == "tool")
+        done = sum(1 for m in request.messages if m.role == "assistant")
         with log.open("a", encoding="utf-8") as out:
             out.write(f"{name} {done} {time.time()}\n")
         if done + 1 >= steps:
             return "Done."
-        return reply(call("wait", {"n": done}, id=f"w{done}"))
+        return reply(*(call("wait", {"n": done}, id=f"w{done}-{k}") for k in range(calls)))
 
     store = SQLiteStore(folder / "runs.db")
     return Agent(FunctionModel(answer), tools=[wait], store=store, name="bench", max_steps=steps)
@@ -93,20 +95,22 @@ def summary(label: str, runs: int, wall: float, gaps: list[float]) -> float:
 
 
 async def plain(folder: Path, args: argparse.Namespace) -> float:
-    agent = build_agent(folder, steps=args.steps, delay=args.delay)
+    agent = build_agent(folder, steps=args.steps, delay=args.delay, calls=args.calls)
     started = time.perf_counter()
     await asyncio.gather(*(agent.run(f"run{i}") for i in range(args.runs)))
     wall = time.perf_counter() - started
     return summary("SQLite, one process", args.runs, wall, step_latencies(folder))
 
 
-async def worker_main(address: str, queue: str, folder: Path, steps: int, delay: float) -> None:
+async def worker_main(
+    address: str, queue: str, folder: Path, steps: int, delay: float, calls: int
+) -> None:
     from temporalio.client import Client
 
     from legato.temporal import legato_worker
 
     client = await Client.connect(address)
-    agent = build_agent(folder, steps=steps, delay=delay)
+    agent = build_agent(folder, steps=steps, delay=delay, calls=calls)
     async with legato_worker(client, task_queue=queue, agents={"bench": agent}):
         (folder / f"ready.{os.getpid()}").touch()
         while not await asyncio.to_thread((folder / "stop").exists):
@@ -116,19 +120,20 @@ async def worker_main(address: str, queue: str, folder: Path, steps: int, delay:
 async def on_temporal(folder: Path, address: str, workers: int, args: argparse.Namespace) -> float:
     from temporalio.client import Client
 
-    from legato.temporal import TemporalRuns
+    from legato.temporal import ActivitySettings, TemporalRuns
 
     queue = f"bench-{uuid.uuid4().hex}"
     env = {**os.environ, "PYTHONPATH": str(ROOT / "src")}
     command = [sys.executable, __file__, "--worker", address, queue, str(folder)]
-    command += [str(args.steps), str(args.delay)]
+    command += [str(args.steps), str(args.delay), str(args.calls)]
     procs = [subprocess.Popen(command, env=env) for _ in range(workers)]
     try:
         while len(list(folder.glob("ready.*"))) < workers:
             await asyncio.sleep(0.1)
         runs = TemporalRuns(await Client.connect(address), task_queue=queue)
         started = time.perf_counter()
-        ids = [await runs.start("bench", f"run{i}") for i in range(args.runs)]
+        settings = ActivitySettings(parallel_tools=args.parallel)
+        ids = [await runs.start("bench", f"run{i}", settings=settings) for i in range(args.runs)]
         await asyncio.gather(*(runs.result(run_id) for run_id in ids))
         wall = time.perf_counter() - started
     finally:
@@ -165,8 +170,9 @@ async def main(args: argparse.Namespace) -> None:
         while not listening(port):
             await asyncio.sleep(0.1)
         print(
-            f"{args.runs} concurrent runs, {args.steps} steps each, tool delay "
-            f"{args.delay * 1000:.0f} ms"
+            f"{args.runs} concurrent runs, {args.steps} steps each, {args.calls} tool "
+            f"call(s) per step, tool delay {args.delay * 1000:.0f} ms"
+            + (", parallel_tools" if args.parallel else "")
         )
         with tempfile.TemporaryDirectory() as a:
             base = await plain(Path(a), args)
@@ -181,11 +187,13 @@ async def main(args: argparse.Namespace) -> None:
 
 if __name__ == "__main__":
     if len(sys.argv) > 1 and sys.argv[1] == "--worker":
-        _, _, address, queue, folder, steps, delay = sys.argv
-        asyncio.run(worker_main(address, queue, Path(folder), int(steps), float(delay)))
+        _, _, address, queue, folder, steps, delay, calls = sys.argv
+        asyncio.run(worker_main(address, queue, Path(folder), int(steps), float(delay), int(calls)))
     else:
         parser = argparse.ArgumentParser(description=__doc__)
         parser.add_argument("--runs", type=int, default=20)
         parser.add_argument("--steps", type=int, default=5)
         parser.add_argument("--delay", type=float, default=0.05)
+        parser.add_argument("--calls", type=int, default=1)
+        parser.add_argument("--parallel", action="store_true")
         asyncio.run(main(parser.parse_args()))

@@ -3,7 +3,8 @@
     python temporal_kill_worker.py ADDRESS QUEUE DIR
 
 DIR holds the store (runs.db), `effects` (one line per effect, with its idempotency key),
-`model_calls` (one line per model call), with LEGATO_TEST_NO_DEDUP set the store's
+`model_calls` (one line per model call; `boss_calls` for the parent agent `boss`, whose
+one call runs `shipper` as a sub-agent; `batch` ships two orders in one response), with LEGATO_TEST_NO_DEDUP set the store's
 de-duplication is off (the twin), `entered.<pid>` (written when `ship` has done its
 effect and waits), `release` (lets `ship` return) and `stop` (the worker shuts down).
 """
@@ -37,7 +38,8 @@ async def appears(path: Path) -> None:
         await asyncio.sleep(0.05)
 
 
-def build(folder: Path) -> Agent[str]:
+def build(folder: Path, *, calls: int = 1) -> Agent[str]:
+    """The shipper: one response of `calls` calls of `ship` (orders A1, A2, ...), then done."""
     effects = folder / "effects"
 
     def find(key: str, arguments: Mapping[str, Any]) -> Reconciled:
@@ -62,9 +64,23 @@ def build(folder: Path) -> Agent[str]:
             out.write(f"{os.getpid()}\n")
         if any(m.role == "tool" for m in request.messages):
             return "Shipped."
-        return reply(call("ship", {"order": "A1"}, id="c1"))
+        return reply(*(call("ship", {"order": f"A{k}"}, id=f"c{k}") for k in range(1, calls + 1)))
 
     return Agent(FunctionModel(answer), tools=[ship], store=SQLiteStore(folder / "runs.db"))
+
+
+def boss(folder: Path) -> Agent[str]:
+    """A parent whose one call delegates the shipping to `build`'s agent (a child workflow)."""
+
+    def answer(request: ModelRequest) -> Any:
+        with (folder / "boss_calls").open("a", encoding="utf-8") as out:
+            out.write(f"{os.getpid()}\n")
+        if any(m.role == "tool" for m in request.messages):
+            return "All shipped."
+        return reply(call("shipping", {"task": "ship A1"}, id="p1"))
+
+    shipping = build(folder).as_tool(name="shipping", description="Ships orders.")
+    return Agent(FunctionModel(answer), tools=[shipping], store=SQLiteStore(folder / "runs.db"))
 
 
 async def main(address: str, queue: str, folder: Path) -> None:
@@ -72,7 +88,7 @@ async def main(address: str, queue: str, folder: Path) -> None:
     worker = legato_worker(
         client,
         task_queue=queue,
-        agents={"shipper": build(folder)},
+        agents={"shipper": build(folder), "boss": boss(folder), "batch": build(folder, calls=2)},
         sticky_queue_schedule_to_start_timeout=timedelta(seconds=1),
     )
     off = {"dedup": False} if os.environ.get("LEGATO_TEST_NO_DEDUP") else {}

@@ -42,7 +42,7 @@ def wait_for(path_glob: str, folder: Path, proc: subprocess.Popen[bytes]) -> Pat
 
 
 async def kill_mid_tool(
-    address: str, folder: Path, *, dedup: bool
+    address: str, folder: Path, *, dedup: bool, agent: str = "shipper", parallel: bool = False
 ) -> tuple[RunOutcome, list[str], list[str], list[JournalEvent], int, int]:
     """Worker 1 runs the tool and is killed inside it; worker 2 finishes the run."""
     temporal_address, tmp_path = address, folder
@@ -53,8 +53,8 @@ async def kill_mid_tool(
         wait_for(f"ready.{first.pid}", tmp_path, first)
         client = await Client.connect(temporal_address)
         runs = TemporalRuns(client, task_queue=queue)
-        settings = ActivitySettings(heartbeat=2.0, initial_interval=0.2)
-        run_id = await runs.start("shipper", "Ship A1", settings=settings)
+        settings = ActivitySettings(heartbeat=2.0, initial_interval=0.2, parallel_tools=parallel)
+        run_id = await runs.start(agent, "Ship A1", settings=settings)
         wait_for(f"entered.{first.pid}", tmp_path, first)  # the effect is done; the call waits
         second = spawn(temporal_address, queue, tmp_path, dedup=dedup)
         wait_for(f"ready.{second.pid}", tmp_path, second)

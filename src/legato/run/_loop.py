@@ -111,7 +111,9 @@ class RunConfig(Generic[OutputT]):
 class Unit:
     """One unit of a run's progress, as `RunDriver.next_unit` plans it."""
 
-    kind: Literal["model", "tool", "close", "done"]
+    kind: Literal["model", "tool", "tools", "close", "done"]
+    """`tools` (never planned, asked for): all the step's unfinished calls, run
+    concurrently under the gate as `agent.run` runs them, and the step's close."""
     step: int = 0
     """The step the unit belongs to."""
     call_id: str | None = None
@@ -326,7 +328,11 @@ class RunDriver(Generic[OutputT]):
         return [c for c in calls if c.id not in special]
 
     async def _unit(self, unit: Unit) -> AsyncIterator[RunEvent]:
-        if self.next_unit() != unit:
+        planned = self.next_unit()
+        if unit.kind == "tools":
+            if planned.kind != "tool" or planned.step != unit.step:
+                return  # done already (a retried unit): nothing runs again
+        elif planned != unit:
             return  # done already (a retried unit): nothing runs again
         step: AsyncIterator[RunEvent]
         if unit.kind == "model":

@@ -2,20 +2,24 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import AsyncIterator
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
+from legato._requests import ParkedRun
 from legato.events import Journal, Lineage, RunEvent, RunStarted, UserPrompt
-from legato.exceptions import ChildFailed, SpawnRefused
+from legato.exceptions import ChildFailed, RunParked, SpawnRefused
 from legato.messages import Message
 from legato.run import RunDriver, RunResult
 from legato.run._loop import default_owner
 from legato.spawn._child import (
     ChildStart,
+    DeferredChild,
     child_budget,
     child_journals,
     current_depth,
+    deferred_children,
     execute_child,
     inherit_gate,
     prepare_child,
@@ -27,7 +31,15 @@ from legato.tools import RunContext, Tool
 if TYPE_CHECKING:
     from legato.agent import Agent
 
-__all__ = ["agent_tool", "resume", "resume_stream"]
+__all__ = ["AGENT_ATTRIBUTE", "agent_of", "agent_tool", "resume", "resume_stream"]
+
+AGENT_ATTRIBUTE = "__legato_agent__"
+"""The attribute of an agent tool's function that holds the agent it runs."""
+
+
+def agent_of(tool: Tool) -> Agent[Any] | None:
+    """The agent an `agent.as_tool(...)` tool runs as a child (None for other tools)."""
+    return getattr(tool.function, AGENT_ATTRIBUTE, None)
 
 
 def agent_tool(
@@ -104,6 +116,13 @@ def agent_tool(
 
         emit = ctx.scope.emit if ctx.scope is not None else _drop
         prepared = await prepare_child(record, store=journals, emit=emit, make_start=start)
+        deferred = deferred_children()
+        if deferred is not None and prepared.finished is None:
+            deferred.append(DeferredChild(lineage=lineage, agent=agent, share=_share(config)))
+            raise RunParked(
+                ParkedRun(run_id=lineage.run_id, journal=prepared.journal, requests=()),
+                f"child run {lineage.run_id} runs elsewhere; the call waits for its end",
+            )
         outcome = await execute_child(
             prepared,
             config=config,
@@ -116,6 +135,7 @@ def agent_tool(
             raise ChildFailed(lineage.run_id, outcome.error or outcome.outcome)
         return outcome.output
 
+    run_agent.__dict__[AGENT_ATTRIBUTE] = agent  # the child agent, for a durable engine
     return Tool.from_function(
         run_agent,
         name=name,
@@ -123,6 +143,27 @@ def agent_tool(
         timeout=None if timeout is None else timeout + 5.0,
         metadata={"legato.spawns_children": True},
     )
+
+
+def _share(config: Any) -> tuple[tuple[str, float], ...]:
+    """The finite amounts a child's budget has left (its parent's included)."""
+    budget = config.budget
+    if budget is None:
+        return ()
+    left = budget.remaining()
+    amounts = {f: getattr(left, f) for f in _SHARED}
+    return tuple((f, max(v, 0.0)) for f, v in amounts.items() if math.isfinite(v))
+
+
+_SHARED = (
+    "input_tokens",
+    "output_tokens",
+    "tokens",
+    "dollars",
+    "model_calls",
+    "tool_calls",
+    "steps",
+)
 
 
 def _drop(event: RunEvent) -> None:

@@ -14,7 +14,7 @@ import asyncio
 import contextlib
 import json
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Generator
 from contextvars import ContextVar
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
@@ -47,10 +47,13 @@ if TYPE_CHECKING:
 
 __all__ = [
     "ChildOutcome",
+    "DeferredChild",
     "PreparedChild",
     "child_budget",
     "child_journals",
     "current_lineage",
+    "defer_children",
+    "deferred_children",
     "execute_child",
     "inherit_gate",
     "parent_gate",
@@ -65,6 +68,53 @@ logger = logging.getLogger("legato.spawn")
 _LINEAGE: ContextVar[Lineage | None] = ContextVar("legato_spawn_lineage", default=None)
 
 Emit = Callable[[RunEvent], None]
+
+_DEFERRED: ContextVar[tuple[int, list[DeferredChild]] | None] = ContextVar(
+    "legato_spawn_deferred", default=None
+)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class DeferredChild:
+    """A child run another driver runs (a durable engine's child workflow), not this task.
+
+    `agent` is the child's `legato.Agent`; `share` what its budget may spend (the finite
+    amounts its budget had left when it was prepared, the parent's included), by resource.
+    """
+
+    lineage: Lineage
+    agent: Any
+    share: tuple[tuple[str, float], ...] = ()
+
+
+@contextlib.contextmanager
+def defer_children(lineage: Lineage | None = None) -> Generator[list[DeferredChild]]:
+    """Within this block, a child of the run driven here is prepared, not run.
+
+    For a durable engine that runs each sub-agent in a driver of its own: the child's
+    journal start is stored and linked, the parent records `SpawnStarted`, and the parent
+    stops as if parked (`RunParked`, no requests); the list yielded names the child. Calling
+    the tool again once the child's journal ends reads its outcome back. `lineage`: the
+    run driven here is itself a child (its depth counts against `max_depth`). Children of
+    children that run in this task (a `spawn` child's own agent tools) run here as usual.
+    """
+    deferred: list[DeferredChild] = []
+    token = _DEFERRED.set((0 if lineage is None else lineage.depth, deferred))
+    placed = _LINEAGE.set(lineage) if lineage is not None else None
+    try:
+        yield deferred
+    finally:
+        if placed is not None:
+            _LINEAGE.reset(placed)
+        _DEFERRED.reset(token)
+
+
+def deferred_children() -> list[DeferredChild] | None:
+    """Where a child of the calling run is named when deferred (None: it runs here)."""
+    deferring = _DEFERRED.get()
+    if deferring is None or deferring[0] != current_depth():
+        return None
+    return deferring[1]
 
 
 def current_lineage() -> Lineage | None:

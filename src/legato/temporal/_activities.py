@@ -17,18 +17,19 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import copy
 import hashlib
 from collections import OrderedDict
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, replace
-from typing import Any, cast
+from typing import Any, Literal, cast
 
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
 from legato.agent import Agent
 from legato.effects import effect_id
-from legato.events import Journal, JournalEvent, RunEvent, RunFailed, RunFinished
+from legato.events import Journal, JournalEvent, Lineage, RunEvent, RunFailed, RunFinished
 from legato.exceptions import (
     DecisionAlreadyUsed,
     DecisionTokenInvalid,
@@ -39,8 +40,10 @@ from legato.exceptions import (
 )
 from legato.messages import JsonValue
 from legato.run._loop import RunDriver, Unit
+from legato.spawn._as_tool import agent_of
+from legato.spawn._child import defer_children
 from legato.store import RunStore
-from legato.temporal._types import DecideInput, Plan, RunRef, StartInput, UnitInput
+from legato.temporal._types import ChildLink, DecideInput, Plan, RunRef, StartInput, UnitInput
 
 __all__ = ["MAX_PROMPT_BYTES", "LegatoActivities", "journal_digest"]
 
@@ -127,12 +130,36 @@ class LegatoActivities:
                 )
                 raise EngineInputInvalid(msg)
         self.agents = dict(agents)
+        self._names: dict[int, str] = {id(a): k for k, a in reversed(list(agents.items()))}
+        for name, agent in agents.items():
+            self._register_children(name, agent)
         self._cache: OrderedDict[str, _Cached] = OrderedDict()
         self._cache_runs = cache_runs
 
+    def _register_children(self, name: str, agent: Agent[Any]) -> None:
+        """Register the agents `agent`'s tools run as children (`<name>/<tool>`), if new."""
+        for tool in agent.toolset.tools:
+            child = agent_of(tool)
+            if child is None:
+                continue
+            known = self._name_of(child)
+            if known is not None and self.agents[known].store is agent.store:
+                continue  # registered already, with its parent's store
+            key = f"{name}/{tool.name}"
+            self._names[id(child)] = key
+            if child.store is not agent.store:  # a child's journal sits beside its parent's
+                child = copy.copy(child)
+                child.store = agent.store
+            self.agents[key] = child
+            self._register_children(key, child)
+
+    def _name_of(self, agent: Agent[Any]) -> str | None:
+        """The name a (child) agent is registered under."""
+        return self._names.get(id(agent))
+
     def all(self) -> list[Callable[..., Any]]:
         """The activity functions, to register with a worker."""
-        return [self.start, self.model, self.tool, self.close, self.decide]
+        return [self.start, self.model, self.tool, self.tools, self.close, self.decide]
 
     def agent(self, name: str) -> Agent[Any]:
         """The agent registered as `name` (`EngineInputInvalid`, not retried, if none)."""
@@ -164,12 +191,13 @@ class LegatoActivities:
             try:
                 driver = agent.new_driver(start.prompt, run_id=start.run_id, owner=_owner())
                 driver.flush()
-                return replace(self._plan(driver, agent=start.agent), tools=tools)
+                return replace(self._plan(driver, agent=start.agent), tools=tools, link=start.link)
             except StoreError:
                 if store.run_info(start.run_id) is None:
                     raise
                 # another attempt stored the start first: plan from what it stored
-        return replace(self._stored_plan(agent, start.agent, start.run_id), tools=tools)
+        plan = self._stored_plan(agent, start.agent, start.run_id)
+        return replace(plan, tools=tools, link=start.link)
 
     @activity.defn(name="legato.model")
     async def model(self, unit: UnitInput) -> Plan:
@@ -180,6 +208,11 @@ class LegatoActivities:
     async def tool(self, unit: UnitInput) -> Plan:
         """One tool call, under the gate (approvals, budget, dedup by its effect id)."""
         return await self._advance(unit.plan)
+
+    @activity.defn(name="legato.tools")
+    async def tools(self, unit: UnitInput) -> Plan:
+        """All the step's unfinished calls, concurrently under the gate, and the step's end."""
+        return await self._advance(unit.plan, kind="tools")
 
     @activity.defn(name="legato.close")
     async def close(self, unit: UnitInput) -> Plan:
@@ -192,10 +225,11 @@ class LegatoActivities:
         from legato.approvals import Approve, Reject
 
         agent = self.agent(decide.plan.ref.agent)
-        if agent.approvals is None:
+        policy = self._approvals(agent, decide.plan.link)
+        if policy is None:
             msg = f"agent {decide.plan.ref.agent!r} has no approval policy to decide in"
             raise ApplicationError(msg, type="EngineInputInvalid", non_retryable=True)
-        store = agent.approvals.store
+        store = policy.store
         for decision in decide.decisions:
             request = await store.get(decision.request_id)
             if request is None:
@@ -213,10 +247,44 @@ class LegatoActivities:
 
     # -- helpers ------------------------------------------------------------------------------
 
-    async def _advance(self, plan: Plan) -> Plan:
-        return replace(await self._advance_unit(plan), tools=plan.tools)
+    async def _advance(self, plan: Plan, *, kind: Literal["tools"] | None = None) -> Plan:
+        planned = await self._advance_unit(plan, kind=kind)
+        return replace(planned, tools=plan.tools, link=plan.link)
 
-    async def _advance_unit(self, plan: Plan) -> Plan:
+    def _approvals(self, agent: Agent[Any], link: ChildLink | None) -> Any:
+        """The run's approval policy: a child's is nested in its parent's (`for_child`)."""
+        from legato._effects_parts import current_switches
+
+        if link is None or not current_switches().inherit_gate:
+            return agent.approvals
+        from legato.approvals import ApprovalPolicy
+
+        parent = self.agent(link.parent_agent).approvals
+        if parent is None:
+            return agent.approvals
+        return ApprovalPolicy.for_child(parent, agent.approvals)
+
+    def _options(self, agent: Agent[Any], link: ChildLink | None) -> dict[str, Any]:
+        """A child run's terms: its parent's approval policy, its carved budget share."""
+        if link is None:
+            return {}
+        from legato.budgets import BudgetLimits
+
+        own = agent.budget if isinstance(agent.budget, BudgetLimits) else BudgetLimits()
+        limits: dict[str, Any] = {}
+        for resource, amount in link.share:
+            mine = getattr(own, resource)
+            value = amount if mine is None else min(mine, amount)
+            limits[resource] = value if resource == "dollars" else int(value)
+        parent = self.agent(link.parent_agent).budget
+        if own.prices is None and isinstance(parent, BudgetLimits):
+            limits["prices"] = parent.prices
+        options: dict[str, Any] = {"approvals": self._approvals(agent, link)}
+        if limits or agent.budget is not None:
+            options["budget"] = replace(own, **limits)
+        return options
+
+    async def _advance_unit(self, plan: Plan, *, kind: Literal["tools"] | None = None) -> Plan:
         agent = self.agent(plan.ref.agent)
         run_id = plan.ref.run_id
         ended = self._ended(agent, plan.ref.agent, run_id)
@@ -230,41 +298,72 @@ class LegatoActivities:
             )
             raise ApplicationError(msg, type="EngineInputInvalid", non_retryable=True)
         cached = self._cache.pop(run_id, None)
+        options = self._options(agent, plan.link)
         try:
             if cached is not None:
                 try:
                     driver = agent.resumed_driver(
-                        run_id, stored=cached.events, takeover=True, owner=_owner()
+                        run_id, stored=cached.events, takeover=True, owner=_owner(), **options
                     )
                 except RunNotResumable:  # another worker stored more: load it
                     cached = None
-                    driver = agent.resumed_driver(run_id, takeover=True, owner=_owner())
+                    driver = agent.resumed_driver(run_id, takeover=True, owner=_owner(), **options)
             else:
-                driver = agent.resumed_driver(run_id, takeover=True, owner=_owner())
+                driver = agent.resumed_driver(run_id, takeover=True, owner=_owner(), **options)
         except StoreError:
             raise  # another attempt claimed it first: retried, it reloads what that one stored
         except Exception as exc:
             raise _fatal(run_id, exc) from exc
-        unit = Unit(kind=_unit_kind(plan), step=plan.step, call_id=plan.call_id)
-        try:
-            await _heartbeating(driver.advance(unit))
-        except RunParked as exc:
-            requests = tuple(r.id for r in exc.parked.requests)
-            policy = agent.approvals
-            return replace(
-                self._plan(driver, agent=plan.ref.agent, cached=cached),
-                kind="parked",
-                call_id=plan.call_id,
-                effect_id=plan.effect_id,
-                request_ids=requests,
-                approval_ttl=policy.ttl if policy is not None else None,
-                status="parked",
-            )
-        except StoreError:
-            raise  # retried: the next attempt resumes from what was stored
-        except Exception as exc:
-            raise _fatal(run_id, exc) from exc
-        return self._plan(driver, agent=plan.ref.agent, cached=cached)
+        unit = Unit(
+            kind=kind if kind is not None else _unit_kind(plan),
+            step=plan.step,
+            call_id=plan.call_id,
+        )
+        lineage = _lineage(plan, agent)
+        with defer_children(lineage) as deferred:  # a sub-agent's run: a child workflow
+            try:
+                await _heartbeating(driver.advance(unit))
+            except RunParked as exc:
+                if deferred:
+                    child = deferred[0]
+                    name = self._name_of(child.agent)
+                    if name is None:
+                        msg = f"run {run_id}: the agent of call {plan.call_id} is not registered"
+                        raise _fatal(run_id, EngineInputInvalid(msg)) from exc
+                    link = ChildLink(
+                        run_id=child.lineage.run_id,
+                        agent=name,
+                        parent_agent=plan.ref.agent,
+                        share=child.share,
+                        parent_run_id=child.lineage.parent_run_id,
+                        parent_step=child.lineage.parent_step,
+                        parent_call_id=child.lineage.parent_call_id,
+                        depth=child.lineage.depth,
+                    )
+                    return replace(
+                        self._plan(driver, agent=plan.ref.agent, cached=cached),
+                        kind="child",
+                        call_id=child.lineage.parent_call_id or plan.call_id,
+                        effect_id=plan.effect_id,
+                        child=link,
+                        status="parked",
+                    )
+                requests = tuple(r.id for r in exc.parked.requests)
+                policy = self._approvals(agent, plan.link)
+                return replace(
+                    self._plan(driver, agent=plan.ref.agent, cached=cached),
+                    kind="parked",
+                    call_id=plan.call_id,
+                    effect_id=plan.effect_id,
+                    request_ids=requests,
+                    approval_ttl=policy.ttl if policy is not None else None,
+                    status="parked",
+                )
+            except StoreError:
+                raise  # retried: the next attempt resumes from what was stored
+            except Exception as exc:
+                raise _fatal(run_id, exc) from exc
+            return self._plan(driver, agent=plan.ref.agent, cached=cached)
 
     def _ended(self, agent: Agent[Any], name: str, run_id: str) -> Plan | None:
         """The plan of a run the store shows ended (a retried attempt after the end)."""
@@ -310,7 +409,23 @@ class LegatoActivities:
         if unit.call_id is not None:
             call = next(c for c in state.pending_calls if c.id == unit.call_id)
             eid = effect_id(state.run_id, call)
-        return Plan(kind=unit.kind, ref=ref, step=unit.step, call_id=unit.call_id, effect_id=eid)
+        kind = "tool" if unit.kind == "tools" else unit.kind  # never planned: one call each
+        return Plan(kind=kind, ref=ref, step=unit.step, call_id=unit.call_id, effect_id=eid)
+
+
+def _lineage(plan: Plan, agent: Agent[Any]) -> Lineage | None:
+    """A child run's place in the tree (None for a root run)."""
+    link = plan.link
+    if link is None:
+        return None
+    return Lineage(
+        run_id=link.run_id,
+        parent_run_id=link.parent_run_id,
+        parent_step=link.parent_step,
+        parent_call_id=link.parent_call_id,
+        agent=agent.name,
+        depth=link.depth,
+    )
 
 
 def _unit_kind(plan: Plan) -> Any:

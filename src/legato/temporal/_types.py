@@ -13,6 +13,8 @@ from typing import Literal
 
 __all__ = [
     "ActivitySettings",
+    "ChildLink",
+    "ChildParked",
     "DecideInput",
     "DecisionInput",
     "Plan",
@@ -23,7 +25,28 @@ __all__ = [
     "UnitInput",
 ]
 
-PlanKind = Literal["model", "tool", "close", "parked", "done"]
+PlanKind = Literal["model", "tool", "close", "parked", "child", "done"]
+
+
+@dataclass(frozen=True, kw_only=True)
+class ChildLink:
+    """A sub-agent's run that its own (child) workflow drives, and its parent's terms."""
+
+    run_id: str
+    """The child's run id in the store (its journal is stored and linked already)."""
+    agent: str
+    """The name the worker registers the child agent under."""
+    parent_agent: str
+    """The parent's registered name: the child decides under its approval policy too."""
+    share: tuple[tuple[str, float], ...] = ()
+    """What the child's budget may spend, by resource: carved from the parent's."""
+    parent_workflow: str = ""
+    """The parent's workflow id (a parked child tells it which requests it waits on)."""
+    parent_run_id: str = ""
+    parent_step: int = 0
+    parent_call_id: str | None = None
+    depth: int = 1
+    """The child's depth in the tree (its own agent tools count from it: `max_depth`)."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -57,6 +80,10 @@ class Plan:
     status: Literal["running", "parked", "finished", "failed"] = "running"
     tools: str = ""
     """sha256 of the run's tool definitions when it started: fixed for the whole run."""
+    child: ChildLink | None = None
+    """`child`: the sub-agent run the call `call_id` waits for (a child workflow)."""
+    link: ChildLink | None = None
+    """In a sub-agent's own run: its link to the parent (carried by every plan)."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -71,6 +98,9 @@ class ActivitySettings:
     """Attempts per activity, the first included."""
     initial_interval: float = 1.0
     """Seconds before the first retry (doubled each time, at most 30 s)."""
+    parallel_tools: bool = False
+    """Run all the calls of one model response in one `legato.tools` activity, concurrently
+    under the gate as `agent.run` does, instead of one `legato.tool` activity per call."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -80,6 +110,7 @@ class StartInput:
     run_id: str
     agent: str
     prompt: str | None
+    link: ChildLink | None = None
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -96,6 +127,8 @@ class RunInput:
     plan: Plan | None = None
     units: int = 0
     """Units done by earlier workflow runs of this run."""
+    link: ChildLink | None = None
+    """A sub-agent's run: its parent's terms (its workflow id is `<parent run>/<call>`)."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -113,6 +146,15 @@ class DecisionInput:
     verdict: Literal["approve", "reject"]
     message: str | None = None
     """A rejection's message, which the model is shown."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class ChildParked:
+    """A signal to a parent workflow: its child (or a child below) waits on these requests."""
+
+    workflow_id: str
+    """The direct child that sends it (decisions go back down through it)."""
+    request_ids: tuple[str, ...]
 
 
 @dataclass(frozen=True, kw_only=True)

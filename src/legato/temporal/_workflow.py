@@ -13,12 +13,18 @@ from dataclasses import replace
 from datetime import timedelta
 
 from temporalio import workflow
-from temporalio.common import RetryPolicy
-from temporalio.exceptions import ActivityError, ApplicationError
+from temporalio.common import RetryPolicy, WorkflowIDReusePolicy
+from temporalio.exceptions import (
+    ActivityError,
+    ApplicationError,
+    ChildWorkflowError,
+    WorkflowAlreadyStartedError,
+)
 
 with workflow.unsafe.imports_passed_through():
     from legato.temporal._types import (
         ActivitySettings,
+        ChildParked,
         DecideInput,
         DecisionInput,
         Plan,
@@ -44,20 +50,28 @@ class LegatoRun:
         self._expired: set[str] = set()
         self._plan: Plan | None = None
         self._attempts: dict[str, int] = {}
+        self._below: dict[str, str] = {}
+        """Requests a sub-agent's workflow waits on -> the child workflow to decide them in."""
+        self._parent: str | None = None
 
     @workflow.run
     async def run(self, run: RunInput) -> RunOutcome:
         """Advance the run unit by unit to its end."""
         settings = run.settings
         plan = run.plan
+        self._parent = run.link.parent_workflow if run.link is not None else None
         if plan is None:
-            start = StartInput(run_id=run.run_id, agent=run.agent, prompt=run.prompt)
+            start = StartInput(run_id=run.run_id, agent=run.agent, prompt=run.prompt, link=run.link)
             plan = await self._activity("legato.start", start, settings, activity_id="start")
         units = 0
         while plan.kind != "done":
             self._plan = plan
             if plan.kind == "parked":
                 plan = await self._wait_for_decisions(plan, settings)
+                continue
+            if plan.kind == "child":
+                plan = await self._child(plan, run, settings)
+                units += 1
                 continue
             if units >= run.continue_every or workflow.info().is_continue_as_new_suggested():
                 workflow.continue_as_new(
@@ -70,6 +84,12 @@ class LegatoRun:
         return RunOutcome(ref=plan.ref, status=status, units=run.units + units)
 
     async def _advance(self, plan: Plan, settings: ActivitySettings) -> Plan:
+        if plan.kind == "tool" and settings.parallel_tools:
+            key = f"tools-{plan.step}"  # every call of the step's response, concurrently
+            attempt = self._attempts.get(key, 0) + 1
+            self._attempts[key] = attempt
+            activity_id = key if attempt == 1 else f"{key}.{attempt}"
+            return await self._activity("legato.tools", UnitInput(plan=plan), settings, activity_id)
         if plan.kind == "tool":
             key = plan.effect_id or plan.call_id or "tool"
             attempt = self._attempts.get(key, 0) + 1  # a call parked runs again after decisions
@@ -79,9 +99,45 @@ class LegatoRun:
         name = "legato.model" if plan.kind == "model" else "legato.close"
         return await self._activity(name, UnitInput(plan=plan), settings)
 
+    async def _child(self, plan: Plan, run: RunInput, settings: ActivitySettings) -> Plan:
+        """Run a sub-agent's call as a child workflow `<run id>/<call id>`, then record its end.
+
+        The child's journal start and the parent's `SpawnStarted` are stored already. Its id
+        is deterministic: a parent replayed (or re-run after a lost workflow task) finds the
+        child it started, never a second one. Its end, failed included, is in its journal:
+        the call's activity, run again, reads the child's outcome back from there.
+        """
+        child = plan.child
+        assert child is not None
+        link = replace(child, parent_workflow=workflow.info().workflow_id)
+        child_input = RunInput(run_id=child.run_id, agent=child.agent, settings=settings, link=link)
+        child_id = f"{run.run_id}/{plan.call_id}"
+        try:
+            await workflow.execute_child_workflow(
+                LegatoRun.run,
+                child_input,
+                id=child_id,
+                parent_close_policy=workflow.ParentClosePolicy.TERMINATE,
+                id_reuse_policy=WorkflowIDReusePolicy.REJECT_DUPLICATE,
+            )
+        except WorkflowAlreadyStartedError:
+            pass  # started (and ended) before: its journal tells the outcome
+        except ChildWorkflowError:
+            pass  # it failed: its journal ends with RunFailed, the call's result says why
+        # requests the child left undecided (expired there) are no longer this run's to decide
+        self._below = {r: w for r, w in self._below.items() if w != child_id}
+        again = await self._advance(replace(plan, kind="tool", child=None), settings)
+        if again.kind == "child" and again.call_id == plan.call_id:
+            msg = f"child run {child.run_id} did not end, and its workflow cannot start again"
+            raise ApplicationError(msg, type="ChildFailed", non_retryable=True)
+        return again
+
     async def _wait_for_decisions(self, plan: Plan, settings: ActivitySettings) -> Plan:
         """Wait for a decision on each request (updates), or their expiry; then record them."""
         self._open = plan.request_ids
+        if self._parent is not None:  # a parked child parks its parent
+            parked = ChildParked(workflow_id=workflow.info().workflow_id, request_ids=self._open)
+            await workflow.get_external_workflow_handle(self._parent).signal("child_parked", parked)
         timeout = None if plan.approval_ttl is None else timedelta(seconds=plan.approval_ttl)
         try:
             await workflow.wait_condition(
@@ -106,7 +162,33 @@ class LegatoRun:
         """Decide one open approval request (exactly one decision per request gets in)."""
         # recorded before any await: the validator of a concurrent update sees it
         self._decisions[decision.request_id] = decision
+        await self._forward(decision)
         return decision.verdict
+
+    @workflow.signal(name="child_parked")
+    async def child_parked(self, parked: ChildParked) -> None:
+        """A child's workflow waits on requests: this run waits on them too (and its parent)."""
+        for request_id in parked.request_ids:
+            self._below[request_id] = parked.workflow_id
+        if self._parent is not None:
+            here = ChildParked(
+                workflow_id=workflow.info().workflow_id, request_ids=parked.request_ids
+            )
+            await workflow.get_external_workflow_handle(self._parent).signal("child_parked", here)
+
+    @workflow.signal(name="decision")
+    async def decision(self, decision: DecisionInput) -> None:
+        """A decision the parent's workflow accepted, for a request of this run or below."""
+        if decision.request_id in self._decisions:
+            return
+        self._decisions[decision.request_id] = decision
+        await self._forward(decision)
+
+    async def _forward(self, decision: DecisionInput) -> None:
+        """Send a decision on to the child workflow whose request it answers."""
+        child = self._below.pop(decision.request_id, None)
+        if child is not None:
+            await workflow.get_external_workflow_handle(child).signal("decision", decision)
 
     @decide.validator
     def _check_decision(self, decision: DecisionInput) -> None:
@@ -121,7 +203,7 @@ class LegatoRun:
         if request_id in self._decisions:
             msg = f"approval request {request_id} was already decided"
             raise ApplicationError(msg, type="DecisionAlreadyUsed")
-        if request_id not in self._open:
+        if request_id not in self._open and request_id not in self._below:
             msg = f"the run waits on no approval request {request_id}"
             raise ApplicationError(msg, type="DecisionTokenInvalid")
 
@@ -133,7 +215,8 @@ class LegatoRun:
     @workflow.query(name="open_requests")
     def open_requests(self) -> list[str]:
         """The approval requests the run waits on now."""
-        return [r for r in self._open if r not in self._decisions]
+        waiting = [*self._open, *self._below]
+        return [r for r in waiting if r not in self._decisions]
 
     async def _activity(
         self,
