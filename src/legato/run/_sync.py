@@ -64,11 +64,43 @@ class _MainLoop:
         return self._runner
 
     def close(self) -> None:
-        """Close the loop at exit: cancel what is left, close clients, join the executor."""
+        """Close the loop at exit: cancel what is left, close clients, then the loop.
+
+        Not `Runner.close()`: it joins the loop's default executor from a new thread, which
+        Python 3.12+ refuses at interpreter shutdown ("can't create new thread at interpreter
+        shutdown"). By the time `atexit` hooks run, `concurrent.futures` has joined the
+        executor's workers already, so closing the loop (which shuts the executor down
+        without waiting) starts no thread.
+        """
         self._closed = True
         runner, self._runner = self._runner, None
-        if runner is not None and self._pid == os.getpid():
-            runner.close()
+        if runner is None or self._pid != os.getpid():
+            return
+        loop = runner.get_loop()
+        try:
+            _cancel_all(loop)
+            loop.run_until_complete(loop.shutdown_asyncgens())
+        finally:
+            loop.close()
+
+
+def _cancel_all(loop: asyncio.AbstractEventLoop) -> None:
+    """Cancel the loop's tasks and let them finish, as `asyncio.run` does at its end."""
+    tasks = asyncio.all_tasks(loop)
+    if not tasks:
+        return
+    for task in tasks:
+        task.cancel()
+    loop.run_until_complete(asyncio.gather(*tasks, return_exceptions=True))
+    for task in tasks:
+        if not task.cancelled() and task.exception() is not None:
+            loop.call_exception_handler(
+                {
+                    "message": "unhandled exception during legato's loop shutdown",
+                    "exception": task.exception(),
+                    "task": task,
+                }
+            )
 
 
 class _BackgroundLoop:
