@@ -331,6 +331,9 @@ def _runner() -> _Run | None:
     def on_main(coro: Coroutine[Any, Any, Any]) -> Any:
         # Each call gets a copy of the caller's context now; a runner's default is the one
         # copied when it was made, shared by every later call.
+        if _MainStream.active:  # inside a `stream_sync` loop: let the runner own Ctrl-C
+            with _default_sigint():
+                return main.run(coro, context=contextvars.copy_context())
         return main.run(coro, context=contextvars.copy_context())
 
     return on_main
@@ -344,10 +347,22 @@ def run_sync(coro: Coroutine[Any, Any, T]) -> T:
 
 def iterate_sync(iterator: AsyncIterator[T]) -> Iterator[T]:
     """Iterate an async iterator from synchronous code, on the loop `run_sync` would use."""
+    if not _BACKGROUND.owns_current_thread() and (main := _MAIN.runner()) is not None:
+        yield from _iterate_on_main(main, iterator)
+        return
     run = _runner()
     if run is None:
         yield from _iterate_privately(iterator)
         return
+    yield from _iterate_each(run, iterator)
+
+
+def _iterate_on_main(main: asyncio.Runner, iterator: AsyncIterator[T]) -> Iterator[T]:
+    return _MainStream(main.get_loop(), iterator).items()
+
+
+def _iterate_each(run: _Run, iterator: AsyncIterator[T]) -> Iterator[T]:
+    """One `run` per item (on the background loop: a submit and a wait per item)."""
     try:
         while True:
             done, item = run(_next(iterator))
@@ -399,3 +414,142 @@ async def _next(iterator: AsyncIterator[T]) -> tuple[bool, T | None]:
         return False, await anext(iterator)
     except StopAsyncIteration:
         return True, None
+
+
+class _MainStream(Generic[T]):
+    """One task drives a whole stream on the main thread's loop, handing each item across.
+
+    The task pulls an item, stops the loop and waits; the caller's `next()` resumes the
+    task and runs the loop until the next item (or the end). One task and one context for
+    the whole stream, and Ctrl-C handled by one SIGINT handler installed for the stream's
+    lifetime, instead of an `asyncio.Runner.run` per item (each a new task and a handler
+    installed and restored). Ctrl-C while the loop runs cancels the task (the run records
+    its cancellation) and raises `KeyboardInterrupt` in the caller; between items it raises
+    `KeyboardInterrupt` at once, as the default handler does.
+    """
+
+    active = 0
+    """How many main-thread streams are open (their SIGINT handler may be installed)."""
+
+    __slots__ = ("_has_item", "_interrupted", "_item", "_loop", "_resume", "_running", "_task")
+
+    def __init__(self, loop: asyncio.AbstractEventLoop, iterator: AsyncIterator[T]) -> None:
+        self._loop = loop
+        self._item: T | None = None
+        self._has_item = False
+        self._resume: asyncio.Future[bool] | None = None
+        self._running = False
+        self._interrupted = False
+        self._task = task = loop.create_task(
+            self._drive(iterator), context=contextvars.copy_context()
+        )
+        task.add_done_callback(lambda _: self._hand_back())
+
+    async def _drive(self, iterator: AsyncIterator[T]) -> None:
+        try:
+            while True:
+                try:
+                    item = await anext(iterator)
+                except StopAsyncIteration:
+                    return
+                self._item, self._has_item = item, True
+                self._resume = resume = self._loop.create_future()
+                self._hand_back()
+                if not await resume:  # the caller left the stream
+                    return
+        finally:
+            aclose = getattr(iterator, "aclose", None)
+            if aclose is not None:
+                await aclose()
+
+    def _hand_back(self) -> None:
+        """Return to the caller once this loop iteration ends (only from this stream's run)."""
+        if self._running:
+            self._loop.stop()
+
+    def items(self) -> Iterator[T]:
+        """The stream's items, for the caller's thread (the main thread)."""
+        previous = signal.getsignal(signal.SIGINT)
+        own = previous is signal.default_int_handler or _is_stream_handler(previous)
+        if own:
+            signal.signal(signal.SIGINT, self._on_sigint)
+        _MainStream.active += 1
+        try:
+            while True:
+                done, item = self._step()
+                if done:
+                    return
+                yield cast(T, item)
+        finally:
+            _MainStream.active -= 1
+            self._close()
+            if own and signal.getsignal(signal.SIGINT) == self._on_sigint:
+                signal.signal(signal.SIGINT, previous)
+
+    def _step(self) -> tuple[bool, T | None]:
+        resume, self._resume = self._resume, None
+        if resume is not None and not resume.done():
+            resume.set_result(True)
+        self._run()
+        if self._has_item:
+            item, self._item, self._has_item = self._item, None, False
+            return False, item
+        return True, self._outcome()
+
+    def _run(self) -> None:
+        self._running = True
+        try:
+            self._loop.run_forever()
+        finally:
+            self._running = False
+
+    def _outcome(self) -> None:
+        task = self._task
+        if task.cancelled() and self._interrupted:
+            raise KeyboardInterrupt
+        task.result()  # the stream's error (or its cancellation), raised in the caller
+
+    def _close(self) -> None:
+        """Let the stream close itself (the caller left early, or an error ended it)."""
+        task = self._task
+        if task.done():
+            return
+        resume, self._resume = self._resume, None
+        if resume is not None and not resume.done():
+            resume.set_result(False)
+        else:
+            task.cancel()
+        if _running_loop() is not None:
+            # Collected while a loop runs on this thread: the loop cannot be re-entered; the
+            # task ends when the main loop next runs (or at exit).
+            return
+        while not task.done():
+            self._run()
+        if not task.cancelled():
+            task.exception()  # an error while closing is the stream's: retrieved, not raised
+
+    def _on_sigint(self, signum: int, frame: object) -> None:
+        if self._running and not self._interrupted and not self._task.done():
+            self._interrupted = True
+            self._task.cancel()
+            self._loop.call_soon_threadsafe(lambda: None)  # wake a loop blocked in select
+            return
+        raise KeyboardInterrupt
+
+
+@contextlib.contextmanager
+def _default_sigint() -> Generator[None]:
+    """Put the default SIGINT handler back for a while (so `asyncio.Runner` installs its own)."""
+    current = signal.getsignal(signal.SIGINT)
+    if not _is_stream_handler(current):
+        yield
+        return
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, current)
+
+
+def _is_stream_handler(handler: object) -> bool:
+    return isinstance(getattr(handler, "__self__", None), _MainStream)
