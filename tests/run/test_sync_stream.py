@@ -13,8 +13,9 @@ from __future__ import annotations
 import asyncio
 import contextvars
 import signal
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Generator, Iterator
 from pathlib import Path
+from typing import cast
 
 import pytest
 
@@ -204,3 +205,20 @@ def test_tool_results_stream_in_order_with_a_plain_def_tool() -> None:
     results = [e.result.content for e in events if isinstance(e, ToolCallFinished)]
     assert [[getattr(part, "text", part) for part in content] for content in results] == [["8"]]
     assert isinstance(events[-1], RunFinished)
+
+
+@pytest.mark.parametrize("first_to_end", ["older", "newer"])
+def test_streams_read_in_turn_end_in_any_order_and_leave_ctrl_c_as_it_was(
+    first_to_end: str,
+) -> None:
+    older_source, newer_source = _Source(3), _Source(3)
+    older = cast(Generator[int], iterate_sync(older_source.items()))
+    newer = cast(Generator[int], iterate_sync(newer_source.items()))
+    assert [(next(older), next(newer)) for _ in range(2)] == [(0, 0), (1, 1)]
+    first, second = (older, newer) if first_to_end == "older" else (newer, older)
+    first.close()
+    # the stream still open keeps its Ctrl-C handling
+    assert facade._is_stream_handler(signal.getsignal(signal.SIGINT))
+    assert list(second) == [2]
+    assert older_source.closed and newer_source.closed
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler

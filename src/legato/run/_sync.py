@@ -331,7 +331,7 @@ def _runner() -> _Run | None:
     def on_main(coro: Coroutine[Any, Any, Any]) -> Any:
         # Each call gets a copy of the caller's context now; a runner's default is the one
         # copied when it was made, shared by every later call.
-        if _MainStream.active:  # inside a `stream_sync` loop: let the runner own Ctrl-C
+        if _OPEN_STREAMS:  # inside a `stream_sync` loop: let the runner own Ctrl-C
             with _default_sigint():
                 return main.run(coro, context=contextvars.copy_context())
         return main.run(coro, context=contextvars.copy_context())
@@ -428,10 +428,17 @@ class _MainStream(Generic[T]):
     `KeyboardInterrupt` at once, as the default handler does.
     """
 
-    active = 0
-    """How many main-thread streams are open (their SIGINT handler may be installed)."""
-
-    __slots__ = ("_has_item", "_interrupted", "_item", "_loop", "_resume", "_running", "_task")
+    __slots__ = (
+        "_has_item",
+        "_interrupted",
+        "_item",
+        "_loop",
+        "_original",
+        "_owns_sigint",
+        "_resume",
+        "_running",
+        "_task",
+    )
 
     def __init__(self, loop: asyncio.AbstractEventLoop, iterator: AsyncIterator[T]) -> None:
         self._loop = loop
@@ -440,6 +447,8 @@ class _MainStream(Generic[T]):
         self._resume: asyncio.Future[bool] | None = None
         self._running = False
         self._interrupted = False
+        self._owns_sigint = False
+        self._original: Any = signal.default_int_handler
         self._task = task = loop.create_task(
             self._drive(iterator), context=contextvars.copy_context()
         )
@@ -470,10 +479,14 @@ class _MainStream(Generic[T]):
     def items(self) -> Iterator[T]:
         """The stream's items, for the caller's thread (the main thread)."""
         previous = signal.getsignal(signal.SIGINT)
-        own = previous is signal.default_int_handler or _is_stream_handler(previous)
-        if own:
+        if previous is signal.default_int_handler:
+            self._owns_sigint = True
+        elif _is_stream_handler(previous):  # a stream opened while another is open
+            self._owns_sigint = True
+            self._original = cast(Any, previous).__self__._original
+        if self._owns_sigint:
             signal.signal(signal.SIGINT, self._on_sigint)
-        _MainStream.active += 1
+        _OPEN_STREAMS.append(self)
         try:
             while True:
                 done, item = self._step()
@@ -481,10 +494,13 @@ class _MainStream(Generic[T]):
                     return
                 yield cast(T, item)
         finally:
-            _MainStream.active -= 1
+            _OPEN_STREAMS.remove(self)
             self._close()
-            if own and signal.getsignal(signal.SIGINT) == self._on_sigint:
-                signal.signal(signal.SIGINT, previous)
+            if self._owns_sigint and signal.getsignal(signal.SIGINT) == self._on_sigint:
+                # streams may end in any order: the newest open one keeps Ctrl-C, or the
+                # handler from before the first stream comes back
+                owners = [stream for stream in _OPEN_STREAMS if stream._owns_sigint]
+                signal.signal(signal.SIGINT, owners[-1]._on_sigint if owners else self._original)
 
     def _step(self) -> tuple[bool, T | None]:
         resume, self._resume = self._resume, None
@@ -535,6 +551,10 @@ class _MainStream(Generic[T]):
             self._loop.call_soon_threadsafe(lambda: None)  # wake a loop blocked in select
             return
         raise KeyboardInterrupt
+
+
+_OPEN_STREAMS: list[_MainStream[Any]] = []
+"""Main-thread streams open now, oldest first."""
 
 
 @contextlib.contextmanager
