@@ -222,3 +222,18 @@ def test_streams_read_in_turn_end_in_any_order_and_leave_ctrl_c_as_it_was(
     assert list(second) == [2]
     assert older_source.closed and newer_source.closed
     assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+
+
+def test_an_error_while_closing_early_reaches_the_caller() -> None:
+    async def items() -> AsyncIterator[int]:
+        try:
+            yield 1
+            yield 2
+        finally:
+            raise OSError("could not close")
+
+    stream = cast(Generator[int], iterate_sync(items()))
+    assert next(stream) == 1
+    with pytest.raises(OSError, match="could not close"):
+        stream.close()
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler

@@ -542,7 +542,7 @@ class _MainStream(Generic[T]):
         while not task.done():
             self._run()
         if not task.cancelled():
-            task.exception()  # an error while closing is the stream's: retrieved, not raised
+            task.result()  # an error while closing the stream is raised, as `aclose()` would
 
     def _on_sigint(self, signum: int, frame: object) -> None:
         if self._running and not self._interrupted and not self._task.done():
