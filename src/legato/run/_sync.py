@@ -495,12 +495,19 @@ class _MainStream(Generic[T]):
                 yield cast(T, item)
         finally:
             _OPEN_STREAMS.remove(self)
-            self._close()
-            if self._owns_sigint and signal.getsignal(signal.SIGINT) == self._on_sigint:
-                # streams may end in any order: the newest open one keeps Ctrl-C, or the
-                # handler from before the first stream comes back
-                owners = [stream for stream in _OPEN_STREAMS if stream._owns_sigint]
-                signal.signal(signal.SIGINT, owners[-1]._on_sigint if owners else self._original)
+            try:
+                self._close()
+            finally:
+                self._give_back_sigint()
+
+    def _give_back_sigint(self) -> None:
+        """Hand Ctrl-C on: to the newest stream still open, else to the handler from before.
+
+        Streams open at the same time may end in any order.
+        """
+        if self._owns_sigint and signal.getsignal(signal.SIGINT) == self._on_sigint:
+            owners = [stream for stream in _OPEN_STREAMS if stream._owns_sigint]
+            signal.signal(signal.SIGINT, owners[-1]._on_sigint if owners else self._original)
 
     def _step(self) -> tuple[bool, T | None]:
         resume, self._resume = self._resume, None
