@@ -11,9 +11,10 @@ errors surface at the caller's `next()`; nested sync calls between items still w
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import contextvars
 import signal
-from collections.abc import AsyncIterator, Generator, Iterator
+from collections.abc import AsyncIterator, Callable, Generator, Iterator
 from pathlib import Path
 from typing import cast
 
@@ -103,9 +104,18 @@ def test_twin_a_runner_run_per_item_makes_a_task_per_item(monkeypatch: pytest.Mo
 
 def _per_item(main: asyncio.Runner, iterator: AsyncIterator[object]) -> Iterator[object]:
     """The old way: one `Runner.run` per item."""
-    run = facade._runner()
-    assert run is not None
-    return facade._iterate_each(run, iterator)
+
+    async def pull() -> tuple[bool, object]:
+        try:
+            return False, await anext(iterator)
+        except StopAsyncIteration:
+            return True, None
+
+    while True:
+        done, item = main.run(pull(), context=contextvars.copy_context())
+        if done:
+            return
+        yield item
 
 
 def test_an_error_surfaces_at_the_callers_next_after_the_items_before_it() -> None:
@@ -237,3 +247,71 @@ def test_an_error_while_closing_early_reaches_the_caller() -> None:
     with pytest.raises(OSError, match="could not close"):
         stream.close()
     assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+
+
+# -- from a worker thread: one task on the background loop feeds a queue --------------------------
+
+
+def _in_worker(fn: Callable[[], object]) -> object:
+    with concurrent.futures.ThreadPoolExecutor(max_workers=1) as pool:
+        return pool.submit(fn).result(timeout=30)
+
+
+def test_a_worker_threads_stream_is_one_task_in_the_callers_context() -> None:
+    source = _Source(5)
+
+    def read() -> list[int]:
+        _SEEN.set("worker")
+        return list(iterate_sync(source.items()))
+
+    assert _in_worker(read) == [0, 1, 2, 3, 4]
+    assert len({id(task) for task in source.tasks}) == 1
+    assert source.context == ["worker", *(f"set by item {i}" for i in range(4))]
+    assert source.closed
+
+
+def test_a_worker_threads_stream_raises_its_error_after_the_items_before_it() -> None:
+    source = _Source(5, fail_after=2)
+    got: list[int] = []
+
+    def read() -> None:
+        for item in iterate_sync(source.items()):
+            got.append(item)
+
+    with pytest.raises(LookupError, match="item 2 is missing"):
+        _in_worker(read)
+    assert got == [0, 1]
+    assert source.closed
+
+
+def test_leaving_a_worker_threads_stream_early_cancels_the_run(tmp_path: Path) -> None:
+    store = SQLiteStore(tmp_path / "runs.db")
+
+    def read() -> None:
+        for event in _waiting_agent(store).stream_sync("go"):
+            if isinstance(event, ToolCallStarted):
+                break
+
+    _in_worker(read)
+    (info,) = store.list_runs()
+    assert isinstance(store.load_run(info.run_id).events[-1], RunFailed)
+    assert info.status == "failed"
+
+
+def test_shutdown_cancels_a_worker_threads_stream_in_legatos_terms(tmp_path: Path) -> None:
+    from legato.exceptions import RunCancelled
+
+    store = SQLiteStore(tmp_path / "runs.db")
+    outcome: list[BaseException] = []
+
+    def read() -> None:
+        try:
+            for event in _waiting_agent(store).stream_sync("go"):
+                if isinstance(event, ToolCallStarted):
+                    facade._cancel_in_flight()  # what interpreter shutdown does
+        except BaseException as exc:
+            outcome.append(exc)
+
+    _in_worker(read)
+    assert len(outcome) == 1 and isinstance(outcome[0], RunCancelled), outcome
+    assert store.list_runs()[0].status == "failed"

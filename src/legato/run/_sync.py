@@ -25,6 +25,7 @@ import concurrent.futures
 import contextlib
 import contextvars
 import os
+import queue
 import signal
 import threading
 from collections.abc import AsyncIterator, Callable, Coroutine, Generator, Iterator
@@ -354,35 +355,58 @@ def iterate_sync(iterator: AsyncIterator[T]) -> Iterator[T]:
     if run is None:
         yield from _iterate_privately(iterator)
         return
-    yield from _iterate_each(run, iterator)
+    yield from _iterate_on_background(iterator)
 
 
 def _iterate_on_main(main: asyncio.Runner, iterator: AsyncIterator[T]) -> Iterator[T]:
     return _MainStream(main.get_loop(), iterator).items()
 
 
-def _iterate_each(run: _Run, iterator: AsyncIterator[T]) -> Iterator[T]:
-    """One `run` per item (on the background loop: a submit and a wait per item)."""
+_END = object()
+"""Put in a background stream's queue after its last item."""
+
+
+def _iterate_on_background(iterator: AsyncIterator[T]) -> Iterator[T]:
+    """One task on the background loop drives the whole stream into a queue the caller reads.
+
+    Items are handed across as they come (no coroutine submitted and waited for per item).
+    The task is one of the in-flight calls, so interpreter shutdown cancels it like a run;
+    an interrupt of the caller (Ctrl-C inside `asyncio.run`) or leaving early cancels it
+    and waits for it to end (the run records its cancellation) before going on.
+    """
+    _register_exit_hook()
+    handoff: queue.SimpleQueue[object] = queue.SimpleQueue()
+
+    async def drive() -> None:
+        try:
+            async for item in iterator:
+                handoff.put(item)
+        finally:
+            try:
+                aclose = getattr(iterator, "aclose", None)
+                if aclose is not None:
+                    await aclose()
+            finally:
+                handoff.put(_END)
+
+    call = _submit(drive(), _BACKGROUND.get())
+    with _IN_FLIGHT_LOCK:
+        _IN_FLIGHT.add(call)
     try:
         while True:
-            done, item = run(_next(iterator))
-            if done:
+            with _interruptible():
+                item = handoff.get()
+            if item is _END:
+                _wait(call)  # the stream's error, or its cancellation, raised here
                 return
             yield cast(T, item)
     finally:
-        _close_iterator(iterator, run)
-
-
-def _close_iterator(iterator: AsyncIterator[Any], run: _Run) -> None:
-    aclose = getattr(iterator, "aclose", None)
-    if aclose is None:
-        return
-    if run is not _on_background and _running_loop() is not None:
-        # Dropped (not exhausted) and collected while a loop runs on the main thread: the
-        # main loop cannot be re-entered. Its async-generator hook closes the iterator there
-        # once the iterator is collected too (or at exit).
-        return
-    run(aclose())
+        with _IN_FLIGHT_LOCK:
+            _IN_FLIGHT.discard(call)
+        if not call.future.done():  # left early, or interrupted: cancel, wait for the end
+            call.cancel()
+            with _interruptible(), contextlib.suppress(concurrent.futures.CancelledError):
+                call.future.result()  # a second Ctrl-C stops waiting
 
 
 def _iterate_privately(iterator: AsyncIterator[T]) -> Iterator[T]:
