@@ -10,6 +10,10 @@ Where a sync call runs:
   async web handler): on one long-lived event loop in a background thread, started on the
   first such call (never at import) and shared by every later one.
 
+A stream (`iterate_sync`, behind `stream_sync`) is one task driving the whole async
+iterator on that loop: on the main thread each item is handed over by stopping the loop
+and the next `next()` resumes it; on the background loop items go through a queue.
+
 Either way the loop outlives the call, so clients bound to it (a provider's HTTP connection
 pool, an MCP session) are reused from call to call instead of being rebuilt each time; no
 `nest_asyncio`, no second code path. Code running on the background loop that calls back into
