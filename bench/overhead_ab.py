@@ -8,7 +8,8 @@ Each round starts one fresh interpreter per tree (`PYTHONPATH` set to it; which 
 alternates), and each
 measures the same workload with no store, in CPU time of the process (less disturbed by
 other work on a shared machine than wall time): steps of a 200-step run with one async tool
-call per step, a single-turn text run, and a single-turn `run_sync`. The scripted model
+call per step, a single-turn text run, a single-turn `run_sync`, and a
+streamed `stream_sync` run (a tool call, then an answer in 12 chunks). The scripted model
 answers at once, so what is measured is legato's own work. Prints each figure's median for
 both trees and the median of the per-round ratios (after / before). Asserts nothing.
 """
@@ -28,6 +29,7 @@ FIGURES = {
     "step": "CPU per step, one async tool call per step (200-step runs)",
     "turn": "CPU per single-turn run, await agent.run",
     "sync": "CPU per single-turn run, agent.run_sync",
+    "stream": "CPU per streamed run (tool call + 12-chunk answer), stream_sync",
 }
 
 
@@ -86,7 +88,35 @@ def child() -> None:
 
     figures = {"step": asyncio.run(steps_cpu()), "turn": asyncio.run(turns_cpu(1000))}
     figures["sync"] = sync_cpu(300)
+    figures["stream"] = stream_cpu(200)
     print(json.dumps(figures))
+
+
+def stream_cpu(n: int) -> float:
+    """CPU per streamed run: a tool call, then an answer in 12 chunks (26 events)."""
+    from legato import Agent, tool
+    from legato.testing import ScriptedModel, call, reply
+
+    @tool
+    async def lookup(key: str) -> str:
+        """Look a key up.
+
+        Args:
+            key: What to look up.
+        """
+        return key
+
+    script = [reply(call("lookup", {"key": "k"})), "streamed answer " * 6] * (n + 20)
+    agent = Agent(ScriptedModel(script), tools=[lookup])  # 8-character chunks
+    events: list[object] = []
+    for _ in range(20):
+        events = list(agent.stream_sync("hello"))
+    cpu = time.process_time()
+    for _ in range(n):
+        events = list(agent.stream_sync("hello"))
+    per = (time.process_time() - cpu) / n
+    assert len(events) > 20, len(events)
+    return per
 
 
 def measure(src: str) -> dict[str, float]:

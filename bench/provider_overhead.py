@@ -210,37 +210,46 @@ def _report(label: str, ours: list[Sample], raw: list[Sample], target: float) ->
     )
 
 
-def bench_sync(url: str, rounds: int, *, stream: bool, in_worker: bool = False) -> None:
+def bench_sync(
+    url: str, rounds: int, *, stream: bool, in_worker: bool = False, events: bool = False
+) -> None:
     """`run_sync` against the sync SDK; `in_worker`: both called from a worker thread.
+
+    `events`: legato's side is `stream_sync`, every event read (the wire streamed).
 
     On the main thread `run_sync` drives its own long-lived loop; from any other thread it
     hands the run to the background loop thread and waits.
     """
     if in_worker:
         with concurrent.futures.ThreadPoolExecutor(max_workers=1) as pool:
-            pool.submit(bench_sync, url, rounds, stream=stream).result()
+            pool.submit(bench_sync, url, rounds, stream=stream, events=events).result()
         return
     settings = ProviderSettings(stream=stream, retry=RetryPolicy(max_attempts=1))
     agent = Agent(
         OpenAIChatModel("gpt-4o", base_url=f"{url}/v1", api_key="sk-bench", settings=settings),
         tools=[get_weather],
     )
+
+    def legato_once() -> object:
+        return list(agent.stream_sync(PROMPT)) if events else agent.run_sync(PROMPT)
+
     with openai.OpenAI(base_url=f"{url}/v1", api_key="sk-bench", max_retries=0) as client:
         for _ in range(20):  # warm both paths
             raw_sync(client, stream=stream)
-            agent.run_sync(PROMPT)
+            legato_once()
         ours: list[Sample] = []
         raw: list[Sample] = []
         for i in range(rounds):
             pair = [
-                lambda: ours.append(_time_sync(lambda: agent.run_sync(PROMPT))),
+                lambda: ours.append(_time_sync(legato_once)),
                 lambda: raw.append(_time_sync(lambda: raw_sync(client, stream=stream))),
             ]
             for step in pair if i % 2 else reversed(pair):
                 step()
     where = "worker thread" if threading.current_thread() is not threading.main_thread() else ""
     how = f" ({where})" if where else ""
-    _report(f"sync{how}, {'streaming' if stream else 'non-streaming'}", ours, raw, 1.10)
+    kind = "stream_sync" if events else "streaming" if stream else "non-streaming"
+    _report(f"sync{how}, {kind}", ours, raw, 1.10)
 
 
 async def bench_async(url: str, rounds: int, *, stream: bool) -> None:
@@ -347,8 +356,10 @@ def main() -> None:
         gc.collect()
         for stream in (False, True):
             bench_sync(url, rounds, stream=stream)
+        bench_sync(url, rounds, stream=True, events=True)
         for stream in (False, True):
             bench_sync(url, rounds, stream=stream, in_worker=True)
+        bench_sync(url, rounds, stream=True, events=True, in_worker=True)
         for stream in (False, True):
             asyncio.run(bench_async(url, rounds, stream=stream))
         asyncio.run(bench_chunks(url, max(5, rounds // 20)))

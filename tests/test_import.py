@@ -50,3 +50,53 @@ def test_import_has_no_side_effects(tmp_path: Path) -> None:
     assert out.stderr == ""
     assert list(work.iterdir()) == []
     assert list(home.iterdir()) == []
+
+
+_LIGHT_PROBE = r"""
+import json, sys
+import legato
+loaded = sorted(m for m in sys.modules if m.split(".")[0] in {"pydantic", "asyncio", "legato"})
+print(json.dumps(loaded))
+"""
+
+
+def test_import_legato_loads_no_pydantic_no_asyncio_and_no_submodule() -> None:
+    out = subprocess.run(
+        [sys.executable, "-c", _LIGHT_PROBE], capture_output=True, text=True, check=True, timeout=60
+    )
+    assert json.loads(out.stdout) == ["legato", "legato._version"]
+
+
+def test_every_public_name_imports_and_dir_lists_them() -> None:
+    import importlib
+
+    import legato
+
+    for name in legato.__all__:
+        assert getattr(legato, name) is not None, name
+    assert set(legato.__all__) <= set(dir(legato))
+    expected = {
+        "Agent": "legato.agent",
+        "tool": "legato.tools._tool",
+        "RunResult": "legato.run._result",
+        "Budget": "legato.budgets",
+        "State": "legato.contracts._state",
+        "Usage": "legato.messages",
+    }
+    for name, module in expected.items():
+        assert getattr(legato, name).__module__ == module, name
+    namespace: dict[str, object] = {}
+    exec(f"from legato import {', '.join(legato.__all__)}", namespace)
+    assert all(namespace[name] is getattr(legato, name) for name in legato.__all__)
+    assert legato.events is importlib.import_module("legato.events")  # submodules by attribute
+
+
+def test_an_unknown_name_is_an_attribute_error() -> None:
+    import pytest
+
+    import legato
+
+    with pytest.raises(AttributeError, match="no attribute 'Agnet'"):
+        _ = legato.Agnet  # the typo is the point
+    with pytest.raises(ImportError):
+        exec("from legato import Agnet")

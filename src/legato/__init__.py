@@ -18,29 +18,29 @@ Importing legato has no side effects: no files, no network, no logging configura
 from typing import TYPE_CHECKING, Any
 
 from legato._version import __version__
-from legato.agent import Agent, AgentOptions, Prompt, RunOptions
-from legato.contracts import State
-from legato.events import Journal, RunEvent
-from legato.exceptions import LegatoError, ToolError
-from legato.messages import (
-    DocumentPart,
-    ImagePart,
-    Message,
-    ModelResponse,
-    StopReason,
-    TextPart,
-    ThinkingPart,
-    ToolCallPart,
-    ToolResultPart,
-    Usage,
-)
-from legato.models import Model, ModelSettings
-from legato.run import RunHandle, RunResult, replay
-from legato.tools import RunContext, Tool, Toolset, tool
 
-if TYPE_CHECKING:  # loaded on first use: `import legato` stays light
+if TYPE_CHECKING:  # every public name loads on first use: `import legato` stays light
+    from legato.agent import Agent, AgentOptions, Prompt, RunOptions
     from legato.approvals import ApprovalPolicy, Rule
     from legato.budgets import Budget, BudgetLimits
+    from legato.contracts import State
+    from legato.events import Journal, RunEvent
+    from legato.exceptions import LegatoError, ToolError
+    from legato.messages import (
+        DocumentPart,
+        ImagePart,
+        Message,
+        ModelResponse,
+        StopReason,
+        TextPart,
+        ThinkingPart,
+        ToolCallPart,
+        ToolResultPart,
+        Usage,
+    )
+    from legato.models import Model, ModelSettings
+    from legato.run import RunHandle, RunResult, replay
+    from legato.tools import RunContext, Tool, Toolset, tool
 
 __all__ = [
     "Agent",
@@ -78,20 +78,51 @@ __all__ = [
     "tool",
 ]
 
-
 _LAZY = {
-    "ApprovalPolicy": "legato.approvals",
-    "Rule": "legato.approvals",
-    "Budget": "legato.budgets",
-    "BudgetLimits": "legato.budgets",
+    **dict.fromkeys(("Agent", "AgentOptions", "Prompt", "RunOptions"), "legato.agent"),
+    **dict.fromkeys(("ApprovalPolicy", "Rule"), "legato.approvals"),
+    **dict.fromkeys(("Budget", "BudgetLimits"), "legato.budgets"),
+    "State": "legato.contracts",
+    **dict.fromkeys(("Journal", "RunEvent"), "legato.events"),
+    **dict.fromkeys(("LegatoError", "ToolError"), "legato.exceptions"),
+    **dict.fromkeys(
+        (
+            "DocumentPart",
+            "ImagePart",
+            "Message",
+            "ModelResponse",
+            "StopReason",
+            "TextPart",
+            "ThinkingPart",
+            "ToolCallPart",
+            "ToolResultPart",
+            "Usage",
+        ),
+        "legato.messages",
+    ),
+    **dict.fromkeys(("Model", "ModelSettings"), "legato.models"),
+    **dict.fromkeys(("RunHandle", "RunResult", "replay"), "legato.run"),
+    **dict.fromkeys(("RunContext", "Tool", "Toolset", "tool"), "legato.tools"),
 }
+"""Where each public name lives; loaded (and kept in the module) on first access."""
 
 
 def __getattr__(name: str) -> Any:
-    module = _LAZY.get(name)
-    if module is None:
-        msg = f"module 'legato' has no attribute {name!r}"
-        raise AttributeError(msg)
     import importlib
 
-    return getattr(importlib.import_module(module), name)
+    module = _LAZY.get(name)
+    if module is None:
+        try:  # a submodule not imported yet (`import legato` then `legato.events`)
+            return importlib.import_module(f"{__name__}.{name}")
+        except ModuleNotFoundError as exc:
+            if exc.name != f"{__name__}.{name}":
+                raise
+        msg = f"module {__name__!r} has no attribute {name!r}"
+        raise AttributeError(msg)
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *__all__})

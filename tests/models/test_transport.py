@@ -6,7 +6,7 @@ import asyncio
 import contextlib
 import socket
 import ssl
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -15,12 +15,15 @@ import httpx2
 import pytest
 import trustme
 
+from legato import Agent
+from legato.models import _provider as provider
 from legato.models._transport import AsyncioBackend, AsyncioStream, async_transport
 from legato.models.anthropic import AnthropicModel
 from legato.models.gemini import GeminiModel
 from legato.models.ollama import OllamaModel
 from legato.models.openai_chat import OpenAIChatModel
 from legato.models.openai_responses import OpenAIResponsesModel
+from legato.simulator import SimTurn, WireSimulator
 
 Handler = Callable[[str, asyncio.StreamReader, asyncio.StreamWriter], Awaitable[None]]
 
@@ -266,3 +269,86 @@ async def test_tls_to_an_untrusted_server_fails_to_connect(tls_server: Server) -
     async with _client(verify=ssl.create_default_context()) as client:
         with pytest.raises(httpx2.ConnectError, match="CERTIFICATE_VERIFY_FAILED"):
             await client.get(f"{tls_server.url}/ok")
+
+
+# -- the shared SSL context is built on first TLS use only ----------------------------------------
+
+
+@pytest.fixture
+def ssl_builds(ca: trustme.CA, monkeypatch: pytest.MonkeyPatch) -> Iterator[list[str]]:
+    """Each real SSL context built (its module's name); the real one trusts the test CA."""
+    builds: list[str] = []
+
+    def factory(module: str) -> Callable[..., ssl.SSLContext]:
+        def create_ssl_context(*args: object, **kwargs: object) -> ssl.SSLContext:
+            builds.append(module)
+            context = ssl.create_default_context()
+            ca.configure_trust(context)  # pyright: ignore[reportUnknownMemberType]
+            return context
+
+        return create_ssl_context
+
+    monkeypatch.setattr(httpx2, "create_ssl_context", factory("httpx2"))
+    monkeypatch.setattr(httpx, "create_ssl_context", factory("httpx"))
+    provider.shared_ssl_context.cache_clear()
+    provider._built_ssl_context.cache_clear()
+    yield builds
+    provider.shared_ssl_context.cache_clear()
+    provider._built_ssl_context.cache_clear()
+
+
+def _no_deferral(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The twin: the shared context is the real one, built when the first client is made."""
+    monkeypatch.setattr(provider, "_DeferredSSLContext", provider._built_ssl_context)
+
+
+@pytest.mark.parametrize("deferred", [True, False])
+def test_a_run_over_plain_http_builds_no_ssl_context(
+    deferred: bool, ssl_builds: list[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    if not deferred:
+        _no_deferral(monkeypatch)
+    with WireSimulator() as sim:
+        sim.enqueue(SimTurn(text="one"), SimTurn(text="two"), SimTurn(text="three"))
+        models = [
+            OpenAIChatModel("gpt-4o", base_url=f"{sim.url}/v1", api_key="k"),
+            AnthropicModel("claude-sonnet-4-6", base_url=sim.url, api_key="k"),
+            GeminiModel("gemini-2.5-flash", base_url=sim.url, api_key="k"),
+        ]
+        outputs = [Agent(model).run_sync("hi").output for model in models]
+    assert outputs == ["one", "two", "three"]
+    assert ssl_builds == ([] if deferred else ["httpx2"])
+
+
+async def test_https_builds_the_shared_context_once_at_the_first_connection(
+    tls_server: Server, ssl_builds: list[str]
+) -> None:
+    first = provider.shared_ssl_context()
+    assert provider.shared_ssl_context() is first
+    assert first.verify_mode == ssl.CERT_REQUIRED and first.check_hostname
+    clients = [_client(verify=provider.shared_ssl_context()) for _ in range(2)]
+    assert ssl_builds == []  # clients made, nothing built yet
+    for client in clients:
+        async with client:
+            response = await client.post(f"{tls_server.url}/echo", content=b"secret")
+            assert response.content == b"secret"
+            ssl_object = response.extensions["network_stream"].get_extra_info("ssl_object")
+            assert ssl_object is not None and ssl_object.context is provider._built_ssl_context(
+                "httpx2"
+            )
+    assert ssl_builds == ["httpx2"]
+
+
+async def test_the_deferred_context_still_refuses_an_untrusted_server(
+    tls_server: Server, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    provider.shared_ssl_context.cache_clear()
+    provider._built_ssl_context.cache_clear()
+    monkeypatch.setattr(httpx2, "create_ssl_context", ssl.create_default_context)
+    try:
+        async with _client(verify=provider.shared_ssl_context()) as client:
+            with pytest.raises(httpx2.ConnectError, match="CERTIFICATE_VERIFY_FAILED"):
+                await client.get(f"{tls_server.url}/ok")
+    finally:
+        provider.shared_ssl_context.cache_clear()
+        provider._built_ssl_context.cache_clear()

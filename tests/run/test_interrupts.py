@@ -55,9 +55,13 @@ def agent(tool_name):
     return Agent(ScriptedModel([reply(call(tool_name)), "done"]), tools=[tools[tool_name]])
 
 
-def run(tool_name):
+def run(tool_name, stream=False):
     try:
-        agent(tool_name).run_sync("pay")
+        if stream:
+            for _ in agent(tool_name).stream_sync("pay"):
+                pass
+        else:
+            agent(tool_name).run_sync("pay")
     except BaseException as exc:
         record(type(exc).__name__)
         raise
@@ -84,6 +88,31 @@ async def main():
     await asyncio.sleep(0)
 
 asyncio.run(main())
+""",
+    "stream_sync in a worker thread": """
+if TWIN:
+    facade._cancel_in_flight = lambda: None
+worker = threading.Thread(target=run, args=("transfer", True))
+worker.start()
+while worker.is_alive():
+    time.sleep(0.05)
+""",
+    "stream_sync inside asyncio.run": """
+import contextlib
+if TWIN:
+    facade._interruptible = contextlib.nullcontext
+
+
+async def main():
+    run("transfer", stream=True)
+    await asyncio.sleep(0)
+
+asyncio.run(main())
+""",
+    "stream_sync on the main thread": """
+if TWIN:
+    facade._MainStream._on_sigint = lambda self, signum, frame: None
+run("transfer", stream=True)
 """,
     "hung sync tool on the main thread": """
 if TWIN:
@@ -145,6 +174,7 @@ def test_ctrl_c_cancels_the_run_and_the_effect_never_lands(
         assert outcome != "finished", stderr
     # the worker thread's run was cancelled at shutdown, and said so in legato's terms
     assert results["worker thread"][1] == "RunCancelled"
+    assert results["stream_sync in a worker thread"][1] == "RunCancelled"
 
 
 def test_twin_without_the_protection_the_effect_lands(

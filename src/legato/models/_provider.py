@@ -12,9 +12,10 @@ import contextlib
 import dataclasses
 import os
 import re
+import ssl
 import time
 import weakref
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from functools import cache, lru_cache
 from typing import Any, Generic, TypeVar, cast
@@ -104,13 +105,55 @@ def read_api_key(explicit: str | None, *, env_var: str, provider: str) -> str:
 
 
 @cache
-def shared_ssl_context(module: str = "httpx2") -> Any:
-    """One SSL context per process for every client legato makes.
+def shared_ssl_context(module: str = "httpx2") -> ssl.SSLContext:
+    """One SSL context per process for every client legato makes, built on first TLS use.
 
-    Building one loads the CA bundle (about 60 ms); `run_sync` makes a client per event
-    loop, so without sharing every synchronous run would pay that again.
+    Building the real one loads the CA bundle (55-130 ms). The context handed to clients
+    defers that to the first TLS connection, so a client of a plain `http://` server (a
+    local model, the simulator) never pays it; once built, it is shared by every client of
+    the process (`run_sync` makes a client per event loop).
     """
-    return require(module, module, "openai").create_ssl_context()
+    return _DeferredSSLContext(module)
+
+
+@cache
+def _built_ssl_context(module: str) -> ssl.SSLContext:
+    """The real context: `module.create_ssl_context()` (httpx or httpx2), built once."""
+    context: ssl.SSLContext = require(module, module, "openai").create_ssl_context()
+    return context
+
+
+class _DeferredSSLContext(ssl.SSLContext):
+    """An SSL context whose TLS work is done by the shared real one, built when first needed.
+
+    Clients only hand it to the TLS layer, which calls `set_alpn_protocols` and then
+    `wrap_bio` (asyncio, anyio) or `wrap_socket` (sync clients); those go to the real
+    context. Settings read before then are the defaults of `PROTOCOL_TLS_CLIENT`
+    (certificates and host names checked).
+    """
+
+    _module: str
+
+    def __new__(cls, module: str) -> _DeferredSSLContext:
+        context = super().__new__(cls, ssl.PROTOCOL_TLS_CLIENT)
+        context._module = module
+        return context
+
+    def __init__(self, module: str) -> None:
+        super().__init__()
+
+    def built(self) -> ssl.SSLContext:
+        """The real context (built now if this is the first TLS use in the process)."""
+        return _built_ssl_context(self._module)
+
+    def set_alpn_protocols(self, alpn_protocols: Iterable[str]) -> None:
+        self.built().set_alpn_protocols(alpn_protocols)
+
+    def wrap_bio(self, *args: Any, **kwargs: Any) -> ssl.SSLObject:
+        return self.built().wrap_bio(*args, **kwargs)
+
+    def wrap_socket(self, *args: Any, **kwargs: Any) -> ssl.SSLSocket:
+        return self.built().wrap_socket(*args, **kwargs)
 
 
 # -- clients that belong to one event loop -----------------------------------------------------

@@ -19,7 +19,7 @@ __all__ = ["RunResult", "result_from_state"]
 OutputT = TypeVar("OutputT", default=str)
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class RunResult(Generic[OutputT]):
     """The outcome of a run: its output, the conversation, what it cost, and its journal."""
 

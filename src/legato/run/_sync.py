@@ -10,6 +10,10 @@ Where a sync call runs:
   async web handler): on one long-lived event loop in a background thread, started on the
   first such call (never at import) and shared by every later one.
 
+A stream (`iterate_sync`, behind `stream_sync`) is one task driving the whole async
+iterator on that loop: on the main thread each item is handed over by stopping the loop
+and the next `next()` resumes it; on the background loop items go through a queue.
+
 Either way the loop outlives the call, so clients bound to it (a provider's HTTP connection
 pool, an MCP session) are reused from call to call instead of being rebuilt each time; no
 `nest_asyncio`, no second code path. Code running on the background loop that calls back into
@@ -25,6 +29,7 @@ import concurrent.futures
 import contextlib
 import contextvars
 import os
+import queue
 import signal
 import threading
 from collections.abc import AsyncIterator, Callable, Coroutine, Generator, Iterator
@@ -64,11 +69,43 @@ class _MainLoop:
         return self._runner
 
     def close(self) -> None:
-        """Close the loop at exit: cancel what is left, close clients, join the executor."""
+        """Close the loop at exit: cancel what is left, close clients, then the loop.
+
+        Not `Runner.close()`: it joins the loop's default executor from a new thread, which
+        Python 3.12+ refuses at interpreter shutdown ("can't create new thread at interpreter
+        shutdown"). By the time `atexit` hooks run, `concurrent.futures` has joined the
+        executor's workers already, so closing the loop (which shuts the executor down
+        without waiting) starts no thread.
+        """
         self._closed = True
         runner, self._runner = self._runner, None
-        if runner is not None and self._pid == os.getpid():
-            runner.close()
+        if runner is None or self._pid != os.getpid():
+            return
+        loop = runner.get_loop()
+        try:
+            _cancel_all(loop)
+            loop.run_until_complete(loop.shutdown_asyncgens())
+        finally:
+            loop.close()
+
+
+def _cancel_all(loop: asyncio.AbstractEventLoop) -> None:
+    """Cancel the loop's tasks and let them finish, as `asyncio.run` does at its end."""
+    tasks = asyncio.all_tasks(loop)
+    if not tasks:
+        return
+    for task in tasks:
+        task.cancel()
+    loop.run_until_complete(asyncio.gather(*tasks, return_exceptions=True))
+    for task in tasks:
+        if not task.cancelled() and task.exception() is not None:
+            loop.call_exception_handler(
+                {
+                    "message": "unhandled exception during legato's loop shutdown",
+                    "exception": task.exception(),
+                    "task": task,
+                }
+            )
 
 
 class _BackgroundLoop:
@@ -299,6 +336,9 @@ def _runner() -> _Run | None:
     def on_main(coro: Coroutine[Any, Any, Any]) -> Any:
         # Each call gets a copy of the caller's context now; a runner's default is the one
         # copied when it was made, shared by every later call.
+        if _OPEN_STREAMS:  # inside a `stream_sync` loop: let the runner own Ctrl-C
+            with _default_sigint():
+                return main.run(coro, context=contextvars.copy_context())
         return main.run(coro, context=contextvars.copy_context())
 
     return on_main
@@ -312,30 +352,65 @@ def run_sync(coro: Coroutine[Any, Any, T]) -> T:
 
 def iterate_sync(iterator: AsyncIterator[T]) -> Iterator[T]:
     """Iterate an async iterator from synchronous code, on the loop `run_sync` would use."""
+    if not _BACKGROUND.owns_current_thread() and (main := _MAIN.runner()) is not None:
+        yield from _iterate_on_main(main, iterator)
+        return
     run = _runner()
     if run is None:
         yield from _iterate_privately(iterator)
         return
+    yield from _iterate_on_background(iterator)
+
+
+def _iterate_on_main(main: asyncio.Runner, iterator: AsyncIterator[T]) -> Iterator[T]:
+    return _MainStream(main.get_loop(), iterator).items()
+
+
+_END = object()
+"""Put in a background stream's queue after its last item."""
+
+
+def _iterate_on_background(iterator: AsyncIterator[T]) -> Iterator[T]:
+    """One task on the background loop drives the whole stream into a queue the caller reads.
+
+    Items are handed across as they come (no coroutine submitted and waited for per item).
+    The task is one of the in-flight calls, so interpreter shutdown cancels it like a run;
+    an interrupt of the caller (Ctrl-C inside `asyncio.run`) or leaving early cancels it
+    and waits for it to end (the run records its cancellation) before going on.
+    """
+    _register_exit_hook()
+    handoff: queue.SimpleQueue[object] = queue.SimpleQueue()
+
+    async def drive() -> None:
+        try:
+            async for item in iterator:
+                handoff.put(item)
+        finally:
+            try:
+                aclose = getattr(iterator, "aclose", None)
+                if aclose is not None:
+                    await aclose()
+            finally:
+                handoff.put(_END)
+
+    call = _submit(drive(), _BACKGROUND.get())
+    with _IN_FLIGHT_LOCK:
+        _IN_FLIGHT.add(call)
     try:
         while True:
-            done, item = run(_next(iterator))
-            if done:
+            with _interruptible():
+                item = handoff.get()
+            if item is _END:
+                _wait(call)  # the stream's error, or its cancellation, raised here
                 return
             yield cast(T, item)
     finally:
-        _close_iterator(iterator, run)
-
-
-def _close_iterator(iterator: AsyncIterator[Any], run: _Run) -> None:
-    aclose = getattr(iterator, "aclose", None)
-    if aclose is None:
-        return
-    if run is not _on_background and _running_loop() is not None:
-        # Dropped (not exhausted) and collected while a loop runs on the main thread: the
-        # main loop cannot be re-entered. Its async-generator hook closes the iterator there
-        # once the iterator is collected too (or at exit).
-        return
-    run(aclose())
+        with _IN_FLIGHT_LOCK:
+            _IN_FLIGHT.discard(call)
+        if not call.future.done():  # left early, or interrupted: cancel, wait for the end
+            call.cancel()
+            with _interruptible(), contextlib.suppress(concurrent.futures.CancelledError):
+                call.future.result()  # a second Ctrl-C stops waiting
 
 
 def _iterate_privately(iterator: AsyncIterator[T]) -> Iterator[T]:
@@ -367,3 +442,169 @@ async def _next(iterator: AsyncIterator[T]) -> tuple[bool, T | None]:
         return False, await anext(iterator)
     except StopAsyncIteration:
         return True, None
+
+
+class _MainStream(Generic[T]):
+    """One task drives a whole stream on the main thread's loop, handing each item across.
+
+    The task pulls an item, stops the loop and waits; the caller's `next()` resumes the
+    task and runs the loop until the next item (or the end). One task and one context for
+    the whole stream, and Ctrl-C handled by one SIGINT handler installed for the stream's
+    lifetime, instead of an `asyncio.Runner.run` per item (each a new task and a handler
+    installed and restored). Ctrl-C while the loop runs cancels the task (the run records
+    its cancellation) and raises `KeyboardInterrupt` in the caller; between items it raises
+    `KeyboardInterrupt` at once, as the default handler does.
+    """
+
+    __slots__ = (
+        "_has_item",
+        "_interrupted",
+        "_item",
+        "_loop",
+        "_original",
+        "_owns_sigint",
+        "_resume",
+        "_running",
+        "_task",
+    )
+
+    def __init__(self, loop: asyncio.AbstractEventLoop, iterator: AsyncIterator[T]) -> None:
+        self._loop = loop
+        self._item: T | None = None
+        self._has_item = False
+        self._resume: asyncio.Future[bool] | None = None
+        self._running = False
+        self._interrupted = False
+        self._owns_sigint = False
+        self._original: Any = signal.default_int_handler
+        self._task = task = loop.create_task(
+            self._drive(iterator), context=contextvars.copy_context()
+        )
+        task.add_done_callback(lambda _: self._hand_back())
+
+    async def _drive(self, iterator: AsyncIterator[T]) -> None:
+        try:
+            while True:
+                try:
+                    item = await anext(iterator)
+                except StopAsyncIteration:
+                    return
+                self._item, self._has_item = item, True
+                self._resume = resume = self._loop.create_future()
+                self._hand_back()
+                if not await resume:  # the caller left the stream
+                    return
+        finally:
+            aclose = getattr(iterator, "aclose", None)
+            if aclose is not None:
+                await aclose()
+
+    def _hand_back(self) -> None:
+        """Return to the caller once this loop iteration ends (only from this stream's run)."""
+        if self._running:
+            self._loop.stop()
+
+    def items(self) -> Iterator[T]:
+        """The stream's items, for the caller's thread (the main thread)."""
+        previous = signal.getsignal(signal.SIGINT)
+        if previous is signal.default_int_handler:
+            self._owns_sigint = True
+        elif _is_stream_handler(previous):  # a stream opened while another is open
+            self._owns_sigint = True
+            self._original = cast(Any, previous).__self__._original
+        if self._owns_sigint:
+            signal.signal(signal.SIGINT, self._on_sigint)
+        _OPEN_STREAMS.append(self)
+        try:
+            while True:
+                done, item = self._step()
+                if done:
+                    return
+                yield cast(T, item)
+        finally:
+            _OPEN_STREAMS.remove(self)
+            try:
+                self._close()
+            finally:
+                self._give_back_sigint()
+
+    def _give_back_sigint(self) -> None:
+        """Hand Ctrl-C on: to the newest stream still open, else to the handler from before.
+
+        Streams open at the same time may end in any order.
+        """
+        if self._owns_sigint and signal.getsignal(signal.SIGINT) == self._on_sigint:
+            owners = [stream for stream in _OPEN_STREAMS if stream._owns_sigint]
+            signal.signal(signal.SIGINT, owners[-1]._on_sigint if owners else self._original)
+
+    def _step(self) -> tuple[bool, T | None]:
+        resume, self._resume = self._resume, None
+        if resume is not None and not resume.done():
+            resume.set_result(True)
+        self._run()
+        if self._has_item:
+            item, self._item, self._has_item = self._item, None, False
+            return False, item
+        return True, self._outcome()
+
+    def _run(self) -> None:
+        self._running = True
+        try:
+            self._loop.run_forever()
+        finally:
+            self._running = False
+
+    def _outcome(self) -> None:
+        task = self._task
+        if task.cancelled() and self._interrupted:
+            raise KeyboardInterrupt
+        task.result()  # the stream's error (or its cancellation), raised in the caller
+
+    def _close(self) -> None:
+        """Let the stream close itself (the caller left early, or an error ended it)."""
+        task = self._task
+        if task.done():
+            return
+        resume, self._resume = self._resume, None
+        if resume is not None and not resume.done():
+            resume.set_result(False)
+        else:
+            task.cancel()
+        if _running_loop() is not None:
+            # Collected while a loop runs on this thread: the loop cannot be re-entered; the
+            # task ends when the main loop next runs (or at exit).
+            return
+        while not task.done():
+            self._run()
+        if not task.cancelled():
+            task.result()  # an error while closing the stream is raised, as `aclose()` would
+
+    def _on_sigint(self, signum: int, frame: object) -> None:
+        if self._running and not self._interrupted and not self._task.done():
+            self._interrupted = True
+            self._task.cancel()
+            self._loop.call_soon_threadsafe(lambda: None)  # wake a loop blocked in select
+            return
+        raise KeyboardInterrupt
+
+
+_OPEN_STREAMS: list[_MainStream[Any]] = []
+"""Main-thread streams open now, oldest first."""
+
+
+@contextlib.contextmanager
+def _default_sigint() -> Generator[None]:
+    """Put the default SIGINT handler back for a while (so `asyncio.Runner` installs its own)."""
+    current = signal.getsignal(signal.SIGINT)
+    if not _is_stream_handler(current):
+        yield
+        return
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, current)
+
+
+def _is_stream_handler(handler: object) -> bool:
+    return isinstance(getattr(handler, "__self__", None), _MainStream)
