@@ -47,9 +47,15 @@ def _interpreter(name: str) -> str | None:
         return sys.executable
     for minor in range(14, need[1] - 1, -1):
         found = shutil.which(f"python3.{minor}")
-        if found:
+        if found and _runs(found):
             return found
     return None
+
+
+def _runs(python: str) -> bool:
+    """Whether `python` starts (a pyenv shim of a version not installed does not)."""
+    done = subprocess.run([python, "-c", "pass"], capture_output=True)
+    return done.returncode == 0
 
 
 def _version_of(python: str) -> str:

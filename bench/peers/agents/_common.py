@@ -22,6 +22,7 @@ import gc  # noqa: E402
 import json  # noqa: E402
 import statistics  # noqa: E402
 import sys  # noqa: E402
+import tracemalloc  # noqa: E402
 from collections.abc import Awaitable, Callable  # noqa: E402
 from pathlib import Path  # noqa: E402
 from typing import Any  # noqa: E402
@@ -170,65 +171,66 @@ def cold(adapter: Adapter, url: str, imported_at: float) -> dict[str, Any]:
 
 
 def warm(adapter: Adapter, url: str, modes: list[str], runs: int, warmup: int) -> dict[str, Any]:
-    """Median and best ms per run for each mode the framework has."""
-    out: dict[str, Any] = {}
-    for mode in modes:
-        if not adapter.has(mode):
-            continue
-        if mode.endswith("async"):
+    """Median and best ms per run for each mode the framework has.
 
-            async def timed(m: str = mode) -> list[float]:
-                model = adapter.model(url, m.startswith("stream"))
-                agent = adapter.agent(model)
-                for _ in range(warmup):
-                    await _one_async(adapter, agent, m)
-                took = [await _one_async(adapter, agent, m) for _ in range(runs)]
-                await adapter.aclose(model)
-                return took
+    The blocking modes run first; then every awaited mode in one event loop (some frameworks
+    cache clients bound to the first loop they ran on).
+    """
+    samples: dict[str, list[float]] = {}
+    mine = [m for m in modes if adapter.has(m)]
+    for mode in [m for m in mine if not m.endswith("async")]:
+        agent = adapter.agent(adapter.model(url, mode.startswith("stream")))
+        for _ in range(warmup):
+            _one_sync(adapter, agent, mode)
+        samples[mode] = [_one_sync(adapter, agent, mode) for _ in range(runs)]
 
-            samples = asyncio.run(timed())
-        else:
-            agent = adapter.agent(adapter.model(url, mode.startswith("stream")))
+    async def awaited() -> None:
+        for mode in [m for m in mine if m.endswith("async")]:
+            model = adapter.model(url, mode.startswith("stream"))
+            agent = adapter.agent(model)
             for _ in range(warmup):
-                _one_sync(adapter, agent, mode)
-            samples = [_one_sync(adapter, agent, mode) for _ in range(runs)]
-        out[mode] = {
-            "median_ms": _ms(statistics.median(samples)),
-            "best_ms": _ms(min(samples)),
-        }
-    return out
+                await _one_async(adapter, agent, mode)
+            samples[mode] = [await _one_async(adapter, agent, mode) for _ in range(runs)]
+            await adapter.aclose(model)
+
+    asyncio.run(awaited())
+    return {
+        mode: {"median_ms": _ms(statistics.median(s)), "best_ms": _ms(min(s))}
+        for mode, s in samples.items()
+    }
 
 
 def memory(adapter: Adapter, url: str, count: int) -> dict[str, Any]:
     """KiB per idle agent (on one shared model) and per held session (a run's result kept).
 
-    Sessions run through the blocking API when the framework has one, else awaited one by one.
+    Measured with `tracemalloc` (Python allocations still live after a collection), which is
+    steadier than RSS deltas; tracing starts after three warm-up runs, so imports and caches
+    filled by a first run are not counted. Sessions run through the blocking API when the
+    framework has one, else awaited one by one.
     """
-    use_sync = adapter.has("sync")
+
+    def live() -> int:
+        gc.collect()
+        return tracemalloc.get_traced_memory()[0]
 
     def idle_kib(model: Any) -> float:
-        gc.collect()
-        before = rss_mb()
+        before = live()
         idle = [adapter.agent(model) for _ in range(count)]
-        gc.collect()
-        grown = rss_mb() - before
+        grown = live() - before
         del idle
-        return grown * 1024 / count
+        return grown / 1024 / count
 
-    def held_kib(before: float, held: list[Any]) -> float:
-        gc.collect()
-        return (rss_mb() - before) * 1024 / max(1, len(held))
-
-    if use_sync:
+    if adapter.has("sync"):
         model = adapter.model(url)
         agent = adapter.agent(model)
         for _ in range(3):
             _one_sync(adapter, agent, "sync")
+        tracemalloc.start()
         per_agent = idle_kib(model)
-        gc.collect()
-        before = rss_mb()
+        before = live()
         held = [adapter.run_sync(agent, prompt()) for _ in range(count)]
-        per_session = held_kib(before, held)
+        per_session = (live() - before) / 1024 / count
+        tracemalloc.stop()
         for result in held:
             check(adapter.answer(result))
     else:
@@ -238,11 +240,12 @@ def memory(adapter: Adapter, url: str, count: int) -> dict[str, Any]:
             agent = adapter.agent(model)
             for _ in range(3):
                 await _one_async(adapter, agent, "async")
+            tracemalloc.start()
             per_agent = idle_kib(model)
-            gc.collect()
-            before = rss_mb()
+            before = live()
             held = [await adapter.run_async(agent, prompt()) for _ in range(count)]
-            per_session = held_kib(before, held)
+            per_session = (live() - before) / 1024 / count
+            tracemalloc.stop()
             for result in held:
                 check(adapter.answer(result))
             await adapter.aclose(model)

@@ -168,12 +168,18 @@ class Floor(_common.Adapter):
 
     def _sync(self, ep: Endpoint, text: str, stream: bool) -> str:
         content, args, call_id = _post_sync(ep, [{"role": "user", "content": text}], stream)
-        return _post_sync(ep, _follow_up(text, content, args, call_id), stream)[0]
+        follow = _follow_up(text, content, args, call_id)
+        answer = _post_sync(ep, follow, stream)[0]
+        follow.append({"role": "assistant", "content": answer})
+        return follow  # the conversation: the session a caller keeps
 
     async def _async(self, ep: Endpoint, text: str, stream: bool) -> str:
         first = [{"role": "user", "content": text}]
         content, args, call_id = await _post_async(ep, first, stream)
-        return (await _post_async(ep, _follow_up(text, content, args, call_id), stream))[0]
+        follow = _follow_up(text, content, args, call_id)
+        answer = (await _post_async(ep, follow, stream))[0]
+        follow.append({"role": "assistant", "content": answer})
+        return follow
 
     def run_sync(self, agent: Any, text: str) -> Any:
         return self._sync(agent, text, False)
@@ -186,6 +192,9 @@ class Floor(_common.Adapter):
 
     async def stream_async(self, agent: Any, text: str) -> Any:
         return await self._async(agent, text, True)
+
+    def answer(self, result: Any) -> str:
+        return str(result[-1]["content"])
 
     async def aclose(self, model: Any) -> None:
         for _, writer in model.idle_async:

@@ -93,7 +93,7 @@ class Raw(_common.Adapter):
         tc: Any = (m.tool_calls or [])[0]
         follow = _follow_up(text, m.content, tc.id, tc.function.arguments)
         r2 = client.chat.completions.create(model="gpt-4o", messages=follow, tools=TOOLS)
-        return r2.choices[0].message.content
+        return follow, r2  # the conversation and the last response: the session kept
 
     async def run_async(self, agent: Any, text: str) -> Any:
         client = self._async(agent)
@@ -103,7 +103,7 @@ class Raw(_common.Adapter):
         tc: Any = (m.tool_calls or [])[0]
         follow = _follow_up(text, m.content, tc.id, tc.function.arguments)
         r2 = await client.chat.completions.create(model="gpt-4o", messages=follow, tools=TOOLS)
-        return r2.choices[0].message.content
+        return follow, r2
 
     def stream_sync(self, agent: Any, text: str) -> Any:
         client = self._sync(agent)
@@ -130,6 +130,12 @@ class Raw(_common.Adapter):
             model="gpt-4o", messages=follow, tools=TOOLS, **opts
         )
         return (await _aread_stream(second))[0]
+
+    def answer(self, result: Any) -> str:
+        if isinstance(result, tuple):
+            _, response = result
+            return str(response.choices[0].message.content)
+        return str(result)
 
     async def aclose(self, model: Any) -> None:
         if model["async"] is not None:
