@@ -67,6 +67,8 @@ class Adapter:
     """One framework's agent. Subclasses define `model`, `agent` and the modes they have."""
 
     name = "?"
+    one_conversation = False
+    """An agent object holds one conversation at a time: concurrent runs get an agent each."""
 
     def model(self, url: str, streamed: bool = False) -> Any:
         """The model/client object, shared by every agent of a process.
@@ -262,10 +264,17 @@ def load(adapter: Adapter, url: str, n: int) -> dict[str, Any]:
 
     async def measure() -> dict[str, Any]:
         model = adapter.model(url)
-        agent = adapter.agent(model)
-        await asyncio.gather(*(_one_async(adapter, agent, "async") for _ in range(10)))
+        shared = adapter.agent(model)
+
+        def agents(k: int) -> list[Any]:
+            if adapter.one_conversation:
+                return [adapter.agent(model) for _ in range(k)]
+            return [shared] * k
+
+        await asyncio.gather(*(_one_async(adapter, a, "async") for a in agents(10)))
+        ready = agents(n)
         t = time.perf_counter()
-        took = await asyncio.gather(*(_one_async(adapter, agent, "async") for _ in range(n)))
+        took = await asyncio.gather(*(_one_async(adapter, a, "async") for a in ready))
         wall = time.perf_counter() - t
         await adapter.aclose(model)
         ordered = sorted(took)
@@ -298,4 +307,4 @@ def main(adapter: Adapter, imported_at: float) -> None:
     out["runs"] = Counter.runs
     out["tool_calls"] = Counter.tool_calls
     out["wrong_answers"] = Counter.wrong
-    print("RESULT " + json.dumps(out), flush=True)
+    print("\nRESULT " + json.dumps(out), flush=True)  # on a line of its own
