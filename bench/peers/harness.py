@@ -40,9 +40,11 @@ class Framework:
     script: Path
     reason: str = ""
     """Why it cannot run (python is None)."""
+    isolated: bool = True
+    """A venv of its own: PYTHONPATH is cleared so it sees its own packages only."""
 
 
-def env_for(url: str) -> dict[str, str]:
+def env_for(url: str, *, isolated: bool = True) -> dict[str, str]:
     """The scripts' environment: the mock as the default endpoint, every telemetry off."""
     env = dict(os.environ)
     env.update(
@@ -60,7 +62,8 @@ def env_for(url: str) -> dict[str, str]:
             "no_proxy": "127.0.0.1,localhost",
         }
     )
-    env.pop("PYTHONPATH", None)  # each venv sees its own packages only
+    if isolated:
+        env.pop("PYTHONPATH", None)  # each venv sees its own packages only
     return env
 
 
@@ -79,7 +82,7 @@ def run_task(
             capture_output=True,
             text=True,
             timeout=timeout,
-            env=env_for(server.url),
+            env=env_for(server.url, isolated=fw.isolated),
             cwd=str(fw.script.parent),
         )
     except subprocess.TimeoutExpired as exc:
