@@ -8,6 +8,7 @@ timing is asserted.
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import sys
 import textwrap
@@ -21,18 +22,26 @@ import pytest
 PEERS = Path(__file__).resolve().parents[1] / "bench" / "peers"
 
 
+def _load(name: str, alias: str) -> ModuleType:
+    spec = importlib.util.spec_from_file_location(alias, PEERS / f"{name}.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[alias] = module
+    spec.loader.exec_module(module)
+    return module
+
+
 @pytest.fixture(scope="module")
 def peers() -> Iterator[dict[str, ModuleType]]:
+    # bench/peers' modules import each other by plain name (they run as scripts); `run` is
+    # loaded under another name, since tests/run is a package of the same name.
     sys.path.insert(0, str(PEERS))
     try:
-        import harness  # type: ignore[import-not-found]
-        import mock  # type: ignore[import-not-found]
-        import run  # type: ignore[import-not-found]
-
-        yield {"harness": harness, "mock": mock, "run": run}
+        run = _load("run", "bench_peers_run")
+        yield {"harness": sys.modules["harness"], "mock": sys.modules["mockserver"], "run": run}
     finally:
         sys.path.remove(str(PEERS))
-        for name in ("harness", "mock", "run", "venvs"):
+        for name in ("harness", "mockserver", "venvs", "bench_peers_run"):
             sys.modules.pop(name, None)
 
 
@@ -51,6 +60,7 @@ def _framework(peers: dict[str, ModuleType], script: Path) -> Any:
 WARM = {"task": "warm", "runs": 3, "warmup": 0, "modes": ["sync"]}
 
 
+@pytest.mark.slow
 def test_quick_mode_measures_and_verifies_legato_and_the_floor(
     peers: dict[str, ModuleType], tmp_path: Path
 ) -> None:
@@ -153,9 +163,7 @@ def test_a_run_whose_tool_never_ran_is_reported_failed(
         harness.run_task(server, _framework(peers, script), WARM)
 
 
-def test_a_crashing_script_is_a_bench_error(
-    peers: dict[str, ModuleType], tmp_path: Path
-) -> None:
+def test_a_crashing_script_is_a_bench_error(peers: dict[str, ModuleType], tmp_path: Path) -> None:
     script = _twin(tmp_path, "raise SystemExit('broken framework')\n")
     harness = peers["harness"]
     with (

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from mock import MockServer
+from mockserver import MockServer
 
 AGENTS = Path(__file__).resolve().parent / "agents"
 

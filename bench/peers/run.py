@@ -1,7 +1,7 @@
 """legato against its peers and the floor: one command, `python bench/peers/run.py`.
 
 Builds (or reuses) one virtualenv per framework from `bench/peers/requirements/` (see venvs.py),
-starts the counting mock server (mock.py) on 127.0.0.1, and runs the same agent, two model calls
+starts the counting mock server (mockserver.py) on 127.0.0.1, and runs the same agent, two model calls
 and one tool call, in every framework, each in its own interpreter (agents/fw_*.py). Rounds
 alternate across frameworks (A B C ... then ... C B A), every run is verified against the
 server's counts, and medians are reported: ms per run (sync, async, streamed) with the ratio to
@@ -32,10 +32,9 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from harness import AGENTS, BenchError, Framework, run_task  # noqa: E402
-from mock import MockServer  # noqa: E402
-
-import venvs  # noqa: E402
+import venvs
+from harness import AGENTS, BenchError, Framework, run_task
+from mockserver import MockServer
 
 HERE = Path(__file__).resolve().parent
 LABELS = {
@@ -161,7 +160,9 @@ def summarize(reports: dict[str, dict[str, list[Any]]], cfg: Config) -> dict[str
             for n in cfg.load:
                 mine, theirs = s.get(f"load{n}"), ref.get(f"load{n}")
                 if mine and theirs:
-                    mine[f"throughput_x_{base}"] = round(mine["runs_per_s"] / theirs["runs_per_s"], 3)
+                    mine[f"throughput_x_{base}"] = round(
+                        mine["runs_per_s"] / theirs["runs_per_s"], 3
+                    )
     return out
 
 
@@ -241,8 +242,12 @@ def targets(summary: dict[str, Any], cfg: Config) -> list[dict[str, Any]]:
         if mine and others:
             add(f"{mode}: below every peer", mine, min(others), mine < min(others))
     if lg.get("cold_ms") and raw.get("cold_ms"):
-        add("cold import + construct + first run ≤ raw", lg["cold_ms"], raw["cold_ms"],
-            lg["cold_ms"] <= raw["cold_ms"])
+        add(
+            "cold import + construct + first run ≤ raw",
+            lg["cold_ms"],
+            raw["cold_ms"],
+            lg["cold_ms"] <= raw["cold_ms"],
+        )
     if lg.get("rss_mb") and raw.get("rss_mb"):
         limit = raw["rss_mb"] + 3
         add("RSS after one run ≤ raw + 3 MB", lg["rss_mb"], limit, lg["rss_mb"] <= limit)
@@ -307,10 +312,13 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     fws = frameworks(names, here=args.here)
     skipped = {f.name: f.reason for f in fws if not f.python}
-    started = datetime.datetime.now(datetime.timezone.utc)
+    started = datetime.datetime.now(datetime.UTC)
     info = machine()
-    print(f"{started:%Y-%m-%d %H:%M} UTC, {info['cores']} cores, {info['cpu']}, "
-          f"python {info['python']}, load {info['load_average']}", flush=True)
+    print(
+        f"{started:%Y-%m-%d %H:%M} UTC, {info['cores']} cores, {info['cpu']}, "
+        f"python {info['python']}, load {info['load_average']}",
+        flush=True,
+    )
     for name, why in skipped.items():
         print(f"{name}: not run: {why}", flush=True)
     with MockServer() as server:
@@ -322,7 +330,7 @@ def main(argv: list[str] | None = None) -> int:
         if f.python and f.name not in ("floor",):
             try:
                 versions[f.name] = venvs.freeze(f.python)
-            except Exception as exc:  # noqa: BLE001 - recorded, not fatal
+            except Exception as exc:
                 versions[f.name] = {"error": str(exc)}
     result = {
         "date": f"{started:%Y-%m-%d %H:%M} UTC",

@@ -28,11 +28,16 @@ from pathlib import Path  # noqa: E402
 from typing import Any  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-from mock import ANSWER, TOOL_MARK  # noqa: E402
+from mockserver import ANSWER, TOOL_MARK  # noqa: E402
 
 MODES = ("sync", "async", "stream_sync", "stream_async")
-METHOD = {"sync": "run_sync", "async": "run_async", "stream_sync": "stream_sync"}
-METHOD["stream_async"] = "stream_async"
+METHOD = {
+    "sync": "run_sync",
+    "async": "run_async",
+    "stream_sync": "stream_sync",
+    "stream_async": "stream_async",
+}
+"""Each mode's method on `Adapter`."""
 
 
 class Counter:
@@ -113,10 +118,9 @@ class Adapter:
 
 def rss_mb() -> float:
     """Resident set size of this process, MB."""
-    with open("/proc/self/status") as f:
-        for line in f:
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1]) / 1024
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
     return float("nan")
 
 

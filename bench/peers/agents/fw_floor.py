@@ -6,17 +6,19 @@ It handles exactly what the mock sends (a Content-Length on every response): wha
 can do, against which every framework's time is read.
 """
 
+# isort: skip_file
+# (the driver is imported first: its clock measures the framework's import)
 from __future__ import annotations
 
 import time
 
 import _common
 
-import asyncio  # noqa: E402
-import json  # noqa: E402
-import socket  # noqa: E402
-from typing import Any  # noqa: E402
-from urllib.parse import urlsplit  # noqa: E402
+import asyncio
+import json
+import socket
+from typing import Any
+from urllib.parse import urlsplit
 
 IMPORTED = time.perf_counter()
 
@@ -100,7 +102,11 @@ class _Deltas:
 
 def _follow_up(text: str, content: str, args: str, call_id: str) -> list[Any]:
     output = _common.weather(json.loads(args)["city"])
-    call = {"id": call_id, "type": "function", "function": {"name": "get_weather", "arguments": args}}
+    call = {
+        "id": call_id,
+        "type": "function",
+        "function": {"name": "get_weather", "arguments": args},
+    }
     return [
         {"role": "user", "content": text},
         {"role": "assistant", "content": content or None, "tool_calls": [call]},

@@ -1,21 +1,23 @@
 """The OpenAI Agents SDK: `Runner.run_sync`, `Runner.run`, `Runner.run_streamed` (chat completions)."""
 
+# isort: skip_file
+# (the driver is imported first: its clock measures the framework's import)
 from __future__ import annotations
 
 import time
 
 import _common
 
-from typing import Any  # noqa: E402
+from typing import Any
 
-from agents import (  # noqa: E402
+from agents import (
     Agent,
     OpenAIChatCompletionsModel,
     Runner,
     function_tool,
     set_tracing_disabled,
 )
-from openai import AsyncOpenAI  # noqa: E402
+from openai import AsyncOpenAI
 
 IMPORTED = time.perf_counter()
 set_tracing_disabled(True)  # no trace export (it would try to reach the vendor)

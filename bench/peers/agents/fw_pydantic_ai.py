@@ -1,16 +1,18 @@
 """pydantic-ai: `run_sync`, `run`, `run_stream_sync`, `run_stream` on `OpenAIChatModel`."""
 
+# isort: skip_file
+# (the driver is imported first: its clock measures the framework's import)
 from __future__ import annotations
 
 import time
 
 import _common
 
-from typing import Any  # noqa: E402
+from typing import Any
 
-from pydantic_ai import Agent  # noqa: E402
-from pydantic_ai.models.openai import OpenAIChatModel  # noqa: E402
-from pydantic_ai.providers.openai import OpenAIProvider  # noqa: E402
+from pydantic_ai import Agent
+from pydantic_ai.models.openai import OpenAIChatModel
+from pydantic_ai.providers.openai import OpenAIProvider
 
 IMPORTED = time.perf_counter()
 

@@ -4,21 +4,24 @@ smolagents ends a run by calling its `final_answer` tool, so the mock answers it
 with that call: still two model requests and one call of `get_weather`.
 """
 
+# isort: skip_file
+# (the driver is imported first: its clock measures the framework's import)
 from __future__ import annotations
 
 import time
 
 import _common
 
-import os  # noqa: E402
-from typing import Any  # noqa: E402
+import os
+from pathlib import Path
+from typing import Any
 
-from rich.console import Console  # noqa: E402
-from smolagents import LogLevel, OpenAIModel, ToolCallingAgent, tool  # noqa: E402
-from smolagents.monitoring import AgentLogger  # noqa: E402
+from rich.console import Console
+from smolagents import LogLevel, OpenAIModel, ToolCallingAgent, tool
+from smolagents.monitoring import AgentLogger
 
 IMPORTED = time.perf_counter()
-_DEVNULL = open(os.devnull, "w")  # noqa: SIM115 - kept for the process
+_DEVNULL = Path(os.devnull).open("w")  # kept open for the process
 
 
 @tool

@@ -4,16 +4,18 @@ A Strands agent keeps its conversation: each run here starts from an empty one (
 session would), and concurrent runs get an agent each. Its OpenAI model always streams.
 """
 
+# isort: skip_file
+# (the driver is imported first: its clock measures the framework's import)
 from __future__ import annotations
 
 import time
 
 import _common
 
-from typing import Any  # noqa: E402
+from typing import Any
 
-from strands import Agent, tool  # noqa: E402
-from strands.models.openai import OpenAIModel  # noqa: E402
+from strands import Agent, tool
+from strands.models.openai import OpenAIModel
 
 IMPORTED = time.perf_counter()
 

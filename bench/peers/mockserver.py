@@ -236,7 +236,9 @@ class MockServer:
 
     def _answer(self, method: str, path: str, body: bytes) -> bytes:
         if method == "GET" and path.rstrip("/").endswith("/models"):
-            return _plain("200 OK", {"object": "list", "data": [{"id": "gpt-4o", "object": "model"}]})
+            return _plain(
+                "200 OK", {"object": "list", "data": [{"id": "gpt-4o", "object": "model"}]}
+            )
         if method != "POST" or not path.split("?")[0].endswith("/chat/completions"):
             return _plain("404 Not Found", {"error": {"message": f"no route {method} {path}"}})
         _, nth = self._count(body)
