@@ -41,6 +41,7 @@ LABELS = {
     "floor": "floor (hand-written client)",
     "raw": "openai SDK (raw)",
     "legato": "legato",
+    "legato_atool": "legato, async def tool",
     "pydantic_ai": "pydantic-ai",
     "openai_agents": "OpenAI Agents SDK",
     "langgraph": "LangGraph",
@@ -51,6 +52,10 @@ LABELS = {
 ALL = list(LABELS)
 QUICK = ["floor", "raw", "legato"]
 MODES = ["sync", "async", "stream_sync", "stream_async"]
+VENV = {"legato_atool": "legato"}
+"""Variants that run in another framework's venv."""
+OURS = {"legato", "legato_atool", "raw", "floor"}
+"""Not peers: legato, its variant, and the two baselines."""
 
 
 @dataclass
@@ -79,7 +84,7 @@ def frameworks(names: list[str], *, here: bool) -> list[Framework]:
         if name == "floor" or here:
             out.append(Framework(name, LABELS[name], sys.executable, script, isolated=False))
             continue
-        env = venvs.ensure(name)
+        env = venvs.ensure(VENV.get(name, name))
         out.append(Framework(name, LABELS[name], env.python, script, env.reason))
     return out
 
@@ -127,42 +132,50 @@ def _median(values: list[float]) -> float | None:
     return round(statistics.median(values), 4) if values else None
 
 
-def summarize(reports: dict[str, dict[str, list[Any]]], cfg: Config) -> dict[str, Any]:
-    """Medians over rounds, and the ratios to the raw SDK and to the floor."""
-    out: dict[str, Any] = {}
-    for name, tasks in reports.items():
-        s: dict[str, Any] = {}
-        for mode in MODES:
-            vals = [w[mode]["median_ms"] for w in tasks.get("warm", []) if mode in w]
-            if vals:
-                s[f"{mode}_ms"] = _median(vals)
-        for key in ("import_ms", "construct_ms", "first_run_ms", "cold_ms", "rss_mb"):
-            vals = [c[key] for c in tasks.get("cold", [])]
+def _one(tasks: dict[str, list[Any]], cfg: Config) -> dict[str, Any]:
+    """One framework's medians over rounds."""
+    s: dict[str, Any] = {}
+    warm = tasks.get("warm", [])
+    for mode in MODES:
+        for key, field_ in ((f"{mode}_ms", "median_ms"), (f"{mode}_cpu_ms", "cpu_ms")):
+            vals = [w[mode][field_] for w in warm if mode in w]
             if vals:
                 s[key] = _median(vals)
-        for m in tasks.get("memory", []):
-            s["idle_agent_kib"] = m["idle_agent_kib"]
-            s["held_session_kib"] = m["held_session_kib"]
-        for n in cfg.load:
-            got = [x for x in tasks.get(f"load{n}", []) if "runs_per_s" in x]
-            if got:
-                s[f"load{n}"] = {
-                    k: _median([x[k] for x in got]) for k in ("runs_per_s", "p50_ms", "p99_ms")
-                }
-        out[name] = s
+    for key in ("import_ms", "construct_ms", "first_run_ms", "cold_ms", "rss_mb"):
+        vals = [c[key] for c in tasks.get("cold", [])]
+        if vals:
+            s[key] = _median(vals)
+    for m in tasks.get("memory", []):
+        s["idle_agent_kib"] = m["idle_agent_kib"]
+        s["held_session_kib"] = m["held_session_kib"]
+    for n in cfg.load:
+        got = [x for x in tasks.get(f"load{n}", []) if "runs_per_s" in x]
+        if got:
+            s[f"load{n}"] = {
+                k: _median([x[k] for x in got]) for k in ("runs_per_s", "p50_ms", "p99_ms")
+            }
+    return s
+
+
+def _ratios(s: dict[str, Any], ref: dict[str, Any], base: str, cfg: Config) -> None:
+    """Add `s`'s ratios to the reference `ref` (the raw SDK or the floor), in place."""
+    for mode in MODES:
+        for key in (f"{mode}_ms", f"{mode}_cpu_ms"):
+            mine, theirs = s.get(key), ref.get(key)
+            if mine and theirs:
+                s[key.replace("_ms", f"_x_{base}")] = round(mine / theirs, 3)
+    for n in cfg.load:
+        mine, theirs = s.get(f"load{n}"), ref.get(f"load{n}")
+        if mine and theirs:
+            mine[f"throughput_x_{base}"] = round(mine["runs_per_s"] / theirs["runs_per_s"], 3)
+
+
+def summarize(reports: dict[str, dict[str, list[Any]]], cfg: Config) -> dict[str, Any]:
+    """Medians over rounds, and the ratios to the raw SDK and to the floor."""
+    out = {name: _one(tasks, cfg) for name, tasks in reports.items()}
     for base in ("raw", "floor"):
-        ref = out.get(base, {})
         for s in out.values():
-            for mode in MODES:
-                mine, theirs = s.get(f"{mode}_ms"), ref.get(f"{mode}_ms")
-                if mine and theirs:
-                    s[f"{mode}_x_{base}"] = round(mine / theirs, 3)
-            for n in cfg.load:
-                mine, theirs = s.get(f"load{n}"), ref.get(f"load{n}")
-                if mine and theirs:
-                    mine[f"throughput_x_{base}"] = round(
-                        mine["runs_per_s"] / theirs["runs_per_s"], 3
-                    )
+            _ratios(s, out.get(base, {}), base, cfg)
     return out
 
 
@@ -185,6 +198,17 @@ def tables(summary: dict[str, Any], cfg: Config, skipped: dict[str, str]) -> str
         for mode in MODES:
             row += [_f(s.get(f"{mode}_ms")), _f(s.get(f"{mode}_x_raw"), "×")]
         row.append(_f(s.get("async_x_floor"), "×", 1))
+        lines.append("| " + " | ".join(row) + " |")
+    lines += [
+        "",
+        "| framework (CPU of the client process) | sync CPU ms | ×raw | async CPU ms | ×raw | stream sync CPU ms | ×raw | stream async CPU ms | ×raw |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
+    for n in names:
+        s = summary[n]
+        row = [LABELS[n]]
+        for mode in MODES:
+            row += [_f(s.get(f"{mode}_cpu_ms")), _f(s.get(f"{mode}_cpu_x_raw"), "×")]
         lines.append("| " + " | ".join(row) + " |")
     lines += [
         "",
@@ -226,7 +250,7 @@ def tables(summary: dict[str, Any], cfg: Config, skipped: dict[str, str]) -> str
 def targets(summary: dict[str, Any], cfg: Config) -> list[dict[str, Any]]:
     """legato's targets from issue 17, each with the measured value and whether it is met."""
     lg, raw, floor = summary.get("legato", {}), summary.get("raw", {}), summary.get("floor", {})
-    peers = [s for n, s in summary.items() if n not in ("legato", "raw", "floor")]
+    peers = [s for n, s in summary.items() if n not in OURS]
     out: list[dict[str, Any]] = []
 
     def add(what: str, value: float | None, limit: float | None, ok: bool | None) -> None:
@@ -236,6 +260,9 @@ def targets(summary: dict[str, Any], cfg: Config) -> list[dict[str, Any]]:
         v = lg.get(f"{mode}_x_raw")
         if v is not None:
             add(f"{mode} ≤ {limit:.2f}× raw SDK", v, limit, v <= limit)
+        v = lg.get(f"{mode}_cpu_x_raw")
+        if v is not None:
+            add(f"{mode} CPU ≤ {limit:.2f}× raw SDK", v, limit, v <= limit)
     for mode in MODES:
         mine = lg.get(f"{mode}_ms")
         others = [p[f"{mode}_ms"] for p in peers if p.get(f"{mode}_ms")]

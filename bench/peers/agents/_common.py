@@ -177,18 +177,24 @@ def cold(adapter: Adapter, url: str, imported_at: float) -> dict[str, Any]:
 
 
 def warm(adapter: Adapter, url: str, modes: list[str], runs: int, warmup: int) -> dict[str, Any]:
-    """Median and best ms per run for each mode the framework has.
+    """Median and best ms per run for each mode the framework has, wall and CPU.
 
-    The blocking modes run first; then every awaited mode in one event loop (some frameworks
-    cache clients bound to the first loop they ran on).
+    CPU is this process's (every thread's) CPU time per run: steadier than wall time on a
+    shared machine. The blocking modes run first; then every awaited mode in one event loop
+    (some frameworks cache clients bound to the first loop they ran on).
     """
-    samples: dict[str, list[float]] = {}
+    samples: dict[str, list[tuple[float, float]]] = {}
     mine = [m for m in modes if adapter.has(m)]
     for mode in [m for m in mine if not m.endswith("async")]:
         agent = adapter.agent(adapter.model(url, mode.startswith("stream")))
         for _ in range(warmup):
             _one_sync(adapter, agent, mode)
-        samples[mode] = [_one_sync(adapter, agent, mode) for _ in range(runs)]
+        got: list[tuple[float, float]] = []
+        for _ in range(runs):
+            cpu = time.process_time()
+            wall = _one_sync(adapter, agent, mode)
+            got.append((wall, time.process_time() - cpu))
+        samples[mode] = got
 
     async def awaited() -> None:
         for mode in [m for m in mine if m.endswith("async")]:
@@ -196,12 +202,21 @@ def warm(adapter: Adapter, url: str, modes: list[str], runs: int, warmup: int) -
             agent = adapter.agent(model)
             for _ in range(warmup):
                 await _one_async(adapter, agent, mode)
-            samples[mode] = [await _one_async(adapter, agent, mode) for _ in range(runs)]
+            got: list[tuple[float, float]] = []
+            for _ in range(runs):
+                cpu = time.process_time()
+                wall = await _one_async(adapter, agent, mode)
+                got.append((wall, time.process_time() - cpu))
+            samples[mode] = got
             await adapter.aclose(model)
 
     asyncio.run(awaited())
     return {
-        mode: {"median_ms": _ms(statistics.median(s)), "best_ms": _ms(min(s))}
+        mode: {
+            "median_ms": _ms(statistics.median(w for w, _ in s)),
+            "best_ms": _ms(min(w for w, _ in s)),
+            "cpu_ms": _ms(statistics.median(c for _, c in s)),
+        }
         for mode, s in samples.items()
     }
 
