@@ -166,7 +166,10 @@ class MockServer:
             ready.set()
             loop.run_forever()
             server.close()
-            loop.run_until_complete(server.wait_closed())
+            pending = asyncio.all_tasks(loop)  # connections clients left open
+            for task in pending:
+                task.cancel()
+            loop.run_until_complete(asyncio.gather(*pending, return_exceptions=True))
             loop.close()
 
         self._thread = threading.Thread(target=serve, name="peers-mock", daemon=True)
@@ -230,6 +233,8 @@ class MockServer:
                 if headers.get("connection", "").lower() == "close":
                     return
         except (ConnectionError, asyncio.IncompleteReadError):
+            return
+        except asyncio.CancelledError:  # the server is shutting down: end quietly
             return
         finally:
             writer.close()
