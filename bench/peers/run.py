@@ -81,6 +81,9 @@ def frameworks(names: list[str], *, here: bool) -> list[Framework]:
     out: list[Framework] = []
     for name in names:
         script = AGENTS / f"fw_{name}.py"
+        if not script.exists():
+            out.append(Framework(name, LABELS[name], None, script, "no agent script yet"))
+            continue
         if name == "floor" or here:
             out.append(Framework(name, LABELS[name], sys.executable, script, isolated=False))
             continue
