@@ -27,7 +27,9 @@ BASE = "#ff7f0e"
 
 
 def _colour(name: str) -> str:
-    return LEGATO if name == "legato" else BASE if name in ("raw", "floor") else OTHER
+    if name.startswith("legato"):
+        return LEGATO if name == "legato" else "#8fbce6"
+    return BASE if name in ("raw", "floor") else OTHER
 
 
 def _reexec_in_venv() -> None:
@@ -60,15 +62,16 @@ def main() -> None:
 
     fig, axes = plt.subplots(1, 4, figsize=(16, 4.8), sharey=True)
     for ax, (mode, title) in zip(axes, MODES, strict=True):
-        have = [n for n in names if summary[n].get(f"{mode}_ms")]
-        values = [summary[n][f"{mode}_ms"] for n in have]
-        ax.barh([labels[n] for n in have], values, color=[_colour(n) for n in have])
+        rows = [i for i, n in enumerate(names) if summary[n].get(f"{mode}_ms")]
+        values = [summary[names[i]][f"{mode}_ms"] for i in rows]
+        ax.barh(rows, values, color=[_colour(names[i]) for i in rows])
         ax.set_xscale("log")
         ax.set_title(title)
         ax.set_xlabel("ms per run (median, log scale)")
         ax.xaxis.set_minor_formatter(NullFormatter())
-        for i, v in enumerate(values):
-            ax.text(v, i, f" {v:.2f}", va="center", fontsize=8)
+        for y, v in zip(rows, values, strict=True):
+            ax.text(v, y, f" {v:.2f}", va="center", fontsize=8)
+    axes[0].set_yticks(range(len(names)), [labels[n] for n in names])
     axes[0].invert_yaxis()  # shared: once for all four
     fig.suptitle(f"One agent run (2 model calls, 1 tool call) against a local mock — {stamp}")
     fig.tight_layout()
