@@ -171,3 +171,35 @@ def test_a_crashing_script_is_a_bench_error(peers: dict[str, ModuleType], tmp_pa
         pytest.raises(harness.BenchError, match="exit 1"),
     ):
         harness.run_task(server, _framework(peers, script), WARM)
+
+
+def test_a_venv_is_reused_while_its_requirements_are_unchanged(
+    peers: dict[str, ModuleType], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    venvs = sys.modules["venvs"]
+    requirements = tmp_path / "requirements"
+    requirements.mkdir()
+    (requirements / "raw.txt").write_text("openai==3.57.0\n")
+    monkeypatch.setattr(venvs, "REQUIREMENTS", requirements)
+
+    def version_of(python: str) -> str:
+        return "3.11.7 (test)"
+
+    monkeypatch.setattr(venvs, "_version_of", version_of)
+    monkeypatch.setenv("LEGATO_BENCH_CACHE", str(tmp_path / "cache"))
+    root = tmp_path / "cache" / "peers" / "raw"
+    (root / "bin").mkdir(parents=True)
+    (root / "bin" / "python").symlink_to(sys.executable)
+    (root / ".requirements-hash").write_text(venvs._digest("raw", sys.executable))
+
+    class Rebuilt(Exception):
+        pass
+
+    def rebuild(*args: object, **kwargs: object) -> None:
+        raise Rebuilt
+
+    monkeypatch.setattr(venvs.subprocess, "run", rebuild)
+    assert venvs.ensure("raw", log=False).python == str(root / "bin" / "python")  # reused
+    (requirements / "raw.txt").write_text("openai==3.58.0\n")  # a new pin
+    with pytest.raises(Rebuilt):
+        venvs.ensure("raw", log=False)

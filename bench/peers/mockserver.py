@@ -169,7 +169,8 @@ class MockServer:
             pending = asyncio.all_tasks(loop)  # connections clients left open
             for task in pending:
                 task.cancel()
-            loop.run_until_complete(asyncio.gather(*pending, return_exceptions=True))
+            if pending:
+                loop.run_until_complete(asyncio.wait(pending))
             loop.close()
 
         self._thread = threading.Thread(target=serve, name="peers-mock", daemon=True)

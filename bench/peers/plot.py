@@ -126,7 +126,7 @@ def main() -> None:
         ax.set_xscale("log")
         ax.xaxis.set_minor_formatter(NullFormatter())
         ax.set_title(title)
-        ax.legend(loc="lower right")
+        ax.legend(loc="lower right" if key == "runs_per_s" else "upper right")
     axes[0].set_yticks(range(len(have)), [labels[n] for n in have])
     axes[0].invert_yaxis()
     fig.suptitle(f"Concurrent runs in one process (log scales) — {stamp}")
