@@ -9,7 +9,7 @@ BIN    := $(VENV)/bin
 export CMAKE_ARGS ?= -DGGML_NATIVE=OFF -DLLAVA_BUILD=OFF -DGGML_BLAS=OFF -DGGML_CCACHE=OFF
 export CMAKE_BUILD_PARALLEL_LEVEL ?= $(shell nproc 2>/dev/null || echo 2)
 
-.PHONY: demo dist test lint typecheck pytest bench clean postgres-server chromium tmux
+.PHONY: demo dist test lint typecheck pytest bench bench-peers clean postgres-server chromium tmux
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -58,6 +58,12 @@ bench: $(VENV)/.installed-dev
 	$(BIN)/python bench/temporal.py
 	$(BIN)/python bench/web_stream.py
 	$(BIN)/python bench/tool_validation.py
+
+# legato against its peers and the floor (docs/benchmarks.md): one venv per framework, pinned in
+# bench/peers/requirements/, built under ~/.cache/legato-bench/peers on first use; then the plots.
+bench-peers:
+	$(PYTHON) bench/peers/run.py
+	$(PYTHON) bench/peers/plot.py
 
 # The PostgreSQL server binaries the store tests start a throwaway cluster with (initdb, pg_ctl;
 # the tests never touch a system cluster). Installed from Debian's packages when missing.

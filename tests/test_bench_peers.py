@@ -1,0 +1,205 @@
+"""bench/peers' harness: the quick mode end to end, and its verification catching wrong runs.
+
+Runs in this interpreter (no venvs): legato and the hand-written floor against the counting
+mock server on 127.0.0.1. Twins: a script whose runs make a third model request, and one whose
+second request lacks the tool's output, are reported as failed; the honest floor is not. No
+timing is asserted.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import sys
+import textwrap
+from collections.abc import Iterator
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import pytest
+
+PEERS = Path(__file__).resolve().parents[1] / "bench" / "peers"
+
+
+def _load(name: str, alias: str) -> ModuleType:
+    spec = importlib.util.spec_from_file_location(alias, PEERS / f"{name}.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[alias] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.fixture(scope="module")
+def peers() -> Iterator[dict[str, ModuleType]]:
+    # bench/peers' modules import each other by plain name (they run as scripts); `run` is
+    # loaded under another name, since tests/run is a package of the same name.
+    sys.path.insert(0, str(PEERS))
+    try:
+        run = _load("run", "bench_peers_run")
+        yield {"harness": sys.modules["harness"], "mock": sys.modules["mockserver"], "run": run}
+    finally:
+        sys.path.remove(str(PEERS))
+        for name in ("harness", "mockserver", "venvs", "bench_peers_run"):
+            sys.modules.pop(name, None)
+
+
+def _twin(tmp_path: Path, body: str) -> Path:
+    """A framework script: the floor with one mode changed."""
+    script = tmp_path / "fw_twin.py"
+    head = f"import sys\nsys.path.insert(0, {str(PEERS / 'agents')!r})\n"
+    script.write_text(head + textwrap.dedent(body))
+    return script
+
+
+def _framework(peers: dict[str, ModuleType], script: Path) -> Any:
+    return peers["harness"].Framework("twin", "twin", sys.executable, script, isolated=False)
+
+
+WARM = {"task": "warm", "runs": 3, "warmup": 0, "modes": ["sync"]}
+
+
+@pytest.mark.slow
+def test_quick_mode_measures_and_verifies_legato_and_the_floor(
+    peers: dict[str, ModuleType], tmp_path: Path
+) -> None:
+    out = tmp_path / "results.json"
+    code = peers["run"].main(["--quick", "--only", "legato", "--here", "--out", str(out)])
+    assert code == 0
+    result = json.loads(out.read_text())
+    assert result["failures"] == []
+    assert set(result["summary"]) == {"floor", "legato"}
+    for name in ("floor", "legato"):
+        s = result["summary"][name]
+        for mode in ("sync", "async", "stream_sync", "stream_async"):
+            assert s[f"{mode}_ms"] > 0
+        assert s["cold_ms"] > s["import_ms"] > 0
+        assert s["rss_mb"] > 0
+        assert "idle_agent_kib" in s
+        assert "held_session_kib" in s
+        for n in peers["run"].QUICK_CONFIG.load:
+            assert s[f"load{n}"]["runs_per_s"] > 0
+            assert s[f"load{n}"]["p99_ms"] >= s[f"load{n}"]["p50_ms"]
+    assert result["summary"]["legato"]["async_x_floor"] > 0
+    # every run of every task was counted by the server: cold 1, memory 3 + 20 held, load n + 10
+    legato = result["reports"]["legato"]
+    assert legato["cold"][0]["runs"] == 1
+    assert legato["memory"][0]["runs"] == 3 + 20
+    assert [r["runs"] for r in legato["load20"]] == [20 + 10]
+    assert all(r["tool_calls"] == r["runs"] for rs in legato.values() for r in rs)
+    # without the raw SDK only the floor target can be judged
+    assert [t["target"] for t in result["targets"]] == ["50 concurrent: within 1.5× of the floor"]
+
+
+def test_the_floor_passes_verification(peers: dict[str, ModuleType]) -> None:
+    floor = peers["harness"].Framework(
+        "floor", "floor", sys.executable, PEERS / "agents" / "fw_floor.py", isolated=False
+    )
+    with peers["mock"].MockServer() as server:
+        report = peers["harness"].run_task(server, floor, WARM)
+    assert report["runs"] == 3
+    assert report["tool_calls"] == 3
+
+
+def test_a_script_making_three_requests_per_run_is_reported_failed(
+    peers: dict[str, ModuleType], tmp_path: Path
+) -> None:
+    script = _twin(
+        tmp_path,
+        """
+        import time
+        import _common
+        from fw_floor import Floor, _post_sync
+
+        class ThreeRequests(Floor):
+            def run_sync(self, agent, text):
+                result = super().run_sync(agent, text)
+                _post_sync(agent, [{"role": "user", "content": text}], False)  # one too many
+                return result
+
+        _common.main(ThreeRequests(), time.perf_counter())
+        """,
+    )
+    harness = peers["harness"]
+    with peers["mock"].MockServer() as server:
+        with pytest.raises(harness.VerificationError, match="3 model requests"):
+            harness.run_task(server, _framework(peers, script), WARM)
+        # the orchestrator records it as a failure (and `run.py` then exits 1)
+        cfg = peers["run"].Config(warm_rounds=1, runs=2, warmup=0, cold_rounds=0, memory_count=0)
+        cfg.load = {}
+        got = peers["run"].measure([_framework(peers, script)], cfg, server)
+    assert any("3 model requests" in f for f in got["failures"])
+
+
+def test_a_run_whose_tool_never_ran_is_reported_failed(
+    peers: dict[str, ModuleType], tmp_path: Path
+) -> None:
+    script = _twin(
+        tmp_path,
+        """
+        import time
+        import _common
+        import fw_floor
+
+        # The second request carries a made-up result instead of the tool's output.
+        fw_floor._common.weather = lambda city: "no idea"
+        _common.Counter.tool_calls = 0
+
+        class NoTool(fw_floor.Floor):
+            def run_sync(self, agent, text):
+                result = super().run_sync(agent, text)
+                _common.Counter.tool_calls += 1  # claims the tool ran
+                return [{"content": _common.ANSWER}]
+
+        _common.main(NoTool(), time.perf_counter())
+        """,
+    )
+    harness = peers["harness"]
+    with (
+        peers["mock"].MockServer() as server,
+        pytest.raises(harness.VerificationError, match="did not carry the tool's output"),
+    ):
+        harness.run_task(server, _framework(peers, script), WARM)
+
+
+def test_a_crashing_script_is_a_bench_error(peers: dict[str, ModuleType], tmp_path: Path) -> None:
+    script = _twin(tmp_path, "raise SystemExit('broken framework')\n")
+    harness = peers["harness"]
+    with (
+        peers["mock"].MockServer() as server,
+        pytest.raises(harness.BenchError, match="exit 1"),
+    ):
+        harness.run_task(server, _framework(peers, script), WARM)
+
+
+def test_a_venv_is_reused_while_its_requirements_are_unchanged(
+    peers: dict[str, ModuleType], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    venvs = sys.modules["venvs"]
+    requirements = tmp_path / "requirements"
+    requirements.mkdir()
+    (requirements / "raw.txt").write_text("openai==3.57.0\n")
+    monkeypatch.setattr(venvs, "REQUIREMENTS", requirements)
+
+    def version_of(python: str) -> str:
+        return "3.11.7 (test)"
+
+    monkeypatch.setattr(venvs, "_version_of", version_of)
+    monkeypatch.setenv("LEGATO_BENCH_CACHE", str(tmp_path / "cache"))
+    root = tmp_path / "cache" / "peers" / "raw"
+    (root / "bin").mkdir(parents=True)
+    (root / "bin" / "python").symlink_to(sys.executable)
+    (root / ".requirements-hash").write_text(venvs._digest("raw", sys.executable))
+
+    class Rebuilt(Exception):
+        pass
+
+    def rebuild(*args: object, **kwargs: object) -> None:
+        raise Rebuilt
+
+    monkeypatch.setattr(venvs.subprocess, "run", rebuild)
+    assert venvs.ensure("raw", log=False).python == str(root / "bin" / "python")  # reused
+    (requirements / "raw.txt").write_text("openai==3.58.0\n")  # a new pin
+    with pytest.raises(Rebuilt):
+        venvs.ensure("raw", log=False)
