@@ -9,7 +9,8 @@ alternates), and each
 measures the same workload with no store, in CPU time of the process (less disturbed by
 other work on a shared machine than wall time): steps of a 200-step run with one async tool
 call per step, a single-turn text run, a single-turn `run_sync`, and a
-streamed `stream_sync` run (a tool call, then an answer in 12 chunks). The scripted model
+streamed `stream_sync` run (a tool call, then an answer in 12 chunks), and a `run_sync`
+run calling one plain `def` tool. The scripted model
 answers at once, so what is measured is legato's own work. Prints each figure's median for
 both trees and the median of the per-round ratios (after / before). Asserts nothing.
 """
@@ -30,6 +31,7 @@ FIGURES = {
     "turn": "CPU per single-turn run, await agent.run",
     "sync": "CPU per single-turn run, agent.run_sync",
     "stream": "CPU per streamed run (tool call + 12-chunk answer), stream_sync",
+    "def_tool": "CPU per run_sync run with one plain `def` tool call (two model calls)",
 }
 
 
@@ -89,7 +91,32 @@ def child() -> None:
     figures = {"step": asyncio.run(steps_cpu()), "turn": asyncio.run(turns_cpu(1000))}
     figures["sync"] = sync_cpu(300)
     figures["stream"] = stream_cpu(200)
+    figures["def_tool"] = def_tool_cpu(300)
     print(json.dumps(figures))
+
+
+def def_tool_cpu(n: int) -> float:
+    """CPU per `run_sync` run calling one plain `def` tool (run on a tool thread)."""
+    from legato import Agent, tool
+    from legato.testing import ScriptedModel, call, reply
+
+    @tool
+    def lookup(key: str) -> str:
+        """Look a key up.
+
+        Args:
+            key: What to look up.
+        """
+        return key
+
+    script = [reply(call("lookup", {"key": "k"})), "done"] * (n + 20)
+    agent = Agent(ScriptedModel(script), tools=[lookup])
+    for _ in range(20):
+        agent.run_sync("hello")
+    cpu = time.process_time()
+    for _ in range(n):
+        agent.run_sync("hello")
+    return (time.process_time() - cpu) / n
 
 
 def stream_cpu(n: int) -> float:

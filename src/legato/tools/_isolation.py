@@ -30,6 +30,7 @@ import asyncio
 import contextlib
 import contextvars
 import os
+import queue
 import signal
 import struct
 import sys
@@ -375,10 +376,78 @@ async def _reply(worker: _Worker) -> tuple[str, Any]:
 # -- thread mode ---------------------------------------------------------------------------------
 
 
-async def call_in_thread(function: Callable[..., Any], kwargs: dict[str, Any]) -> Any:
-    """`function(**kwargs)` on a fresh daemon thread, in a copy of the caller's context.
+_Job: TypeAlias = tuple[Callable[[], Any], Callable[[Any], None]]
+"""What a tool thread runs, and what it then does with the outcome (off the lock)."""
 
-    Like `asyncio.to_thread`, except that an abandoned call never delays interpreter exit.
+
+class _ToolThreads:
+    """Daemon threads that run plain `def` tools, kept for reuse.
+
+    A call goes to an idle thread when there is one and to a new thread otherwise, so a
+    hung call never holds up another (there is no upper bound, as with a thread per call),
+    and the threads are daemons: an abandoned call never delays interpreter exit. A thread
+    idle for `IDLE` seconds ends. Reusing them saves starting a thread per call (`def`
+    tools are the common case).
+    """
+
+    IDLE = 30.0
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._jobs: queue.SimpleQueue[_Job] = queue.SimpleQueue()
+        self._idle = 0
+        """Idle threads not yet promised a job."""
+        self._pid = os.getpid()
+
+    def submit(self, job: _Job) -> None:
+        """Run `job` on an idle thread, or a new one.
+
+        The thread counts as idle again before the job's `deliver` step, so a caller woken by
+        it finds the thread free for its next call.
+        """
+        with self._lock:
+            if self._pid != os.getpid():  # a forked child has none of its parent's threads
+                self._jobs, self._idle, self._pid = queue.SimpleQueue(), 0, os.getpid()
+            spawn = self._idle == 0
+            if not spawn:
+                self._idle -= 1
+            jobs = self._jobs
+        jobs.put(job)
+        if spawn:
+            threading.Thread(
+                target=self._serve, args=(jobs,), name="legato-tool", daemon=True
+            ).start()
+
+    def _serve(self, jobs: queue.SimpleQueue[_Job]) -> None:
+        while True:
+            try:
+                job = jobs.get(timeout=self.IDLE)
+            except queue.Empty:
+                with self._lock:
+                    if jobs is not self._jobs or self._idle > 0:
+                        if jobs is self._jobs:
+                            self._idle -= 1
+                        return  # retire: no job was promised to this thread
+                continue  # a job was promised to an idle thread: it is on its way
+            run, deliver = job
+            outcome = run()
+            with self._lock:
+                stale = jobs is not self._jobs
+                if not stale:
+                    self._idle += 1
+            deliver(outcome)
+            if stale:
+                return
+
+
+_THREADS = _ToolThreads()
+
+
+async def call_in_thread(function: Callable[..., Any], kwargs: dict[str, Any]) -> Any:
+    """`function(**kwargs)` on a daemon thread, in a copy of the caller's context.
+
+    Like `asyncio.to_thread`, except that an abandoned call never delays interpreter exit
+    and a hung call never holds up another (see `_ToolThreads`).
     """
     loop = asyncio.get_running_loop()
     future: asyncio.Future[Any] = loop.create_future()
@@ -392,15 +461,15 @@ async def call_in_thread(function: Callable[..., Any], kwargs: dict[str, Any]) -
         else:
             future.set_exception(value)
 
-    def work() -> None:
+    def work() -> tuple[bool, Any]:
         try:
-            result = context.run(function, **kwargs)
+            return (True, context.run(function, **kwargs))
         except BaseException as exc:
-            outcome: tuple[bool, Any] = (False, exc)
-        else:
-            outcome = (True, result)
+            return (False, exc)
+
+    def deliver(outcome: tuple[bool, Any]) -> None:
         with contextlib.suppress(RuntimeError):  # the loop closed meanwhile
             loop.call_soon_threadsafe(settle, *outcome)
 
-    threading.Thread(target=work, name="legato-tool", daemon=True).start()
+    _THREADS.submit((work, deliver))
     return await future
