@@ -423,23 +423,15 @@ def _prices() -> Any:
     return genai_prices
 
 
-SEARCH_FEES: dict[str, float] = {"anthropic": 0.01, "openai": 0.01}
-"""US dollars per search of a provider's own web search tool, billed on top of tokens.
-
-Anthropic: $10 per 1,000 searches (its web search tool documentation). OpenAI: $10 per
-1,000 calls of the `web_search` tool (its API pricing page; the older `web_search_preview`
-on non-reasoning models is $25 per 1,000, with the search content's tokens free).
-"""
-
-
 def cost_in_dollars(usage: Usage, *, model: str, provider_id: str | None) -> float | None:
-    """The price of one call (bundled `genai-prices` data, search fees included), or None."""
+    """The price of one call from the bundled `genai-prices` data, or None when unknown.
+
+    Searches the provider ran itself (`Usage.web_searches`) are priced per search by the
+    same data, model by model ($10 per 1,000 for Anthropic's and OpenAI's current models).
+    """
     if _prices() is None or not model or provider_id is None:
         return None
-    tokens = _price(model, provider_id, _counts(usage))
-    if tokens is None or not usage.web_searches:
-        return tokens
-    return tokens + usage.web_searches * SEARCH_FEES.get(provider_id, 0.0)
+    return _price(model, provider_id, _counts(usage))
 
 
 def cache_savings(usage: Usage, *, model: str, provider_id: str | None) -> float:
@@ -455,26 +447,34 @@ def cache_savings(usage: Usage, *, model: str, provider_id: str | None) -> float
     actual = _price(model, provider_id, _counts(usage))
     if actual is None:
         return 0.0
-    uncached = _price(model, provider_id, (usage.input_tokens, usage.output_tokens, 0, 0))
+    searches = usage.web_searches
+    uncached = _price(model, provider_id, (usage.input_tokens, usage.output_tokens, 0, 0, searches))
     return 0.0 if uncached is None else uncached - actual
 
 
-def _counts(usage: Usage) -> tuple[int, int, int, int]:
-    """The token counts a price depends on: input, output, cache reads, cache writes."""
+def _counts(usage: Usage) -> tuple[int, int, int, int, int]:
+    """What a price depends on: input, output, cache read and cache write tokens, searches."""
     return (
         usage.input_tokens,
         usage.output_tokens,
         usage.cache_read_tokens,
         usage.cache_write_tokens,
+        usage.web_searches,
     )
 
 
 @lru_cache(maxsize=4096)
-def _price(model: str, provider_id: str, counts: tuple[int, int, int, int]) -> float | None:
+def _price(model: str, provider_id: str, counts: tuple[int, int, int, int, int]) -> float | None:
     # genai-prices takes about a millisecond per lookup; a repeated (model, counts) pair is
     # answered from this cache.
     prices = _prices()
-    names = ("input_tokens", "output_tokens", "cache_read_tokens", "cache_write_tokens")
+    names = (
+        "input_tokens",
+        "output_tokens",
+        "cache_read_tokens",
+        "cache_write_tokens",
+        "web_searches",
+    )
     try:
         calc = prices.calc_price(
             prices.Usage(**dict(zip(names, counts, strict=True))), model, provider_id=provider_id
