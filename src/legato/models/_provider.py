@@ -37,6 +37,7 @@ from legato.exceptions import (
 )
 from legato.messages import JsonValue, Usage
 from legato.models._base import ModelProfile, ModelRequest, ModelStreamEvent, ResponseCompleted
+from legato.models._prices import Counts, price, prices_installed
 from legato.models.retry import RetryPolicy, retrying_stream
 
 __all__ = [
@@ -415,21 +416,13 @@ def parse_error(provider: str, raw: object, reason: str) -> ResponseParseError:
 
 
 @cache
-def _prices() -> Any:
-    try:
-        import genai_prices
-    except ImportError:
-        return None
-    return genai_prices
-
-
 def cost_in_dollars(usage: Usage, *, model: str, provider_id: str | None) -> float | None:
     """The price of one call from the bundled `genai-prices` data, or None when unknown.
 
     Searches the provider ran itself (`Usage.web_searches`) are priced per search by the
     same data, model by model ($10 per 1,000 for Anthropic's and OpenAI's current models).
     """
-    if _prices() is None or not model or provider_id is None:
+    if not prices_installed() or not model or provider_id is None:
         return None
     return _price(model, provider_id, _counts(usage))
 
@@ -442,7 +435,7 @@ def cache_savings(usage: Usage, *, model: str, provider_id: str | None) -> float
     """
     if not (usage.cache_read_tokens or usage.cache_write_tokens):
         return 0.0
-    if _prices() is None or provider_id is None or not model:
+    if not prices_installed() or provider_id is None or not model:
         return 0.0
     actual = _price(model, provider_id, _counts(usage))
     if actual is None:
@@ -452,7 +445,7 @@ def cache_savings(usage: Usage, *, model: str, provider_id: str | None) -> float
     return 0.0 if uncached is None else uncached - actual
 
 
-def _counts(usage: Usage) -> tuple[int, int, int, int, int]:
+def _counts(usage: Usage) -> Counts:
     """What a price depends on: input, output, cache read and cache write tokens, searches."""
     return (
         usage.input_tokens,
@@ -464,24 +457,9 @@ def _counts(usage: Usage) -> tuple[int, int, int, int, int]:
 
 
 @lru_cache(maxsize=4096)
-def _price(model: str, provider_id: str, counts: tuple[int, int, int, int, int]) -> float | None:
-    # genai-prices takes about a millisecond per lookup; a repeated (model, counts) pair is
-    # answered from this cache.
-    prices = _prices()
-    names = (
-        "input_tokens",
-        "output_tokens",
-        "cache_read_tokens",
-        "cache_write_tokens",
-        "web_searches",
-    )
-    try:
-        calc = prices.calc_price(
-            prices.Usage(**dict(zip(names, counts, strict=True))), model, provider_id=provider_id
-        )
-    except LookupError:
-        return None
-    return float(calc.total_price)
+def _price(model: str, provider_id: str, counts: Counts) -> float | None:
+    # a repeated (model, counts) pair is answered from this cache
+    return price(model, provider_id, counts)
 
 
 def _plain(raw: object) -> object:
