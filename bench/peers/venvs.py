@@ -46,10 +46,17 @@ def _interpreter(name: str) -> str | None:
     if need is None or sys.version_info[:2] >= need:
         return sys.executable
     for minor in range(14, need[1] - 1, -1):
-        found = shutil.which(f"python3.{minor}")
-        if found and _runs(found):
-            return found
+        for found in (shutil.which(f"python3.{minor}"), *_pyenv(minor)):
+            if found and _runs(found):
+                return found
     return None
+
+
+def _pyenv(minor: int) -> list[str]:
+    """`python3.<minor>` of the versions pyenv installed (its shims may not be on PATH)."""
+    root = Path(os.environ.get("PYENV_ROOT") or Path.home() / ".pyenv") / "versions"
+    found = sorted(root.glob(f"3.{minor}.*/bin/python3.{minor}"), reverse=True)
+    return [str(p) for p in found]
 
 
 def _runs(python: str) -> bool:
