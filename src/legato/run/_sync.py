@@ -287,15 +287,8 @@ def _interruptible() -> Generator[None]:
     if threading.current_thread() is not threading.main_thread():
         yield
         return
-    current = signal.getsignal(signal.SIGINT)
-    if not _is_asyncio_handler(current):
+    with _default_sigint_over(_is_asyncio_handler):
         yield
-        return
-    signal.signal(signal.SIGINT, signal.default_int_handler)
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGINT, current)
 
 
 def _is_asyncio_handler(handler: object) -> bool:
@@ -592,11 +585,16 @@ _OPEN_STREAMS: list[_MainStream[Any]] = []
 """Main-thread streams open now, oldest first."""
 
 
-@contextlib.contextmanager
-def _default_sigint() -> Generator[None]:
+def _default_sigint() -> contextlib.AbstractContextManager[None]:
     """Put the default SIGINT handler back for a while (so `asyncio.Runner` installs its own)."""
+    return _default_sigint_over(_is_stream_handler)
+
+
+@contextlib.contextmanager
+def _default_sigint_over(replaced: Callable[[object], bool]) -> Generator[None]:
+    """While the block runs, the default SIGINT handler instead of one `replaced` accepts."""
     current = signal.getsignal(signal.SIGINT)
-    if not _is_stream_handler(current):
+    if not replaced(current):
         yield
         return
     signal.signal(signal.SIGINT, signal.default_int_handler)
