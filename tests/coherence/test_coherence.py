@@ -181,16 +181,15 @@ async def test_a_tool_removed_mid_run_is_a_phantom_tool_error_not_a_silent_call(
 
     registry = ToolRegistry([deploy])
 
-    @tool
-    def retire_deploy() -> str:
-        """An operator retires the deploy tool while the model is deciding."""
-        registry.remove("deploy")
-        return "retired"
+    def decide(request: ModelRequest) -> Any:
+        if request.messages[-1].role == "tool":
+            return reply("stopped")
+        assert [t.name for t in request.tools] == ["deploy"]  # the model is shown it ...
+        registry.remove("deploy")  # ... and an operator retires it while the model decides
+        return reply(call("deploy"))
 
-    model = ScriptedModel([reply(call("retire_deploy"), call("deploy")), "stopped"])
-    result = await Agent(model, tools=[registry, retire_deploy]).run("go")
-    finished = [e for e in result.journal if isinstance(e, ToolCallFinished)]
-    deploy_call = finished[1]
+    result = await Agent(FunctionModel(decide), tools=[registry]).run("go")
+    (deploy_call,) = [e for e in result.journal if isinstance(e, ToolCallFinished)]
     assert deploy_call.result.is_error
     assert "was removed after you were shown it" in deploy_call.result.text
     assert ran == []
