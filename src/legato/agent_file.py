@@ -182,6 +182,10 @@ def load_object(spec: str) -> Any:
     except ModuleNotFoundError as exc:
         msg = f"cannot import {module_name!r}: {exc}"
         raise ConfigurationError(msg) from exc
+    except Exception as exc:  # the module's own code failed: one line, at its own frame
+        where = _where(exc, module_name)
+        msg = f"cannot import {module_name!r}: {where}{type(exc).__name__}: {exc}"
+        raise ConfigurationError(msg) from exc
     try:
         obj: Any = module
         for part in attr.split("."):
@@ -190,6 +194,32 @@ def load_object(spec: str) -> Any:
         msg = f"{module_name!r} has no attribute {attr!r}"
         raise ConfigurationError(msg) from exc
     return obj
+
+
+def _where(exc: Exception, module_name: str) -> str:
+    """`file:line: ` where the user's module failed.
+
+    Its own innermost frame if it has one, else the innermost frame outside Python's import
+    machinery and legato.
+    """
+    if isinstance(exc, SyntaxError) and exc.filename:
+        return f"{exc.filename}:{exc.lineno}: "
+    import importlib.util
+    import traceback
+
+    legato_dir = str(Path(__file__).resolve().parent)
+    frames = [
+        f
+        for f in traceback.extract_tb(exc.__traceback__)
+        if not f.filename.startswith(("<frozen", legato_dir))
+    ]
+    try:
+        spec = importlib.util.find_spec(module_name)
+    except (ImportError, ValueError):
+        spec = None
+    own = [f for f in frames if spec is not None and f.filename == spec.origin]
+    chosen = own or frames
+    return f"{chosen[-1].filename}:{chosen[-1].lineno}: " if chosen else ""
 
 
 def load_tools(specs: list[str]) -> list[Tool | ToolSource]:

@@ -273,7 +273,7 @@ def test_slash_commands_with_bad_arguments_keep_the_chat_and_sessions_resume(
 
 
 def test_a_sub_agent_shows_as_a_branch_of_the_tree(open_chat: Callable[..., Chat]) -> None:
-    chat = open_chat("--tools", "chat_app:helper", "--session", "tree")
+    chat = open_chat("--tools", "chat_app:helper", "--auto", "send", "--session", "tree")
     chat.say("spawn")
     screen = chat.wait_for("turn: ")
     lines = screen.splitlines()

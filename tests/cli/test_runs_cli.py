@@ -160,7 +160,9 @@ def test_fork_shares_the_prefix_and_refuses_a_point_inside_a_flight(tmp_path: Pa
     assert inside.exit_code == 1 and "inside the flight of ship" in _flat(inside.output)
     # after the call finished, before the model was asked for the final answer
     at = max(i for i, e in enumerate(events, start=1) if isinstance(e, ModelRequested)) - 1
-    forked = runner.invoke(app, ["runs", "fork", done.run_id, "--at", str(at), "--store", str(db)])
+    forked = runner.invoke(
+        app, ["runs", "fork", done.run_id[:8], "--at", str(at), "--store", str(db), "--quiet"]
+    )
     assert forked.exit_code == 0, forked.output
     new_id = forked.output.strip()
     store = SQLiteStore(db)

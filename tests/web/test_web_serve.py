@@ -36,7 +36,9 @@ def test_a_port_in_use_is_a_clear_error(tmp_path: Path, monkeypatch: pytest.Monk
     try:
         with pytest.raises(PortInUse, match=f"127.0.0.1:{port}: the port is in use"):
             bind("127.0.0.1", port)
-        result = runner.invoke(app, ["serve", "--port", str(port), "--store", ":memory:"])
+        result = runner.invoke(
+            app, ["serve", "--model", "test:echo", "--port", str(port), "--store", ":memory:"]
+        )
         assert result.exit_code == 1
         assert "the port is in use" in result.output
         assert "--port" in result.output
@@ -54,7 +56,9 @@ def test_another_host_needs_an_explicit_flag(
     assert not is_loopback("0.0.0.0")
     with pytest.raises(ConfigurationError, match="--allow-remote"):
         serve(Agent("test:echo"), host="0.0.0.0", port=0)
-    result = runner.invoke(app, ["serve", "--host", "0.0.0.0", "--store", ":memory:"])
+    result = runner.invoke(
+        app, ["serve", "--model", "test:echo", "--host", "0.0.0.0", "--store", ":memory:"]
+    )
     assert result.exit_code == 1
     assert "--allow-remote" in result.output
 
@@ -80,7 +84,10 @@ def _legato_serve(cwd: Path, *args: str) -> Generator[tuple[str, str]]:
 
 
 def test_the_command_prints_a_tokened_url_and_serves_the_page(tmp_path: Path) -> None:
-    with _legato_serve(tmp_path) as (base, token), httpx.Client(base_url=base) as http:
+    with (
+        _legato_serve(tmp_path, "--model", "test:echo") as (base, token),
+        httpx.Client(base_url=base) as http,
+    ):
         assert http.get("/").status_code == 401  # no token
         login = http.get(f"/?token={token}", follow_redirects=True)
         assert login.status_code == 200

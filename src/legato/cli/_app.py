@@ -9,12 +9,14 @@ from typing import Annotated
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 
 from legato._version import __version__
 from legato.cli._chat import chat
 from legato.cli._common import load_object, read_prompt
 from legato.cli._doctor import doctor
 from legato.cli._mcp import mcp_app
+from legato.cli._options import AskOption, AutoOption, BaseUrlOption, ModelOption, ToolsOption
 from legato.cli._render import render_journal
 from legato.cli._runs import runs_app
 from legato.cli._serve import serve as serve_command
@@ -59,36 +61,6 @@ def _main(
     """Run and inspect legato agents."""
 
 
-ModelOption = Annotated[
-    str | None,
-    typer.Option(
-        "--model",
-        "-m",
-        help="A 'provider:model' string (default: LEGATO_MODEL, else the first provider whose "
-        "key is set, else the local model).",
-    ),
-]
-BaseUrlOption = Annotated[
-    str | None,
-    typer.Option("--base-url", help="Send the model's requests to this server instead."),
-]
-ToolsOption = Annotated[
-    list[str] | None,
-    typer.Option(
-        "--tools",
-        "-t",
-        metavar="MODULE:OBJECT",
-        help="Tools to load, as module:object (repeatable).",
-    ),
-]
-AskOption = Annotated[
-    list[str] | None,
-    typer.Option(
-        "--ask", metavar="TOOL", help="Ask on the terminal before calls of this tool (repeatable)."
-    ),
-]
-
-
 @app.command()
 def run(
     first: Annotated[
@@ -116,6 +88,14 @@ def run(
         typer.Option(help="Write the run's journal (JSONL) here, whatever the outcome."),
     ] = None,
     ask: AskOption = None,
+    auto: AutoOption = None,
+    store: Annotated[
+        Path | None,
+        typer.Option(
+            "--store",
+            help="Keep the run in this SQLite file too (see `legato runs`); default: not stored.",
+        ),
+    ] = None,
     audit: Annotated[
         Path | None,
         typer.Option(help="Append a tamper-evident audit chain of the run to this file."),
@@ -153,8 +133,10 @@ def run(
             agent_file=agent_file,
             max_steps=max_steps,
             ask=ask or [],
+            auto=auto or [],
             audit=audit,
             otel=otel,
+            store=store,
         )
         code, summary = asyncio.run(
             run_once(request, console=console, journal=journal, quiet=as_json)
@@ -163,7 +145,9 @@ def run(
         if as_json:
             typer.echo(json.dumps({"status": "error", "error": str(exc)}))
         else:
-            console.print(f"[bold red]error:[/] {exc}", highlight=False)
+            console.print(
+                f"[bold red]error:[/] {escape(str(exc))}", highlight=False, soft_wrap=True
+            )
         raise typer.Exit(1) from None
     if as_json:
         typer.echo(json.dumps(summary, ensure_ascii=False, default=str))
@@ -191,7 +175,7 @@ def trace(
             typer.echo(json.dumps(journal_spans(journal), indent=2))
             return
     except LegatoError as exc:
-        console.print(f"[bold red]error:[/] {exc}", highlight=False)
+        console.print(f"[bold red]error:[/] {escape(str(exc))}", highlight=False, soft_wrap=True)
         raise typer.Exit(1) from None
     render_journal(console, journal)
 

@@ -22,8 +22,9 @@ from rich.console import Console
 from rich.markup import escape
 
 from legato.agent import Agent
-from legato.cli._common import resolve_model
+from legato.cli._common import DEFAULT_STORE, open_sqlite, resolve_model
 from legato.cli._lines import Interrupted, LineReader
+from legato.cli._options import AskOption, AutoOption, BaseUrlOption, ModelOption, ToolsOption
 from legato.cli._render import render_journal
 from legato.cli._run import AgentRequest, build_agent
 from legato.cli._turn import ConsoleApprover, TurnOutcome, TurnView, drive_turn
@@ -329,40 +330,21 @@ def chat(
         Path | None,
         typer.Argument(help="An agent file (YAML) to chat with.", dir_okay=False),
     ] = None,
-    model: Annotated[
-        str | None,
-        typer.Option(
-            "--model",
-            "-m",
-            help="A 'provider:model' string (default: LEGATO_MODEL, else a key's provider, else local).",
-        ),
-    ] = None,
-    base_url: Annotated[
-        str | None, typer.Option("--base-url", help="Send the model's requests to this server.")
-    ] = None,
-    tools: Annotated[
-        list[str] | None,
-        typer.Option(
-            "--tools",
-            "-t",
-            metavar="MODULE:OBJECT",
-            help="Tools to load, as module:object (repeatable).",
-        ),
-    ] = None,
+    model: ModelOption = None,
+    base_url: BaseUrlOption = None,
+    tools: ToolsOption = None,
     instructions: Annotated[
         str | None, typer.Option("--instructions", "-i", help="The system prompt.")
     ] = None,
-    ask: Annotated[
-        list[str] | None,
-        typer.Option("--ask", metavar="TOOL", help="Ask before calls of this tool (repeatable)."),
-    ] = None,
+    ask: AskOption = None,
+    auto: AutoOption = None,
     session: Annotated[
         str | None,
         typer.Option("--session", "-s", help="Continue this stored session (created if new)."),
     ] = None,
     store: Annotated[
         Path, typer.Option("--store", help="The SQLite file sessions and journals are kept in.")
-    ] = Path(".legato/legato.db"),
+    ] = Path(DEFAULT_STORE),
     max_steps: Annotated[int | None, typer.Option(help="Model calls allowed per turn.")] = None,
     otel: Annotated[
         bool,
@@ -374,8 +356,6 @@ def chat(
     ] = False,
 ) -> None:
     """Chat with an agent on the terminal (sessions are stored and resumable)."""
-    from legato.store import SQLiteStore
-
     console = Console(highlight=False)
     approver = ConsoleApprover()
     name = session or time.strftime("chat-%Y%m%d-%H%M%S")
@@ -387,17 +367,17 @@ def chat(
         agent_file=agent_file,
         max_steps=max_steps,
         ask=ask or [],
+        auto=auto or [],
         otel=otel,
         session=name,
     )
     try:
         agent = build_agent(request, approver=approver, console=console)
-        store.parent.mkdir(parents=True, exist_ok=True)
-        agent.store = SQLiteStore(store)
+        agent.store = open_sqlite(store)
         earlier = agent.store.load_session(name, create=True)
         model_name = agent.model.name
     except LegatoError as exc:
-        console.print(f"[bold red]error:[/] {escape(str(exc))}")
+        console.print(f"[bold red]error:[/] {escape(str(exc))}", soft_wrap=True)
         raise typer.Exit(1) from None
     again = f", {len(earlier)} messages so far" if earlier else ""
     console.print(

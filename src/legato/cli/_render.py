@@ -22,6 +22,7 @@ from legato.events import (
     RunEvent,
     RunFailed,
     RunFinished,
+    RunResumed,
     RunStarted,
     SpawnDecided,
     SpawnFinished,
@@ -140,6 +141,8 @@ def gate_line(event: RunEvent) -> str:
             return f"parked, waiting for {len(event.request_ids)} decision(s)"
         case HookApplied():
             return f"hook {event.hook} {event.action} at {event.point}: {_short(event.detail)}"
+        case RunResumed():
+            return f"resumed by {event.owner}"
         case _:
             return type(event).__name__
 
@@ -218,8 +221,14 @@ def render_journal(console: Console, journal: Journal) -> None:
         prefix = f"[dim]{number:>4}[/] "
         match event:
             case RunStarted():
+                fork = (
+                    f" [dim](forked from {event.forked_from} at event {event.fork_at})[/]"
+                    if event.forked_from is not None
+                    else ""
+                )
                 console.print(
-                    f"{prefix}[bold]run {event.run_id}[/] agent={escape(event.agent)} model={escape(event.model)}"
+                    f"{prefix}[bold]run {event.run_id}[/] agent={escape(event.agent)} "
+                    f"model={escape(event.model)}{fork}"
                 )
             case UserPrompt():
                 label = "retry prompt" if event.retry else "user"

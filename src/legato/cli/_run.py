@@ -3,18 +3,25 @@
 from __future__ import annotations
 
 import asyncio
+import fnmatch
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rich.console import Console
+from rich.markup import escape
 
 from legato.agent import Agent
-from legato.cli._common import load_tools, resolve_model
+from legato.cli._common import load_tools, open_sqlite, resolve_model
 from legato.cli._lines import LineReader
 from legato.cli._turn import ConsoleApprover, TurnOutcome, TurnView, drive_turn
 from legato.events import RunFailed, RunFinished
+from legato.exceptions import PolicyError
+
+if TYPE_CHECKING:
+    from legato.approvals import ApprovalPolicy
+    from legato.security import Hook
 
 __all__ = ["AgentRequest", "RunRequest", "build_agent", "run_once", "turn_summary"]
 
@@ -30,11 +37,16 @@ class AgentRequest:
     agent_file: Path | None = None
     max_steps: int | None = None
     ask: list[str] = field(default_factory=lambda: [])
+    """Tools that ask before every call (even read-only ones)."""
+    auto: list[str] = field(default_factory=lambda: [])
+    """Side-effecting tools that run without asking."""
     audit: Path | None = None
     otel: bool = False
     """Trace runs with OpenTelemetry GenAI spans on the global tracer provider."""
     session: str | None = None
     """The chat session (the spans' `gen_ai.conversation.id`)."""
+    store: Path | None = None
+    """The SQLite file runs are kept in (None: not stored)."""
 
 
 @dataclass(kw_only=True)
@@ -45,66 +57,93 @@ class RunRequest(AgentRequest):
 
 
 def build_agent(
-    request: AgentRequest, *, approver: ConsoleApprover, console: Console
+    request: AgentRequest, *, approver: ConsoleApprover | None, console: Console
 ) -> Agent[str]:
     """The agent: from a file (command-line options add to it) or from the options alone.
 
-    Every `--ask` tool is asked on the terminal; a file's `ask` rules are asked there too.
+    The same defaults for every command: side-effecting tools ask before each call (`--auto
+    TOOL` lets one run freely, `--ask TOOL` asks for a read-only one too); a file's rules can
+    make a call stricter, never looser. `approver` asks on the terminal; None leaves requests
+    to whoever serves the agent. A `--ask`/`--auto` naming no tool is refused here, before
+    any model call.
     """
     from legato.approvals import ApprovalPolicy, Rule
-    from legato.security import AuditLog, Hook
+    from legato.security import AuditLog
 
     hooks: list[Hook] = [AuditLog(request.audit)] if request.audit is not None else []
     if request.otel:
         from legato.tracing import GenAITracing
 
         hooks.append(GenAITracing(conversation_id=request.session))
-    ask_rules = [Rule(name, "ask") for name in request.ask]
-    if request.agent_file is not None:
-        from legato.agent_file import load_agent_file
-
-        code_policy = ApprovalPolicy(rules=ask_rules, handler=approver)
-        loaded = load_agent_file(
-            request.agent_file, approvals=code_policy, max_steps=request.max_steps
+    rules = [Rule(name, "ask") for name in request.ask]
+    rules += [Rule(name, "auto") for name in request.auto]
+    code_policy = ApprovalPolicy(rules=rules, default="ask", handler=approver)
+    if request.agent_file is None:
+        agent = Agent(
+            resolve_model(request.model, base_url=request.base_url),
+            tools=load_tools(request.tools),
+            instructions=request.instructions,
+            max_steps=request.max_steps or 20,
+            approvals=code_policy,
+            hooks=hooks,
         )
-        for note in loaded.notes:
-            console.print(f"[yellow]note:[/] {note}", highlight=False)
-        agent = loaded.agent
+    else:
+        agent = _from_file(request, code_policy, hooks, console)
         if agent.approvals is not None and agent.approvals.handler is None:
             from dataclasses import replace
 
             agent.approvals = replace(agent.approvals, handler=approver)
-        if request.model is not None or request.base_url is not None:
-            agent = Agent(
-                resolve_model(request.model or agent.model.name, base_url=request.base_url),
-                name=agent.name,
-                instructions=request.instructions or agent.instructions,
-                tools=[*agent.tool_sources, *load_tools(request.tools)],
-                approvals=agent.approvals,
-                budget=agent.budget,
-                max_steps=agent.max_steps,
-                hooks=hooks,
-            )
-        elif request.tools or hooks or request.instructions:
-            agent = Agent(
-                agent.model,
-                name=agent.name,
-                instructions=request.instructions or agent.instructions,
-                tools=[*agent.tool_sources, *load_tools(request.tools)],
-                approvals=agent.approvals,
-                budget=agent.budget,
-                max_steps=agent.max_steps,
-                hooks=hooks,
-            )
+    _check_named_tools(agent, [*request.ask, *request.auto])
+    if approver is not None:
+        approver.tools = {t.name: t for t in agent.toolset}
+    return agent
+
+
+def _from_file(
+    request: AgentRequest, policy: ApprovalPolicy, hooks: list[Hook], console: Console
+) -> Agent[str]:
+    from legato.agent_file import load_agent_file
+
+    loaded = load_agent_file(
+        request.agent_file or Path(), approvals=policy, max_steps=request.max_steps
+    )
+    for note in loaded.notes:
+        console.print(f"[yellow]note:[/] {note}", highlight=False)
+    agent = loaded.agent
+    if not (request.model or request.base_url or request.tools or hooks or request.instructions):
         return agent
+    model = (
+        resolve_model(request.model or agent.model.name, base_url=request.base_url)
+        if request.model is not None or request.base_url is not None
+        else agent.model
+    )
     return Agent(
-        resolve_model(request.model, base_url=request.base_url),
-        tools=load_tools(request.tools),
-        instructions=request.instructions,
-        max_steps=request.max_steps or 20,
-        approvals=ApprovalPolicy(rules=ask_rules, handler=approver) if ask_rules else None,
+        model,
+        name=agent.name,
+        instructions=request.instructions or agent.instructions,
+        tools=[*agent.tool_sources, *load_tools(request.tools)],
+        approvals=agent.approvals,
+        budget=agent.budget,
+        max_steps=agent.max_steps,
         hooks=hooks,
     )
+
+
+def _check_named_tools(agent: Agent[str], names: list[str]) -> None:
+    """`PolicyError` for a `--ask`/`--auto` that names none of the agent's tools.
+
+    Tools only known once the run lists them (an MCP server's, a sub-agent's) cannot be
+    checked here: with such a source, the run checks the names when it starts.
+    """
+    tools = list(agent.toolset)
+    if len(agent.tool_sources) > 1 or any(t.metadata.get("legato.spawns_children") for t in tools):
+        return
+    known = sorted(t.name for t in tools)
+    for name in names:
+        if not any(fnmatch.fnmatchcase(t, name) for t in known):
+            listed = ", ".join(known) or "none (load some with --tools)"
+            msg = f"--ask/--auto {name!r} names no tool of the agent; its tools: {listed}"
+            raise PolicyError(msg)
 
 
 def turn_summary(outcome: TurnOutcome, *, run_id: str) -> dict[str, Any]:
@@ -131,6 +170,8 @@ async def run_once(
     """Run the turn; return the exit code (0 when the run finished) and its summary."""
     approver = ConsoleApprover()
     agent = build_agent(request, approver=approver, console=console)
+    if request.store is not None:
+        agent.store = open_sqlite(request.store)
     reader = LineReader(show=lambda text: console.print(text, end="", markup=False))
     view = TurnView(console, one_line_tools=False)
     handle = agent.start(request.prompt)
@@ -157,7 +198,9 @@ async def run_once(
         and not quiet
         and not any(isinstance(e, RunFailed) for e in outcome.events)
     ):
-        console.print(f"[bold red]error:[/] {outcome.error}", highlight=False)
+        console.print(f"[bold red]error:[/] {escape(str(outcome.error))}", highlight=False)
+    if request.store is not None and not quiet:
+        console.print(f"[dim]run {handle.run_id} kept in {request.store}[/]", highlight=False)
     code = 0 if outcome.status == "finished" else 130 if outcome.status == "cancelled" else 1
     return code, json.loads(json.dumps(turn_summary(outcome, run_id=handle.run_id), default=str))
 

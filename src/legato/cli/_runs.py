@@ -25,7 +25,15 @@ from legato.approvals import (
     Reject,
     SQLiteApprovalStore,
 )
-from legato.events import ApprovalDecided, ApprovalRequested, Journal, SpawnStarted
+from legato.cli._common import DEFAULT_STORE, open_sqlite
+from legato.events import (
+    ApprovalDecided,
+    ApprovalRequested,
+    Journal,
+    RunResumed,
+    RunStarted,
+    SpawnStarted,
+)
 from legato.exceptions import ConfigurationError, LegatoError
 
 runs_app = typer.Typer(no_args_is_help=True, help="Stored runs: list, show, decide, resume, fork.")
@@ -34,7 +42,6 @@ StoreOption = Annotated[
     str,
     typer.Option("--store", "-s", help="A SQLite file or a postgresql:// DSN."),
 ]
-DEFAULT_STORE = ".legato/legato.db"
 
 
 def open_store(target: str) -> Any:
@@ -43,9 +50,48 @@ def open_store(target: str) -> Any:
         from legato.store import PostgresStore
 
         return PostgresStore(target)
-    from legato.store import SQLiteStore
+    return open_sqlite(target)
 
-    return SQLiteStore(target)
+
+def resolve_run(store: Any, prefix: str) -> str:
+    """The id of the one stored run whose id starts with `prefix` (a whole id works too).
+
+    `ConfigurationError` when no run matches, or when several do (the message lists them).
+    """
+    if not prefix:
+        msg = "an empty run id"
+        raise ConfigurationError(msg)
+    if store.run_info(prefix) is not None:
+        return prefix
+    matches = sorted(
+        {i.run_id for i in store.list_runs(limit=1_000_000) if i.run_id.startswith(prefix)}
+    )
+    if not matches:
+        msg = f"no stored run with an id starting {prefix!r} (see `legato runs list`)"
+        raise ConfigurationError(msg)
+    if len(matches) > 1:
+        shown = ", ".join(matches[:10]) + (", ..." if len(matches) > 10 else "")
+        msg = f"{prefix!r} is the start of {len(matches)} run ids: {shown}; give more of it"
+        raise ConfigurationError(msg)
+    return matches[0]
+
+
+def shown_status(store: Any, info: Any) -> str:
+    """The status to show: a fork nothing has resumed yet is `forked`, not `running`."""
+    if info.status != "running":
+        return str(info.status)
+    try:
+        journal: Journal = store.load_run(info.run_id)
+    except LegatoError:
+        return str(info.status)
+    first = journal.events[0] if journal.events else None
+    if (
+        isinstance(first, RunStarted)
+        and first.forked_from is not None
+        and not any(isinstance(e, RunResumed) for e in journal)
+    ):
+        return "forked (not resumed)"
+    return str(info.status)
 
 
 def _approvals(store: Any) -> SQLiteApprovalStore | PostgresApprovalStore:
@@ -57,7 +103,7 @@ def _approvals(store: Any) -> SQLiteApprovalStore | PostgresApprovalStore:
 
 
 def _fail(console: Console, exc: Exception) -> typer.Exit:
-    console.print(f"[bold red]error:[/] {escape(str(exc))}")
+    console.print(f"[bold red]error:[/] {escape(str(exc))}", soft_wrap=True)
     return typer.Exit(1)
 
 
@@ -105,12 +151,13 @@ def list_runs(
     """List stored runs, newest first."""
     console = Console()
     try:
-        infos = open_store(store).list_runs(limit=limit)
+        opened = open_store(store)
+        infos = [(i, shown_status(opened, i)) for i in opened.list_runs(limit=limit)]
     except LegatoError as exc:
         raise _fail(console, exc) from None
-    infos = [i for i in infos if status is None or i.status == status]
+    infos = [(i, s) for i, s in infos if status is None or status in (i.status, s.split()[0])]
     if as_json:
-        for info in infos:
+        for info, shown in infos:
             typer.echo(
                 json.dumps(
                     {
@@ -118,7 +165,7 @@ def list_runs(
                         "agent": info.agent,
                         "model": info.model,
                         "session": info.session,
-                        "status": info.status,
+                        "status": shown,
                         "events": info.events,
                         "created_at": info.created_at,
                     }
@@ -126,15 +173,17 @@ def list_runs(
             )
         return
     table = Table("run", "agent", "model", "status", "events", "created")
-    for info in infos:
+    table.columns[0].no_wrap = True  # an id is copied whole, never cut or folded
+    table.columns[0].min_width = max((len(i.run_id) for i, _ in infos), default=3)
+    for info, shown in infos:
         created = datetime.datetime.fromtimestamp(info.created_at).strftime("%Y-%m-%d %H:%M:%S")
-        table.add_row(info.run_id, info.agent, info.model, info.status, str(info.events), created)
+        table.add_row(info.run_id, info.agent, info.model, shown, str(info.events), created)
     console.print(table)
 
 
 @runs_app.command("show")
 def show(
-    run_id: Annotated[str, typer.Argument(help="The run's id.")],
+    run_id: Annotated[str, typer.Argument(help="The run's id, or the start of it.")],
     store: StoreOption = DEFAULT_STORE,
 ) -> None:
     """Print a stored run's journal and the approvals it waits on."""
@@ -143,11 +192,14 @@ def show(
     console = Console()
     try:
         opened = open_store(store)
+        run_id = resolve_run(opened, run_id)
         info = opened.run_info(run_id)
-        if info is None:
-            msg = f"no stored run with id {run_id!r}"
-            raise ConfigurationError(msg)
-        console.print(f"[bold]{info.run_id}[/] {info.agent} {info.model} [bold]{info.status}[/]")
+        assert info is not None  # resolve_run found it
+        console.print(
+            f"[bold]{info.run_id}[/] {escape(info.agent)} {escape(info.model)} "
+            f"[bold]{escape(shown_status(opened, info))}[/]",
+            highlight=False,
+        )
         render_journal(console, opened.load_run(run_id))
         for request in asyncio.run(_pending(opened, run_id)):
             args = json.dumps(request.arguments, ensure_ascii=False)
@@ -166,10 +218,17 @@ def _decide(target: str, store: str, decision: Decision, console: Console) -> No
 
         async def decide() -> list[ApprovalRequest]:
             single = await approvals.get(target)
-            requests = [single] if single is not None else await _pending(opened, target)
-            if single is None and opened.run_info(target) is None:
-                msg = f"{target!r} is neither an approval request nor a stored run"
-                raise ConfigurationError(msg)
+            if single is not None:
+                requests = [single]
+            else:
+                try:
+                    run_id = resolve_run(opened, target)
+                except ConfigurationError as exc:
+                    if "run ids" in str(exc):
+                        raise  # an ambiguous prefix: the message lists the candidates
+                    msg = f"{target!r} is neither an approval request nor a stored run"
+                    raise ConfigurationError(msg) from None
+                requests = await _pending(opened, run_id)
             for request in requests:
                 await approvals.decide(request.id, request.token, decision)
             return requests
@@ -223,7 +282,10 @@ def _decide_temporal(run_id: str, address: str, decision: Decision, console: Con
 
 @runs_app.command("approve")
 def approve(
-    target: Annotated[str, typer.Argument(help="A request id, or a run id (all its requests).")],
+    target: Annotated[
+        str,
+        typer.Argument(help="A request id, or a run id or its start (all the run's requests)."),
+    ],
     store: StoreOption = DEFAULT_STORE,
     message: Annotated[str | None, typer.Option(help="A note for the journal.")] = None,
     temporal: TemporalOption = None,
@@ -240,7 +302,10 @@ def approve(
 
 @runs_app.command("reject")
 def reject(
-    target: Annotated[str, typer.Argument(help="A request id, or a run id (all its requests).")],
+    target: Annotated[
+        str,
+        typer.Argument(help="A request id, or a run id or its start (all the run's requests)."),
+    ],
     store: StoreOption = DEFAULT_STORE,
     message: Annotated[
         str | None, typer.Option(help="What the model is told (e.g. 'it ran', 'not now').")
@@ -260,7 +325,7 @@ def reject(
 
 @runs_app.command("resume")
 def resume(
-    run_id: Annotated[str, typer.Argument(help="The run's id.")],
+    run_id: Annotated[str, typer.Argument(help="The run's id, or the start of it.")],
     agent: Annotated[
         str, typer.Option("--agent", "-a", help="The agent that runs it, as module:object.")
     ],
@@ -282,7 +347,7 @@ def resume(
             raise ConfigurationError(msg)
         runner = cast("Agent[Any]", loaded)
         runner.store = open_store(store)
-        result = runner.resume_sync(run_id, takeover=takeover)
+        result = runner.resume_sync(resolve_run(runner.store, run_id), takeover=takeover)
     except RunParked as parked:
         console.print(f"[yellow]parked again:[/] {escape(str(parked))}")
         raise typer.Exit(2) from None
@@ -294,16 +359,31 @@ def resume(
 
 @runs_app.command("fork")
 def fork(
-    run_id: Annotated[str, typer.Argument(help="The run's id.")],
+    run_id: Annotated[str, typer.Argument(help="The run's id, or the start of it.")],
     at: Annotated[int, typer.Option("--at", help="Keep events 1..AT (see `runs show`).")],
     store: StoreOption = DEFAULT_STORE,
+    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="Print only the new id.")] = False,
 ) -> None:
     """Fork a stored run at an event into a new run (nothing in the prefix runs again)."""
     from legato.run import fork_stored
 
-    console = Console()
+    console = Console(highlight=False)
     try:
-        new_id = fork_stored(open_store(store), run_id, at)
+        opened = open_store(store)
+        run_id = resolve_run(opened, run_id)
+        new_id = fork_stored(opened, run_id, at)
     except LegatoError as exc:
         raise _fail(console, exc) from None
-    typer.echo(new_id)
+    if quiet:
+        typer.echo(new_id)
+        return
+    console.print(
+        f"forked run {run_id} at event {at} into [bold]{new_id}[/] (not resumed yet)",
+        soft_wrap=True,
+    )
+    console.print(
+        f"continue it with: legato runs resume {new_id} --agent MODULE:OBJECT"
+        + (f" --store {store}" if store != DEFAULT_STORE else ""),
+        markup=False,
+        soft_wrap=True,
+    )

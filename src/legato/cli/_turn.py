@@ -41,8 +41,10 @@ from legato.events import (
     ToolCallRefused,
     ToolCallStarted,
 )
+from legato.exceptions import ToolArgumentsInvalid
 from legato.messages import Usage
 from legato.run import RunHandle
+from legato.tools import Tool
 
 __all__ = ["EOF_REJECTION", "ConsoleApprover", "TurnOutcome", "TurnView", "drive_turn"]
 
@@ -75,6 +77,8 @@ class ConsoleApprover:
 
     def __init__(self) -> None:
         self.always: set[str] = set()
+        self.tools: dict[str, Tool] = {}
+        """The agent's tools by name: edited arguments are checked against their schema."""
         self._queue: asyncio.Queue[RunEvent | _Ask | _End] | None = None
 
     def attach(self, queue: asyncio.Queue[RunEvent | _Ask | _End] | None) -> None:
@@ -234,14 +238,15 @@ async def _question(
                 return Reject(message=EOF_REJECTION)
             return Reject(message=reason.strip() or Reject().message)
         if choice in ("e", "edit"):
-            edited = await _edited(reader, view)
+            edited = await _edited(reader, view, approver.tools.get(request.tool))
             if edited is not None:
                 return edited
             continue
         view.line("[dim]answer y, n, e or a (Ctrl-D rejects, Ctrl-C cancels the turn)[/]")
 
 
-async def _edited(reader: LineReader, view: TurnView) -> Edit | None:
+async def _edited(reader: LineReader, view: TurnView, tool: Tool | None) -> Edit | None:
+    """The person's arguments, or None (asked again) when they are not a valid call of `tool`."""
     text = await reader.read("  arguments as JSON: ")
     if text is None:
         return None
@@ -253,6 +258,14 @@ async def _edited(reader: LineReader, view: TurnView) -> Edit | None:
     if not isinstance(value, dict):
         view.line("[red]the arguments must be a JSON object[/]")
         return None
+    if tool is not None:
+        try:
+            tool.validate(value)  # pyright: ignore[reportUnknownArgumentType]
+        except ToolArgumentsInvalid as exc:
+            view.line(
+                f"[red]not valid for {escape(tool.name)}: {escape('; '.join(exc.problems))}[/]"
+            )
+            return None
     return Edit(arguments=value)  # pyright: ignore[reportUnknownArgumentType]
 
 
