@@ -2,6 +2,7 @@
 
 The model answers from the last message: `send NAME` streams a sentence, then calls `send`;
 `slow` calls a tool that sleeps a minute; `lines N` answers with N numbered lines;
+`stream N` streams N words slowly;
 `spawn` has a sub-agent send a message; anything else is echoed. Each effect of `send`
 appends a line to the file named by `LEGATO_TEST_EFFECTS`, counted outside legato.
 """
@@ -11,11 +12,12 @@ from __future__ import annotations
 import asyncio
 import os
 import sys
+from collections.abc import AsyncIterator
 from pathlib import Path
 
 from legato import Agent, tool
 from legato.messages import Message
-from legato.models import ModelRequest, register_provider
+from legato.models import ModelRequest, ModelStreamEvent, register_provider
 from legato.testing import FunctionModel, call, reply
 
 
@@ -58,13 +60,26 @@ def _answer(request: ModelRequest) -> object:
     if text.startswith("lines "):
         count = int(text[6:])
         return "\n".join(f"line {n:03d}" for n in range(1, count + 1))
+    if text.startswith("stream "):
+        return " ".join(f"word {n:04d}" for n in range(1, int(text[7:]) + 1))
     if text == "spawn":
         return reply(call("helper", {"task": "send carol"}))
     return f"echo: {text}"
 
 
+class _Model(FunctionModel):
+    """Streams `stream N` answers slowly (a chunk every 20 ms), so Ctrl-C lands mid-answer."""
+
+    async def stream(self, request: ModelRequest) -> AsyncIterator[ModelStreamEvent]:
+        slow = _last(request).text.strip().startswith("stream ")
+        async for event in super().stream(request):
+            if slow:
+                await asyncio.sleep(0.02)
+            yield event
+
+
 def model(name: str) -> FunctionModel:
-    return FunctionModel(_answer, name=f"chatdemo:{name}", chunk_size=4)  # pyright: ignore[reportArgumentType]
+    return _Model(_answer, name=f"chatdemo:{name}", chunk_size=4)  # pyright: ignore[reportArgumentType]
 
 
 helper = Agent(FunctionModel(_answer, name="chatdemo:helper"), name="helper", tools=[send]).as_tool(  # pyright: ignore[reportArgumentType]

@@ -45,6 +45,7 @@ class Chat:
         self.effects.touch()
         env = {
             "LEGATO_TEST_EFFECTS": str(self.effects),
+            "XDG_DATA_HOME": str(workdir / "data"),  # the chat history, kept out of $HOME
             "PYTHONPATH": os.pathsep.join([str(SRC), str(HERE)]),
         }
         command = " ".join(
@@ -73,10 +74,18 @@ class Chat:
     def keys(self, *keys: str) -> None:
         """Type keys (`Enter`, `C-c`, `C-d` are keys; anything else is text)."""
         for key in keys:
-            if key in ("Enter", "C-c", "C-d"):
+            if key in ("Enter", "C-c", "C-d", "C-j", "Up", "Down", "Tab", "Escape"):
                 self._tmux("send-keys", "-t", "0", key)
             else:
                 self._tmux("send-keys", "-t", "0", "-l", key)
+
+    def paste(self, text: str) -> None:
+        """Paste `text` as a terminal does: one bracketed paste (no Enter after it)."""
+        buffer = f"paste-{uuid.uuid4().hex[:8]}"
+        source = self.workdir / f"{buffer}.txt"
+        source.write_text(text, encoding="utf-8")
+        self._tmux("load-buffer", "-b", buffer, str(source))
+        self._tmux("paste-buffer", "-p", "-d", "-b", buffer, "-t", "0")
 
     def say(self, text: str) -> None:
         """Type a line and press Enter."""
@@ -96,6 +105,13 @@ class Chat:
             if time.monotonic() > end:
                 pytest.fail(f"waited for {what}; the screen:\n{text}")
             time.sleep(0.05)
+
+    def wait_prompt(self, count: int = 1) -> str:
+        """The screen once the chat's prompt `›` has been shown `count` times."""
+        return self.wait(
+            lambda text: sum(line.startswith("›") for line in text.splitlines()) >= count,
+            f"prompt number {count}",
+        )
 
     def wait_for(self, needle: str, count: int = 1) -> str:
         """The screen once `needle` shows `count` times."""
@@ -130,7 +146,7 @@ def open_chat(tmp_path: Path) -> Iterator[Callable[..., Chat]]:
     def start(*args: str) -> Chat:
         chat = Chat(tmp_path, list(args))
         chats.append(chat)
-        chat.wait_for("› ")
+        chat.wait_prompt()
         return chat
 
     yield start
@@ -196,7 +212,7 @@ def test_ctrl_c_at_the_question_cancels_the_turn_and_returns_to_the_prompt(
     chat.wait_for("[a] always for this tool:")
     chat.keys("C-c")
     chat.wait_for("turn cancelled")
-    chat.wait_for("› ", count=2)
+    chat.wait_prompt(2)
     assert chat.sent() == []
     (journal,) = chat.journals("s3")
     assert any(isinstance(e, ApprovalRequested) for e in journal)
@@ -232,7 +248,7 @@ def test_ctrl_c_during_a_tool_call_cancels_through_the_fence(
     chat.say("hello")  # back at the prompt, the session kept
     chat.wait_for("echo: hello")
     chat.say("/cost")
-    screen = chat.wait_for("total: ")
+    screen = chat.wait_for("turn 2 [finished]")  # "total: " is on the usage lines already
     assert "turn 1 [cancelled]" in screen and "turn 2 [finished]" in screen
 
 

@@ -115,3 +115,47 @@ async def test_end_of_input_is_a_decision_and_the_twin_without_it_fails_the_run(
     assert twin_outcome.status == "failed"
     assert not any(isinstance(e, ApprovalDecided) for e in twin_handle.journal)
     assert any(isinstance(e, RunFailed) and e.error_type == "EOFError" for e in twin_handle.journal)
+
+
+async def test_after_ctrl_c_nothing_of_the_cancelled_answer_is_printed() -> None:
+    import asyncio
+    from collections.abc import AsyncIterator
+
+    from legato.events import TextDelta
+    from legato.models import ModelRequest, ModelStreamEvent
+
+    class FastThenStuck(ScriptedModel):
+        """Streams its text faster than a terminal shows it, then waits before ending."""
+
+        async def stream(self, request: ModelRequest) -> AsyncIterator[ModelStreamEvent]:
+            async for event in super().stream(request):
+                if not isinstance(event, TextDelta):
+                    await asyncio.sleep(60)  # the answer's end never comes: Ctrl-C does
+                yield event
+
+    words = " ".join(f"word{n:04d}" for n in range(400))
+    out = io.StringIO()
+    console = Console(file=out, width=100_000, no_color=True, highlight=False)
+    agent = Agent(FastThenStuck([words], chunk_size=3))
+    reader = LineReader(io.StringIO(""), show=lambda t: console.print(t, end="", markup=False))
+    shown = 0
+
+    def on_event(event: object) -> None:
+        nonlocal shown
+        if isinstance(event, TextDelta):
+            shown += 1
+            if shown == 5:  # Ctrl-C, with the rest of the answer read but not yet shown
+                reader.interrupt()
+
+    outcome = await drive_turn(
+        agent.start("talk"),
+        view=TurnView(console),
+        reader=reader,
+        approver=ConsoleApprover(),
+        on_event=on_event,
+    )
+    assert outcome.status == "cancelled"
+    before, after = out.getvalue().split("cancelling the turn", 1)
+    assert "word" in before
+    assert "word" not in after
+    assert outcome.usage.requests == 1  # the call was made, though its answer was cut

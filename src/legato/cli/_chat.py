@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import shlex
+import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -23,6 +24,7 @@ from rich.markup import escape
 
 from legato.agent import Agent
 from legato.cli._common import DEFAULT_STORE, open_sqlite, resolve_model
+from legato.cli._editor import LineEditor, clean_text, editor_wanted, history_path
 from legato.cli._lines import Interrupted, LineReader
 from legato.cli._options import AskOption, AutoOption, BaseUrlOption, ModelOption, ToolsOption
 from legato.cli._render import render_journal
@@ -68,6 +70,8 @@ class ChatSession:
     reader: LineReader
     approver: ConsoleApprover
     session: str
+    editor: LineEditor | None = None
+    """The line editor for the chat's own prompt (None: plain lines, as when piped)."""
     turns: list[_Turn] = field(default_factory=lambda: [])
     last_journal: Journal | None = None
     done: bool = False
@@ -78,18 +82,19 @@ class ChatSession:
         """Read prompts and commands until the person leaves."""
         with self.reader.catching_interrupts():
             while not self.done:
+                read = self.editor.read if self.editor is not None else self.reader.read
                 try:
-                    line = await self.reader.read("› ")
+                    line = await read("› ")
                 except Interrupted:
                     self.console.print()
                     break
                 if line is None:
                     self.console.print()
                     break
-                line = line.strip()
+                line = clean_text(line).strip()
                 if not line:
                     continue
-                if line.startswith("/"):
+                if line.startswith("/") and "\n" not in line:
                     self.command(line)
                 else:
                     await self.turn(line)
@@ -166,6 +171,11 @@ class ChatSession:
         for usage, what in COMMANDS.items():
             self.console.print(f"  {usage:<20} {what}", highlight=False, markup=False)
         self.console.print("  Ctrl-C cancels a turn; at the prompt it (or Ctrl-D) leaves.")
+        if self.editor is not None:
+            self.console.print(
+                "  Alt-Enter or Ctrl-J adds a line; Tab completes commands and tool names; "
+                "Up and Down walk the history."
+            )
 
     def do_model(self, args: list[str]) -> None:
         if not args:
@@ -388,4 +398,10 @@ def chat(
     chat_session = ChatSession(
         agent=agent, console=console, reader=reader, approver=approver, session=name
     )
+    if editor_wanted(sys.stdin, sys.stdout):
+        chat_session.editor = LineEditor(
+            commands=[*COMMANDS, "/quit"],
+            tools=lambda: [t.name for t in chat_session.agent.toolset],
+            history=history_path(),
+        )
     asyncio.run(chat_session.loop())

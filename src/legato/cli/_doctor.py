@@ -23,7 +23,7 @@ from legato.cli._common import INSTALL_HINT
 __all__ = ["EXTRAS", "Check", "checks", "doctor", "local_servers"]
 
 EXTRAS: dict[str, tuple[str, ...]] = {
-    "cli": ("typer", "rich"),
+    "cli": ("typer", "rich", "prompt_toolkit"),
     "openai": ("openai",),
     "anthropic": ("anthropic",),
     "gemini": ("google.genai",),

@@ -49,7 +49,7 @@ class LineReader:
         """Route SIGINT to this reader (and the registered callback) while inside."""
         loop = asyncio.get_running_loop()
         try:
-            loop.add_signal_handler(signal.SIGINT, self._interrupt)
+            loop.add_signal_handler(signal.SIGINT, self.interrupt)
         except (ValueError, RuntimeError, NotImplementedError):  # not the main thread
             yield
             return
@@ -67,7 +67,8 @@ class LineReader:
         finally:
             self._on_interrupt = previous
 
-    def _interrupt(self) -> None:
+    def interrupt(self) -> None:
+        """What Ctrl-C does: end the waiting prompt with `Interrupted`, else call the callback."""
         self.interrupts += 1
         waiting = self._waiting
         if waiting is not None and not waiting.done():

@@ -15,7 +15,7 @@ import asyncio
 import contextlib
 import json
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
 from rich.console import Console
@@ -30,6 +30,7 @@ from legato.events import (
     ApprovalRequested,
     CancelRequested,
     ChildEvent,
+    ModelRequested,
     ModelResponded,
     RunEvent,
     RunFailed,
@@ -148,6 +149,8 @@ class TurnView:
         self.one_line_tools = one_line_tools
         self._mid_line = False
         self._edited: dict[str, str] = {}
+        self.muted = False
+        """The turn is being cancelled: its streamed text is no longer shown."""
 
     def line(self, text: str, *, markup: bool = True) -> None:
         """Print a line of its own (ending a streamed line first)."""
@@ -164,7 +167,7 @@ class TurnView:
         """Print one event."""
         inner = _inner(event)
         if isinstance(inner, TextDelta | ThinkingDelta):
-            if isinstance(event, ChildEvent):
+            if isinstance(event, ChildEvent) or self.muted:
                 return  # a child's text shows in its SpawnFinished line
             render_event(self.console, inner)
             self._mid_line = not inner.text.endswith("\n")
@@ -315,6 +318,7 @@ class _Consumer:
         self.outcome.status = "cancelled"
         self.handle.cancel("cancelled with Ctrl-C")
         self.view.line("[yellow]cancelling the turn (Ctrl-C again to quit)[/]")
+        self.view.muted = True  # nothing of the cancelled answer after that line
 
     async def ask(self, item: _Ask) -> None:
         """Ask one request and hand the decision to the run."""
@@ -411,6 +415,10 @@ def _settle(outcome: TurnOutcome) -> None:
             usage = usage + event.response.usage
             if event.response.cost is not None:
                 cost = (cost or 0.0) + event.response.cost
+    # a call cancelled mid-answer has no response (and no token counts), but it was made
+    made = sum(1 for e in outcome.events if isinstance(e, ModelRequested))
+    if made > usage.requests:
+        usage = replace(usage, requests=made)
     outcome.usage, outcome.cost = usage, cost
     if isinstance(outcome.error, RunParked):
         outcome.status = "parked"
