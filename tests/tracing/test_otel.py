@@ -255,13 +255,14 @@ def test_legato_trace_exports_a_recorded_journal_as_spans(tmp_path: Path) -> Non
     assert made.exit_code == 0, made.output
     result = runner.invoke(app, ["trace", str(journal), "--otel-json"])
     assert result.exit_code == 0, result.output
-    exported = json.loads(result.stdout)
-    names = sorted(s["name"] for s in exported)
-    assert names == ["chat echo", "invoke_agent agent"]
-    by_name = {s["name"]: s for s in exported}
+    exported = json.loads(result.stdout)  # OTLP/JSON: see test_otlp.py for the full check
+    spans = exported["resourceSpans"][0]["scopeSpans"][0]["spans"]
+    by_name = {s["name"]: s for s in spans}
+    assert sorted(by_name) == ["chat echo", "invoke_agent agent"]
     root = by_name["invoke_agent agent"]
-    assert by_name["chat echo"]["parent_id"] == root["context"]["span_id"]
-    assert by_name["chat echo"]["attributes"][sc.OPERATION_NAME] == "chat"
+    assert by_name["chat echo"]["parentSpanId"] == root["spanId"]
+    attributes = {a["key"]: a["value"] for a in by_name["chat echo"]["attributes"]}
+    assert attributes[sc.OPERATION_NAME] == {"stringValue": "chat"}
 
 
 def test_a_stream_traces_the_whole_tree_without_hooks(

@@ -25,7 +25,6 @@ from legato.exceptions import (
     AuditChainBroken,
     ConfigurationError,
     LegatoError,
-    MissingDependency,
 )
 from legato.security import verify_audit
 
@@ -163,42 +162,40 @@ def trace(
     otel_json: Annotated[
         bool,
         typer.Option(
-            "--otel-json", help="Print the run's OpenTelemetry GenAI spans as JSON instead."
+            "--otel-json",
+            help="Print the run's OpenTelemetry GenAI spans as one line of OTLP/JSON (an "
+            "ExportTraceServiceRequest; append lines to a file for a collector's file receiver).",
         ),
     ] = False,
+    otlp_endpoint: Annotated[
+        str | None,
+        typer.Option(
+            "--otlp-endpoint",
+            metavar="URL",
+            help="Send the run's spans to this OTLP/HTTP traces endpoint "
+            "(e.g. http://127.0.0.1:4318/v1/traces).",
+        ),
+    ] = None,
 ) -> None:
-    """Print a recorded journal readably (or as OpenTelemetry spans)."""
+    """Print a recorded journal readably, or give its spans to a collector (OTLP)."""
     console = Console()
     try:
         journal = Journal.from_jsonl(path.read_text(encoding="utf-8"))
         if otel_json:
-            typer.echo(json.dumps(journal_spans(journal), indent=2))
+            from legato.tracing import journal_otlp_json
+
+            typer.echo(journal_otlp_json(journal))
+            return
+        if otlp_endpoint is not None:
+            from legato.tracing import export_otlp_http
+
+            sent = export_otlp_http(journal, otlp_endpoint)
+            console.print(f"sent {sent} spans to {escape(otlp_endpoint)}", highlight=False)
             return
     except LegatoError as exc:
         console.print(f"[bold red]error:[/] {escape(str(exc))}", highlight=False, soft_wrap=True)
         raise typer.Exit(1) from None
     render_journal(console, journal)
-
-
-def journal_spans(journal: Journal) -> list[dict[str, object]]:
-    """The spans of a recorded run, as OpenTelemetry's JSON form of each span."""
-    try:
-        from opentelemetry.sdk.trace import TracerProvider
-        from opentelemetry.sdk.trace.export import SimpleSpanProcessor
-        from opentelemetry.sdk.trace.export.in_memory_span_exporter import (
-            InMemorySpanExporter,
-        )
-    except ModuleNotFoundError:
-        package = "opentelemetry-sdk"
-        raise MissingDependency(package, "otel") from None
-    from legato.tracing import export_journal
-
-    exporter = InMemorySpanExporter()
-    provider = TracerProvider()
-    provider.add_span_processor(SimpleSpanProcessor(exporter))
-    export_journal(journal, tracer_provider=provider)
-    provider.shutdown()
-    return [json.loads(span.to_json()) for span in exporter.get_finished_spans()]
 
 
 audit_app = typer.Typer(
