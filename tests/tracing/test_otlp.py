@@ -10,7 +10,10 @@ from __future__ import annotations
 import base64
 import gzip
 import json
+import os
 import re
+import subprocess
+import sys
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -214,3 +217,28 @@ def test_twin_the_console_exporters_format_is_not_otlp_json(journal_file: Path) 
     assert journal_otlp_json(Journal.from_jsonl(journal_file.read_text())).startswith(
         '{"resourceSpans":'
     )
+
+
+def _legato(tmp_path: Path, env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
+    src = Path(__file__).resolve().parents[2] / "src"
+    environment = {k: v for k, v in os.environ.items() if not k.startswith("OTEL_")}
+    environment.update({"PYTHONPATH": str(src), **env})
+    command = [sys.executable, "-c", "from legato.cli import main; main()", *args]
+    return subprocess.run(
+        command, cwd=tmp_path, env=environment, capture_output=True, text=True, check=False
+    )
+
+
+def test_run_otel_exports_to_the_endpoint_the_environment_names(tmp_path: Path) -> None:
+    with Receiver() as receiver:
+        env = {"OTEL_EXPORTER_OTLP_TRACES_ENDPOINT": receiver.url, "OTEL_SERVICE_NAME": "demo"}
+        done = _legato(tmp_path, env, "run", "hi", "--model", "test:echo", "--otel")
+        assert done.returncode == 0, done.stderr
+        # twin: the same environment without --otel sends nothing
+        quiet = _legato(tmp_path, env, "run", "hi", "--model", "test:echo")
+        assert quiet.returncode == 0, quiet.stderr
+    spans = [s for request in receiver.received for s in _spans(request)]
+    assert sorted(s.name for s in spans) == ["chat echo", "invoke_agent agent"]
+    (request,) = receiver.received
+    resource = {a.key: a.value.string_value for a in request.resource_spans[0].resource.attributes}
+    assert resource["service.name"] == "demo"

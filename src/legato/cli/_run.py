@@ -72,9 +72,15 @@ def build_agent(
 
     hooks: list[Hook] = [AuditLog(request.audit)] if request.audit is not None else []
     if request.otel:
-        from legato.tracing import GenAITracing
+        import atexit
+        import os
 
-        hooks.append(GenAITracing(conversation_id=request.session))
+        from legato.tracing import GenAITracing, otlp_provider_from_env
+
+        provider = otlp_provider_from_env(os.environ)
+        if provider is not None:  # OTEL_EXPORTER_OTLP_ENDPOINT set: export there
+            atexit.register(provider.shutdown)  # the last batch leaves as the command ends
+        hooks.append(GenAITracing(conversation_id=request.session, tracer_provider=provider))
     rules = [Rule(name, "ask") for name in request.ask]
     rules += [Rule(name, "auto") for name in request.auto]
     code_policy = ApprovalPolicy(rules=rules, default="ask", handler=approver)

@@ -21,6 +21,7 @@ from legato.tracing._otlp import (
     journal_otlp_json,
     journal_otlp_request,
     otlp_json,
+    otlp_provider_from_env,
 )
 from legato.tracing._spans import SpanBuilder, SpanSink
 
@@ -34,4 +35,5 @@ __all__ = [
     "journal_otlp_json",
     "journal_otlp_request",
     "otlp_json",
+    "otlp_provider_from_env",
 ]

@@ -20,7 +20,16 @@ from typing import Any
 from legato.events import Journal
 from legato.exceptions import ConfigurationError, MissingDependency
 
-__all__ = ["export_otlp_http", "journal_otlp_json", "journal_otlp_request", "otlp_json"]
+__all__ = [
+    "export_otlp_http",
+    "journal_otlp_json",
+    "journal_otlp_request",
+    "otlp_json",
+    "otlp_provider_from_env",
+]
+
+ENDPOINT_VARIABLES = ("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "OTEL_EXPORTER_OTLP_ENDPOINT")
+"""The standard variables naming where OTLP traces go (the first is the full traces URL)."""
 
 _ID_KEYS = frozenset({"traceId", "spanId", "parentSpanId"})
 
@@ -114,3 +123,31 @@ def export_otlp_http(
         msg = f"the collector at {endpoint} did not accept the spans (is it an OTLP/HTTP traces endpoint?)"
         raise ConfigurationError(msg)
     return len(spans)
+
+
+def otlp_provider_from_env(environ: Mapping[str, str]) -> Any | None:
+    """A tracer provider exporting over OTLP/HTTP, when the environment asks for one.
+
+    Made when `OTEL_EXPORTER_OTLP_TRACES_ENDPOINT` or `OTEL_EXPORTER_OTLP_ENDPOINT` is set
+    and no SDK provider is installed globally (under `opentelemetry-instrument` the global
+    one is used instead: None). Spans are batched; call its `shutdown()` to send the last
+    ones. The service is `legato` unless `OTEL_SERVICE_NAME` says otherwise.
+    """
+    if not any(environ.get(v, "").strip() for v in ENDPOINT_VARIABLES):
+        return None
+    try:
+        from opentelemetry import trace
+        from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+        from opentelemetry.sdk.resources import Resource
+        from opentelemetry.sdk.trace import TracerProvider
+        from opentelemetry.sdk.trace.export import BatchSpanProcessor
+    except ModuleNotFoundError:
+        package = "opentelemetry-exporter-otlp-proto-http"
+        raise MissingDependency(package, "otel") from None
+    if not isinstance(trace.get_tracer_provider(), trace.ProxyTracerProvider):
+        return None  # someone configured OpenTelemetry already: its exporters apply
+    named = environ.get("OTEL_SERVICE_NAME", "").strip()
+    resource = Resource.create({} if named else {"service.name": "legato"})
+    provider = TracerProvider(resource=resource)
+    provider.add_span_processor(BatchSpanProcessor(OTLPSpanExporter()))
+    return provider
