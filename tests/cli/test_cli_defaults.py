@@ -308,3 +308,50 @@ async def test_edited_arguments_that_fail_the_schema_are_asked_again() -> None:
     # the model never saw the bad attempt: one decision, the good one
     decided = [e for e in handle.journal if isinstance(e, ApprovalDecided)]
     assert [(d.verdict, d.arguments) for d in decided] == [("edit", {"to": "carol"})]
+
+
+def test_the_chat_says_side_effecting_calls_ask(workdir: Path) -> None:
+    from legato.cli._chat import ChatSession
+    from legato.cli._run import AgentRequest, build_agent
+
+    out = io.StringIO()
+    console = Console(file=out, width=200, no_color=True, highlight=False)
+    approver = ConsoleApprover()
+    request = AgentRequest(tools=["sendtools:send"], auto=[])
+    agent = build_agent(request, approver=approver, console=console)
+    reader = LineReader(io.StringIO(""), show=lambda t: None)
+    chat = ChatSession(agent=agent, console=console, reader=reader, approver=approver, session="s")
+    chat.command("/approvals")
+    assert "side-effecting calls no rule matches: ask" in out.getvalue()
+    assert approver.tools == {"send": agent.toolset.get("send")}
+
+
+def test_serve_takes_base_url_and_tools_like_run(
+    workdir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    asked: list[tuple[object, object]] = []
+
+    def recording(spec: object = None, *, base_url: object = None, **kwargs: object) -> object:
+        asked.append((spec, base_url))
+        return ScriptedModel(["hi"], name="scripted:x")
+
+    monkeypatch.setattr("legato.cli._run.resolve_model", recording)
+    served: list[Agent[Any]] = []
+    monkeypatch.setattr("legato.web.serve", lambda agent, **kw: served.append(agent))  # pyright: ignore[reportUnknownLambdaType, reportUnknownArgumentType]
+    result = runner.invoke(
+        app,
+        [
+            "serve",
+            "--model",
+            "openai-chat:local",
+            "--base-url",
+            "http://127.0.0.1:9/v1",
+            "--tools",
+            "sendtools:send",
+            "--store",
+            ":memory:",
+        ],
+    )
+    assert result.exit_code == 0, result.output
+    assert asked == [("openai-chat:local", "http://127.0.0.1:9/v1")]
+    assert [t.name for t in served[0].toolset] == ["send"]

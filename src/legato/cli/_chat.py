@@ -211,11 +211,14 @@ class ChatSession:
             self._error("usage: /approvals [reset]")
             return
         policy = self.agent.approvals
-        if policy is None or not policy.rules:
-            self.console.print("rules: none (side-effecting calls run without asking)")
+        if policy is None:
+            self.console.print("no approval policy: side-effecting calls run without asking")
         else:
             for rule in policy.rules:
                 self.console.print(f"  {escape(rule.describe())}", highlight=False)
+            self.console.print(
+                f"side-effecting calls no rule matches: {policy.default}", highlight=False
+            )
         always = ", ".join(sorted(self.approver.always)) or "none"
         self.console.print(f"approved always in this session: {escape(always)}", highlight=False)
 
