@@ -116,6 +116,8 @@ class LineEditor:
         if history is not None:
             try:
                 history.parent.mkdir(parents=True, exist_ok=True)
+                if not history.exists():  # what was typed may be private: the owner's only
+                    history.touch(mode=0o600)
                 store = FileHistory(str(history))
             except OSError:
                 store = InMemoryHistory()  # no writable data directory: this session only
