@@ -108,7 +108,9 @@ def run(
     otel: Annotated[
         bool,
         typer.Option(
-            "--otel", help="OpenTelemetry GenAI spans on the global tracer provider (extra otel)."
+            "--otel",
+            help="OpenTelemetry GenAI spans (extra otel): sent over OTLP/HTTP to "
+            "OTEL_EXPORTER_OTLP_ENDPOINT when it is set, else to the global tracer provider.",
         ),
     ] = False,
 ) -> None:

@@ -363,8 +363,8 @@ def chat(
         bool,
         typer.Option(
             "--otel",
-            help="OpenTelemetry GenAI spans on the global tracer provider (extra otel; "
-            "configure an exporter, e.g. with opentelemetry-instrument).",
+            help="OpenTelemetry GenAI spans (extra otel): sent over OTLP/HTTP to "
+            "OTEL_EXPORTER_OTLP_ENDPOINT when it is set, else to the global tracer provider.",
         ),
     ] = False,
 ) -> None:
