@@ -41,8 +41,8 @@ transfer_by_default = transfer.replace(name="transfer_by_default", isolation=Non
 
 @tool(isolation="process")
 def echo_pid(value: list[int]) -> dict[str, Any]:
-    """Return the worker's pid and the value, doubled."""
-    return {"pid": os.getpid(), "value": [v * 2 for v in value]}
+    """Return the worker's pid, its parent's, and the value, doubled."""
+    return {"pid": os.getpid(), "parent": os.getppid(), "value": [v * 2 for v in value]}
 
 
 @tool(isolation="process")
