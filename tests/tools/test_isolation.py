@@ -14,6 +14,8 @@ from pathlib import Path
 import isolated_tools
 import pytest
 from isolated_tools import (
+    async_transfer,
+    async_transfer_in_loop,
     die,
     echo_pid,
     refuse,
@@ -123,6 +125,46 @@ async def test_timeout_kills_the_worker_and_the_effect_never_lands(tmp_path: Pat
 async def test_timeout_twin_in_thread_mode_the_effect_lands(tmp_path: Path) -> None:
     ledger = tmp_path / "ledger"
     outcome, _ = await _time_out(transfer_in_thread, ledger)
+    assert outcome == "timeout"
+    _open_gate(ledger)
+    await _wait_for(ledger)
+    assert _read(ledger) == "7"
+
+
+# -- async def tools: a coroutine whose effect comes from a thread it started ------------------
+
+
+async def test_async_tool_cancelled_in_a_process_its_thread_dies_with_it(tmp_path: Path) -> None:
+    for trial in range(TRIALS):
+        ledger = tmp_path / f"ledger{trial}"
+        pid = await _cancel_mid_call(async_transfer, ledger)
+        assert pid != os.getpid() and not _alive(pid)
+        _open_gate(ledger)
+        assert not _exists(ledger)
+
+
+async def test_async_tool_cancel_twin_on_the_loop_its_thread_lands_the_effect(
+    tmp_path: Path,
+) -> None:
+    ledger = tmp_path / "ledger"
+    pid = await _cancel_mid_call(async_transfer_in_loop, ledger)
+    assert pid == os.getpid()  # the coroutine was cancelled; the thread it started was not
+    _open_gate(ledger)
+    await _wait_for(ledger)
+    assert _read(ledger) == "5"
+
+
+async def test_async_tool_timed_out_in_a_process_never_lands(tmp_path: Path) -> None:
+    ledger = tmp_path / "ledger"
+    outcome, pid = await _time_out(async_transfer, ledger)
+    assert outcome == "timeout" and not _alive(pid)
+    _open_gate(ledger)
+    assert not _exists(ledger)
+
+
+async def test_async_tool_timeout_twin_on_the_loop_lands(tmp_path: Path) -> None:
+    ledger = tmp_path / "ledger"
+    outcome, _ = await _time_out(async_transfer_in_loop, ledger)
     assert outcome == "timeout"
     _open_gate(ledger)
     await _wait_for(ledger)
