@@ -59,12 +59,23 @@ def _quantiles(values: list[float]) -> str:
     return f"median {statistics.median(ordered):7.2f} ms   p90 {p90:7.2f} ms   max {ordered[-1]:7.2f} ms"
 
 
+def _fresh_interpreters(n: int) -> list[float]:
+    """Milliseconds to start an interpreter that imports legato (a worker before the zygote)."""
+    times: list[float] = []
+    for _ in range(n):
+        began = time.monotonic()
+        subprocess.run([sys.executable, "-c", "import legato.tools"], check=True)
+        times.append((time.monotonic() - began) * 1000)
+    return times
+
+
 async def main(calls: int) -> None:
     cold: list[float] = []
     for _ in range(5):
         close_workers()
         cold.append((await _call())[0])
-    starts, trips = [], []
+    starts: list[float] = []
+    trips: list[float] = []
     for _ in range(calls):
         start, trip, _ = await _call()
         starts.append(start)
@@ -72,11 +83,7 @@ async def main(calls: int) -> None:
     _, _, private = await _call(memory=True)
     info = zygote_info()
     close_workers()
-    fresh: list[float] = []
-    for _ in range(5):
-        began = time.monotonic()
-        subprocess.run([sys.executable, "-c", "import legato.tools"], check=True)
-        fresh.append((time.monotonic() - began) * 1000)
+    fresh = await asyncio.to_thread(_fresh_interpreters, 5)
 
     load = os.getloadavg()[0]
     print(f"isolated call start ({os.cpu_count()} CPUs, load average {load:.1f}, {calls} calls)")

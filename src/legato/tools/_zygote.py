@@ -164,7 +164,11 @@ def serve_zygote(control: socket.socket, main: tuple[str, str] | None) -> None:
     inbox = _Inbox(control)
     children: set[int] = set()
     unreaped: set[int] = set()
-    signal.signal(signal.SIGCHLD, lambda *_: _collect(unreaped))
+
+    def on_child_exit(signum: int, frame: object) -> None:
+        _collect(unreaped)
+
+    signal.signal(signal.SIGCHLD, on_child_exit)
     gc.freeze()  # what is imported now stays shared with the children (no copy on collect)
     try:
         while (message := inbox.next()) is not None:
@@ -205,7 +209,11 @@ def _preload(module: str, main: tuple[str, str] | None) -> None:
     """Import a tool's module in the zygote once, so its calls start with it imported."""
     import importlib
 
-    if module in sys.modules or (module == "__main__" and "__legato_main__" in sys.modules):
+    if module == "__main__":  # the run's script (the zygote's own `__main__` is its boot)
+        loaded = main[1] if main is not None and main[0] == "module" else "__legato_main__"
+    else:
+        loaded = module
+    if loaded in sys.modules:
         return
     with contextlib.suppress(Exception):  # the call reports the error from its own child
         if module == "__main__":
