@@ -174,3 +174,20 @@ async def test_the_zygote_ends_its_calls_when_closed(tmp_path: Path) -> None:
     assert not _alive(_pid_in(started))
     _touch(Path(f"{ledger}.gate"))
     assert not _exists(ledger)
+
+
+async def test_the_calls_of_a_crashed_zygote_die_with_it(tmp_path: Path) -> None:
+    ledger = tmp_path / "ledger"
+    ctx: RunContext[None] = RunContext(deps=None, run_id="r")
+    call_ = asyncio.ensure_future(transfer.invoke({"ledger": str(ledger), "amount": 1}, ctx))
+    started = Path(f"{ledger}.started")
+    await _wait_for(started)
+    info = _zygote.zygote_info()
+    assert info is not None
+    os.kill(info[0], signal.SIGKILL)
+    with pytest.raises(Exception, match="died before answering"):
+        await call_
+    assert await _ended(_pid_in(started))
+    _touch(Path(f"{ledger}.gate"))
+    assert not _exists(ledger)
+    assert (await first_line.invoke({}, ctx))["parent"] != info[0]  # a new zygote

@@ -18,9 +18,10 @@ loop of its own), writes its answer and exits. A call starts in milliseconds (se
   takes to start (the zygote's own start on the first call, a module's first import) never
   eats it. Starting is bounded separately (`START_LIMIT`).
 - **Restarted when it dies.** A zygote that crashed or was killed is started again for the
-  next call; calls already forked from it go on (their answers come straight to the run).
-  When the run's process ends, its zygote sees the end of its control socket, kills the
-  calls still running and exits.
+  next call. No call outlives its zygote (`PR_SET_PDEATHSIG`): the calls running from a
+  zygote that died fail with `ToolIsolationError`, and a call is never forked twice. When
+  the run's process ends, or `close_workers()` is called, the zygote sees the end of its
+  control socket, kills the calls still running and exits.
 - **Single-threaded.** `fork()` copies only the calling thread: a tool module that starts
   threads when it is imported leaves them behind in the zygote (and its children see their
   locks as they were). Such a module's tools should start their threads on first call.
@@ -159,6 +160,7 @@ def serve_zygote(control: socket.socket, main: tuple[str, str] | None) -> None:
     import pickle
 
     importlib.import_module("legato.tools")  # imported once here, inherited by every call
+    prctl = _prctl()
 
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is for the run to handle
     inbox = _Inbox(control)
@@ -181,8 +183,10 @@ def serve_zygote(control: socket.socket, main: tuple[str, str] | None) -> None:
             _, module, payload = request
             _preload(module, main)
             reply_fd = inbox.fds.pop(0)
+            zygote = os.getpid()
             pid = os.fork()
             if pid == 0:
+                _die_with(zygote, prctl)
                 _child(control, reply_fd, payload, main)
             os.close(reply_fd)
             with contextlib.suppress(OSError):  # the child may be gone already
@@ -192,6 +196,29 @@ def serve_zygote(control: socket.socket, main: tuple[str, str] | None) -> None:
     finally:
         for pid in children:  # the run is gone: so are its calls
             _kill_group(pid)
+
+
+def _prctl() -> Callable[..., int] | None:
+    """The C library's `prctl`, looked up once in the zygote (None where there is none)."""
+    import ctypes
+
+    try:
+        function: Callable[..., int] = ctypes.CDLL(None, use_errno=True).prctl
+    except (OSError, AttributeError):
+        return None
+    return function
+
+
+def _die_with(zygote: int, prctl: Callable[..., int] | None) -> None:
+    """In a call's child: be killed when the zygote dies (and end now if it already has).
+
+    So no call outlives the zygote it came from: a run never has a call running whose
+    process it does not know (a zygote that dies while forking cannot say the child's pid).
+    """
+    if prctl is not None:
+        prctl(1, signal.SIGKILL, 0, 0, 0)  # PR_SET_PDEATHSIG
+    if os.getppid() != zygote:
+        os._exit(1)
 
 
 def _collect(unreaped: set[int]) -> None:
@@ -385,22 +412,26 @@ class _Zygote:
 
         request = pickle.dumps(("spawn", module, payload))
         with self._lock:
-            for attempt in (1, 2):
+            control, inbox = self._running()
+            try:
+                _send(control, request, reply_fd)
+            except OSError:  # it was dead: it never saw the call; start another, once
+                self._discard()
                 control, inbox = self._running()
-                try:
-                    _send(control, request, reply_fd)
-                    answer = inbox.next()
-                except OSError:
-                    answer = None
-                if answer is not None:
-                    self._modules.add(module)
-                    pid: int = pickle.loads(answer)
-                    return pid
-                self._discard()  # it died: start another, once
-                if attempt == 2:
-                    break
-        msg = "the worker parent (zygote) died twice in a row while forking a call"
-        raise ToolIsolationError(msg)
+                _send(control, request, reply_fd)
+            try:
+                answer = inbox.next()
+            except OSError:
+                answer = None
+            if answer is None:
+                # It saw the call and died: a child it forked died with it (never retried,
+                # so an irreversible call runs at most once).
+                self._discard()
+                msg = "the worker parent (zygote) died while forking the call"
+                raise ToolIsolationError(msg)
+            self._modules.add(module)
+            pid: int = pickle.loads(answer)
+            return pid
 
     def reap(self, pid: int) -> None:
         """Let the zygote collect a call's child once the run is done with its group."""
