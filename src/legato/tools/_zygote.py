@@ -6,8 +6,10 @@ one long-lived worker parent per interpreter, a fresh interpreter (`sys.executab
 `fork` of the threaded run process) that has imported legato and, before its first call of
 them, the tools' modules. Each call is one `fork()` of it: the child starts with everything
 imported, leads its own process group, runs the function (a coroutine function on an event
-loop of its own), writes its answer and exits. A call starts in milliseconds (see
-`bench/isolation_start.py`).
+loop of its own), writes its answer and exits. The zygote keeps one child forked ahead (a
+spare waiting for its call's arguments), so a call usually only hands its arguments over.
+A call starts in milliseconds (see `bench/isolation_start.py`). What runs in the worker
+processes is `legato.tools._worker`.
 
 - **Killed whole.** A cancelled or timed-out call's process group is killed with `SIGKILL`:
   what the tool had not done yet never happens, in the threads and processes it started as
@@ -33,9 +35,7 @@ import asyncio
 import contextlib
 import contextvars
 import os
-import signal
 import socket
-import struct
 import sys
 import threading
 from collections.abc import Callable, Generator
@@ -44,36 +44,26 @@ from pathlib import Path
 from typing import Any
 
 from legato.exceptions import ToolIsolationError
+from legato.tools._worker import (
+    BOOT,
+    HEADER,
+    Inbox,
+    function_ref,
+    send,
+    write_message,
+)
+from legato.tools._worker import kill_group as _kill_group
 
 __all__ = [
     "START_LIMIT",
     "call_in_process",
     "close_workers",
-    "serve_zygote",
     "timeout_from_first_line",
     "zygote_info",
 ]
 
 START_LIMIT = 60.0
 """Seconds a call may take to reach its tool's first line (the zygote's own start included)."""
-
-_HEADER = struct.Struct(">Q")
-"""Each message: its length (8 bytes, big-endian), then a pickle."""
-_STARTED = b"S"
-"""What a call's child writes on its reply pipe just before the function runs."""
-
-
-@dataclass(frozen=True, slots=True)
-class _FunctionRef:
-    """How a worker finds the function: its module and qualified name."""
-
-    module: str
-    qualname: str
-
-
-def _ref(function: Callable[..., Any]) -> _FunctionRef:
-    return _FunctionRef(module=function.__module__, qualname=function.__qualname__)
-
 
 # -- the timeout clock -------------------------------------------------------------------------
 
@@ -108,269 +98,6 @@ def _reschedule(clock: tuple[asyncio.Timeout, float] | None, seconds: float | No
         clock[0].reschedule(loop.time() + (clock[1] if seconds is None else seconds))
 
 
-# -- the zygote's side -------------------------------------------------------------------------
-
-_BOOT = """
-import os, pickle, socket, struct, sys
-control = socket.socket(fileno=int(sys.argv[1]))
-def read(n):
-    data = b""
-    while len(data) < n:
-        chunk = control.recv(n - len(data))
-        if not chunk:
-            raise SystemExit(0)
-        data += chunk
-    return data
-path, main = pickle.loads(read(struct.unpack(">Q", read(8))[0]))
-sys.path[:] = path
-from legato.tools._zygote import serve_zygote
-serve_zygote(control, main)
-"""
-"""A zygote's first lines: take the run's import path, then serve."""
-
-
-class _Inbox:
-    """Framed messages from the control socket, with the descriptors that came with them."""
-
-    def __init__(self, control: socket.socket) -> None:
-        self._control = control
-        self._buffer = bytearray()
-        self.fds: list[int] = []
-
-    def next(self) -> bytes | None:
-        """The next message (blocking); None at the end of the socket."""
-        while True:
-            if len(self._buffer) >= _HEADER.size:
-                size = _HEADER.unpack_from(self._buffer)[0]
-                if len(self._buffer) >= _HEADER.size + size:
-                    message = bytes(self._buffer[_HEADER.size : _HEADER.size + size])
-                    del self._buffer[: _HEADER.size + size]
-                    return message
-            data, fds, _, _ = socket.recv_fds(self._control, 1 << 16, 4)
-            if not data:
-                return None
-            self._buffer.extend(data)
-            self.fds.extend(fds)
-
-
-def serve_zygote(control: socket.socket, main: tuple[str, str] | None) -> None:
-    """A zygote's main loop (its entry point): fork one child per call until the run ends."""
-    import gc
-    import importlib
-    import pickle
-
-    importlib.import_module("legato.tools")  # imported once here, inherited by every call
-    prctl = _prctl()
-
-    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is for the run to handle
-    inbox = _Inbox(control)
-    children: set[int] = set()
-    unreaped: set[int] = set()
-
-    def on_child_exit(signum: int, frame: object) -> None:
-        _collect(unreaped)
-
-    signal.signal(signal.SIGCHLD, on_child_exit)
-    gc.freeze()  # what is imported now stays shared with the children (no copy on collect)
-    try:
-        while (message := inbox.next()) is not None:
-            request = pickle.loads(message)
-            if request[0] == "reap":
-                children.discard(request[1])
-                unreaped.add(request[1])
-                _collect(unreaped)
-                continue
-            _, module, payload = request
-            _preload(module, main)
-            reply_fd = inbox.fds.pop(0)
-            zygote = os.getpid()
-            pid = os.fork()
-            if pid == 0:
-                _die_with(zygote, prctl)
-                _child(control, reply_fd, payload, main)
-            os.close(reply_fd)
-            with contextlib.suppress(OSError):  # the child may be gone already
-                os.setpgid(pid, pid)
-            children.add(pid)
-            _send(control, pickle.dumps(pid))
-    finally:
-        for pid in children:  # the run is gone: so are its calls
-            _kill_group(pid)
-
-
-def _prctl() -> Callable[..., int] | None:
-    """The C library's `prctl`, looked up once in the zygote (None where there is none)."""
-    import ctypes
-
-    try:
-        function: Callable[..., int] = ctypes.CDLL(None, use_errno=True).prctl
-    except (OSError, AttributeError):
-        return None
-    return function
-
-
-def _die_with(zygote: int, prctl: Callable[..., int] | None) -> None:
-    """In a call's child: be killed when the zygote dies (and end now if it already has).
-
-    So no call outlives the zygote it came from: a run never has a call running whose
-    process it does not know (a zygote that dies while forking cannot say the child's pid).
-    """
-    if prctl is not None:
-        prctl(1, signal.SIGKILL, 0, 0, 0)  # PR_SET_PDEATHSIG
-    if os.getppid() != zygote:
-        os._exit(1)
-
-
-def _collect(unreaped: set[int]) -> None:
-    """Reap the calls the run is done with that have exited (never wait for one)."""
-    for pid in list(unreaped):
-        try:
-            done, _ = os.waitpid(pid, os.WNOHANG)
-        except ChildProcessError:
-            done = pid
-        if done:
-            unreaped.discard(pid)
-
-
-def _preload(module: str, main: tuple[str, str] | None) -> None:
-    """Import a tool's module in the zygote once, so its calls start with it imported."""
-    import importlib
-
-    if module == "__main__":  # the run's script (the zygote's own `__main__` is its boot)
-        loaded = main[1] if main is not None and main[0] == "module" else "__legato_main__"
-    else:
-        loaded = module
-    if loaded in sys.modules:
-        return
-    with contextlib.suppress(Exception):  # the call reports the error from its own child
-        if module == "__main__":
-            _main_target(main)
-        else:
-            importlib.import_module(module)
-    import gc
-
-    gc.freeze()
-
-
-def _child(control: socket.socket, reply_fd: int, payload: bytes, main: Any) -> None:
-    """A call's process: run the function, write its answer, exit (never returns)."""
-    import pickle
-
-    code = 0
-    try:
-        os.setpgid(0, 0)
-        signal.signal(signal.SIGCHLD, signal.SIG_DFL)
-        control.close()
-        reply: tuple[str, Any]
-        started = False
-        try:
-            ref, kwargs = pickle.loads(payload)
-            function = _resolve(ref, main)
-            os.write(reply_fd, _STARTED)
-            started = True
-            result = function(**kwargs)
-            if asyncio.iscoroutine(result):
-                result = asyncio.run(result)
-            reply = ("ok", result)
-        except BaseException as exc:  # the tool's own error goes back to the run
-            reply = ("error", exc)
-        if not started:  # the answer always follows the mark
-            os.write(reply_fd, _STARTED)
-        _write_message(reply_fd, _pickle_reply(reply))
-        for stream in (sys.stdout, sys.stderr):
-            with contextlib.suppress(Exception):
-                stream.flush()
-    except BaseException:
-        code = 1
-    finally:
-        os._exit(code)
-
-
-def _pickle_reply(reply: tuple[str, Any]) -> bytes:
-    import pickle
-
-    try:
-        data = pickle.dumps(reply)
-        if reply[0] == "error":
-            pickle.loads(data)  # some exceptions pickle but cannot be rebuilt
-    except Exception as exc:
-        what = "result" if reply[0] == "ok" else f"error ({type(reply[1]).__name__})"
-        data = pickle.dumps(("unpicklable", f"its {what} cannot be pickled: {exc}"))
-    return data
-
-
-def _main_target(main: tuple[str, str] | None) -> Any:
-    import importlib
-    import importlib.util
-
-    if main is not None and main[0] == "module":
-        return importlib.import_module(main[1])
-    if main is not None and "__legato_main__" in sys.modules:
-        return sys.modules["__legato_main__"]
-    if main is not None:  # the run's script, run again under another name (guarded code)
-        spec = importlib.util.spec_from_file_location("__legato_main__", main[1])
-        if spec is None or spec.loader is None:
-            msg = f"cannot load {main[1]}"
-            raise ImportError(msg)
-        target = importlib.util.module_from_spec(spec)
-        sys.modules["__legato_main__"] = target
-        spec.loader.exec_module(target)
-        return target
-    msg = "the tool is defined in __main__ of an interactive session"
-    raise ImportError(msg)
-
-
-def _resolve(ref: _FunctionRef, main: tuple[str, str] | None) -> Callable[..., Any]:
-    import importlib
-
-    from legato.tools._tool import Tool
-
-    target: Any
-    if ref.module != "__main__":
-        target = importlib.import_module(ref.module)
-    else:
-        target = _main_target(main)
-    for part in ref.qualname.split("."):
-        target = getattr(target, part)
-    # `@tool` leaves a `Tool` under the function's name; the function is inside it
-    return target.function if isinstance(target, Tool) else target
-
-
-def _write_message(fd: int, data: bytes) -> None:
-    view = memoryview(_HEADER.pack(len(data)) + data)
-    while view:
-        view = view[os.write(fd, view) :]
-
-
-def _send(control: socket.socket, data: bytes, fd: int | None = None) -> None:
-    message = _HEADER.pack(len(data)) + data
-    sent = socket.send_fds(control, [message], [fd]) if fd is not None else 0
-    control.sendall(message[sent:])
-
-
-def _kill_group(pid: int, *, wait: float = 0.0) -> None:
-    """SIGKILL a call's whole process group (it leads its own); wait up to `wait` s for its end.
-
-    The leader is not reaped until the run says so, so `pid` cannot name another process.
-    """
-    watch = None
-    if wait:
-        with contextlib.suppress(OSError):
-            watch = os.pidfd_open(pid)
-    try:
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.killpg(pid, signal.SIGKILL)
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.kill(pid, signal.SIGKILL)
-        if watch is not None:
-            import select
-
-            select.select([watch], [], [], wait)  # readable once the process has ended
-    finally:
-        if watch is not None:
-            os.close(watch)
-
-
 # -- the run's side ----------------------------------------------------------------------------
 
 
@@ -384,18 +111,103 @@ def _main_module() -> tuple[str, str] | None:
     return ("path", str(path)) if path else None
 
 
+@dataclass(frozen=True, slots=True)
+class _Spare:
+    """A child forked ahead of its call, waiting on its request pipe."""
+
+    pid: int
+    requests: int
+    """The write end of its request pipe (the call's arguments go there)."""
+    replies: int
+    """The read end of its reply pipe."""
+    modules: frozenset[str]
+    """The tool modules the zygote had imported when it forked this child."""
+
+
 class _Zygote:
-    """This interpreter's worker parent: started on first use, restarted when it died."""
+    """This interpreter's worker parent: started on first use, restarted when it died.
+
+    It keeps one spare child forked ahead, so that a call only has to hand its arguments
+    to a process that is already there (one wake-up, no fork on the way to the tool).
+    """
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._process: Any = None
         self._control: socket.socket | None = None
-        self._inbox: _Inbox | None = None
+        self._inbox: Inbox | None = None
         self._pid = 0
         self._modules: set[str] = set()
+        self._spare: _Spare | None = None
+        self._refilling = False
         self.starts = 0
         """How many zygotes this interpreter started (a restart counts)."""
+
+    def take_spare(self, module: str) -> _Spare | None:
+        """The spare child, if there is one that has `module` imported (it is then no spare)."""
+        with self._lock:
+            spare, self._spare = self._spare, None
+            if spare is None or self._pid != os.getpid():
+                return None
+            alive = self._process is not None and self._process.poll() is None
+        if alive and module in spare.modules:
+            return spare
+        self._drop(spare)  # forked before `module` was imported: the next spare will have it
+        return None
+
+    def refill(self) -> None:
+        """Fork the next spare, on a thread of its own (never on the caller's way)."""
+        with self._lock:
+            if (
+                self._spare is not None
+                or self._refilling
+                or self._control is None
+                or self._pid != os.getpid()
+            ):
+                return
+            self._refilling = True
+        threading.Thread(target=self._make_spare, name="legato-zygote-spare", daemon=True).start()
+
+    def _make_spare(self) -> None:
+        import pickle
+
+        requests_r, requests_w = os.pipe()
+        replies_r, replies_w = os.pipe()
+        spare = None
+        try:
+            with self._lock:
+                control, inbox = self._control, self._inbox
+                if control is None or inbox is None or self._process.poll() is not None:
+                    return
+                try:
+                    send(control, pickle.dumps(("spare",)), (requests_r, replies_w))
+                    answer = inbox.next()
+                except OSError:
+                    answer = None
+                if answer is None:
+                    self._discard()
+                    return
+                spare = _Spare(
+                    pid=pickle.loads(answer),
+                    requests=requests_w,
+                    replies=replies_r,
+                    modules=frozenset(self._modules),
+                )
+                self._spare = spare
+        finally:
+            os.close(requests_r)
+            os.close(replies_w)
+            if spare is None:
+                os.close(requests_w)
+                os.close(replies_r)
+            with self._lock:
+                self._refilling = False
+
+    def _drop(self, spare: _Spare) -> None:
+        """End a spare that will not be used (closing its request pipe ends it)."""
+        os.close(spare.requests)
+        os.close(spare.replies)
+        self.reap(spare.pid)
 
     def warm(self, module: str) -> bool:
         """Whether a call of a tool from `module` can be forked at once (no start, no import)."""
@@ -414,11 +226,11 @@ class _Zygote:
         with self._lock:
             control, inbox = self._running()
             try:
-                _send(control, request, reply_fd)
+                send(control, request, (reply_fd,))
             except OSError:  # it was dead: it never saw the call; start another, once
                 self._discard()
                 control, inbox = self._running()
-                _send(control, request, reply_fd)
+                send(control, request, (reply_fd,))
             try:
                 answer = inbox.next()
             except OSError:
@@ -442,7 +254,7 @@ class _Zygote:
             if control is None or self._pid != os.getpid():
                 return
             with contextlib.suppress(OSError):
-                _send(control, pickle.dumps(("reap", pid)))
+                send(control, pickle.dumps(("reap", pid)))
 
     def close(self) -> None:
         """Stop the zygote (it kills the calls still running) and wait for it."""
@@ -463,23 +275,24 @@ class _Zygote:
                     rss = int(line.split()[1])
         return pid, rss
 
-    def _running(self) -> tuple[socket.socket, _Inbox]:
+    def _running(self) -> tuple[socket.socket, Inbox]:
         if self._pid != os.getpid():  # a forked child of the run has no zygote of its own yet
             self._process, self._control, self._inbox, self._modules = None, None, None, set()
+            self._spare = None
         control, inbox = self._control, self._inbox
         if control is None or inbox is None or self._process.poll() is not None:
             self._discard()
             return self._start()
         return control, inbox
 
-    def _start(self) -> tuple[socket.socket, _Inbox]:
+    def _start(self) -> tuple[socket.socket, Inbox]:
         import pickle
         import subprocess
 
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
         try:
             self._process = subprocess.Popen(
-                [sys.executable, "-c", _BOOT, str(theirs.fileno())],
+                [sys.executable, "-c", BOOT, str(theirs.fileno())],
                 stdin=subprocess.DEVNULL,
                 pass_fds=(theirs.fileno(),),
                 start_new_session=True,  # its own session: a Ctrl-C at the terminal is the run's
@@ -489,19 +302,22 @@ class _Zygote:
             raise
         finally:
             theirs.close()
-        inbox = _Inbox(ours)
+        inbox = Inbox(ours)
         self._control, self._inbox, self._pid = ours, inbox, os.getpid()
         self._modules = set()
         self.starts += 1
-        _send(ours, pickle.dumps((list(sys.path), _main_module())))
+        send(ours, pickle.dumps((list(sys.path), _main_module())))
         return ours, inbox
 
     def _discard(self) -> None:
-        control, process = self._control, self._process
-        self._control = self._inbox = self._process = None
+        control, process, spare = self._control, self._process, self._spare
+        self._control = self._inbox = self._process = self._spare = None
         self._modules = set()
         if self._pid != os.getpid():
             return
+        if spare is not None:  # it ends with the zygote
+            os.close(spare.requests)
+            os.close(spare.replies)
         if control is not None:
             control.close()  # the zygote sees the end, kills its calls and exits
         if process is not None:
@@ -542,28 +358,21 @@ async def call_in_process(name: str, function: Callable[..., Any], kwargs: dict[
 
     clock = _CLOCK.get()
     _reschedule(clock, START_LIMIT)  # starting the worker is not the tool's work
-    ref = _ref(function)
+    ref = function_ref(function)
     try:
         payload = pickle.dumps((ref, kwargs))
     except Exception as exc:
         msg = f'tool {name!r} (isolation="process"): its arguments cannot be pickled: {exc}'
         raise ToolIsolationError(msg) from exc
-    replies, theirs = os.pipe()
     try:
-        pid = await _fork(ref.module, payload, theirs)
-        finished = False
-        try:
-            reader = _Reader(replies)
-            await reader.started()
-            _reschedule(clock, None)  # from the tool's first line: its own timeout
-            reply = await reader.reply()
-            finished = True
-        finally:
-            if not finished:  # cancelled, timed out, or it died: nothing more may happen
-                _kill_group(pid, wait=_KILL_WAIT)
-            _ZYGOTE.reap(pid)
+        reply = None
+        spare = _ZYGOTE.take_spare(ref.module)
+        if spare is not None:
+            reply = await _on_spare(spare, payload, clock)
+        if reply is None:  # no spare, or it died before the function started: fork one
+            reply = await _on_new_child(ref.module, payload, clock)
     finally:
-        os.close(replies)
+        _ZYGOTE.refill()
     kind, value = reply
     if kind == "ok":
         return value
@@ -571,6 +380,60 @@ async def call_in_process(name: str, function: Callable[..., Any], kwargs: dict[
         raise value
     msg = f'tool {name!r} (isolation="process"): {value}'
     raise ToolIsolationError(msg)
+
+
+async def _on_spare(
+    spare: _Spare, payload: bytes, clock: tuple[asyncio.Timeout, float] | None
+) -> tuple[str, Any] | None:
+    """Hand the call to the spare; None when it died before the function started."""
+    try:
+        write_message(spare.requests, payload)
+    except OSError:
+        pass  # it is gone: the reply pipe ends at once
+    finally:
+        os.close(spare.requests)
+    return await _answer(spare.pid, spare.replies, clock, spare=True)
+
+
+async def _on_new_child(
+    module: str, payload: bytes, clock: tuple[asyncio.Timeout, float] | None
+) -> tuple[str, Any]:
+    """Fork a child for the call (the zygote imports `module` first) and wait for it."""
+    replies, theirs = os.pipe()
+    try:
+        pid = await _fork(module, payload, theirs)
+    except BaseException:
+        os.close(replies)
+        raise
+    reply = await _answer(pid, replies, clock, spare=False)
+    if reply is None:  # only a spare answers None
+        msg = "the worker process died before answering"
+        raise ToolIsolationError(msg)
+    return reply
+
+
+async def _answer(
+    pid: int, replies: int, clock: tuple[asyncio.Timeout, float] | None, *, spare: bool
+) -> tuple[str, Any] | None:
+    """The child's answer; its group killed if the call is abandoned or it died."""
+    finished = False
+    try:
+        reader = _Reader(replies)
+        try:
+            await reader.started()
+        except ToolIsolationError:
+            if spare:  # it never reached the function: the call may run elsewhere
+                return None
+            raise
+        _reschedule(clock, None)  # from the tool's first line: its own timeout
+        reply = await reader.reply()
+        finished = True
+    finally:
+        if not finished:  # cancelled, timed out, or it died: nothing more may happen
+            _kill_group(pid, wait=_KILL_WAIT)
+        _ZYGOTE.reap(pid)
+        os.close(replies)
+    return reply
 
 
 async def _fork(module: str, payload: bytes, reply_fd: int) -> int:
@@ -588,10 +451,14 @@ async def _fork(module: str, payload: bytes, reply_fd: int) -> int:
 
         def abandon(done: asyncio.Future[int]) -> None:  # forked after all: never let it run on
             if not done.cancelled() and done.exception() is None:
-                _kill_group(done.result())
+                _kill_group(done.result(), wait=_KILL_WAIT)
                 _ZYGOTE.reap(done.result())
 
         forking.add_done_callback(abandon)
+        # The child may already run the tool: wait for the fork to finish (and `abandon` to
+        # kill it) before the call counts as stopped. A second cancel stops only this wait.
+        with contextlib.suppress(Exception, asyncio.CancelledError):
+            await asyncio.shield(forking)
         raise
 
 
@@ -613,12 +480,12 @@ class _Reader:
         import pickle
 
         def complete() -> bool:
-            if len(self._buffer) < _HEADER.size:
+            if len(self._buffer) < HEADER.size:
                 return False
-            return len(self._buffer) >= _HEADER.size + _HEADER.unpack_from(self._buffer)[0]
+            return len(self._buffer) >= HEADER.size + HEADER.unpack_from(self._buffer)[0]
 
         await self._until(complete)
-        reply: tuple[str, Any] = pickle.loads(bytes(self._buffer[_HEADER.size :]))
+        reply: tuple[str, Any] = pickle.loads(bytes(self._buffer[HEADER.size :]))
         return reply
 
     async def _until(self, ready: Callable[[], bool]) -> None:
