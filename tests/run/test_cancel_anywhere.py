@@ -86,6 +86,17 @@ if not TWIN:
     legato.install_sigint_handler()
 drive_and_go_on()
 """,
+    "install_sigint_handler(), a run on the main thread too": """
+if not TWIN:
+    legato.install_sigint_handler()
+worker = threading.Thread(target=run, args=(False,))
+worker.start()
+try:  # the main thread's own run: asyncio's handler cancels it, legato's reaches the worker
+    Agent(ScriptedModel([reply(call("transfer")), "done"]), tools=[transfer]).run_sync("pay")
+except KeyboardInterrupt:
+    (out / "interrupted").touch()
+worker.join()
+""",
 }
 
 
