@@ -140,16 +140,24 @@ class _Zygote:
         self._modules: set[str] = set()
         self._spare: _Spare | None = None
         self._refilling = False
+        self._to_reap: list[int] = []
         self.starts = 0
         """How many zygotes this interpreter started (a restart counts)."""
 
     def take_spare(self, module: str) -> _Spare | None:
-        """The spare child, if there is one that has `module` imported (it is then no spare)."""
-        with self._lock:
+        """The spare child, if there is one that has `module` imported (it is then no spare).
+
+        Never waits: while another thread holds the zygote (starting it, forking), None.
+        """
+        if not self._lock.acquire(blocking=False):
+            return None
+        try:
             spare, self._spare = self._spare, None
             if spare is None or self._pid != os.getpid():
                 return None
             alive = self._process is not None and self._process.poll() is None
+        finally:
+            self._lock.release()
         if alive and module in spare.modules:
             return spare
         self._drop(spare)  # forked before `module` was imported: the next spare will have it
@@ -157,7 +165,9 @@ class _Zygote:
 
     def refill(self) -> None:
         """Fork the next spare, on a thread of its own (never on the caller's way)."""
-        with self._lock:
+        if not self._lock.acquire(blocking=False):
+            return  # busy: a later call refills
+        try:
             if (
                 self._spare is not None
                 or self._refilling
@@ -166,6 +176,8 @@ class _Zygote:
             ):
                 return
             self._refilling = True
+        finally:
+            self._lock.release()
         threading.Thread(target=self._make_spare, name="legato-zygote-spare", daemon=True).start()
 
     def _make_spare(self) -> None:
@@ -194,6 +206,7 @@ class _Zygote:
                     modules=frozenset(self._modules),
                 )
                 self._spare = spare
+                self._send_reaps()
         finally:
             os.close(requests_r)
             os.close(replies_w)
@@ -242,19 +255,33 @@ class _Zygote:
                 msg = "the worker parent (zygote) died while forking the call"
                 raise ToolIsolationError(msg)
             self._modules.add(module)
+            self._send_reaps()
             pid: int = pickle.loads(answer)
             return pid
 
     def reap(self, pid: int) -> None:
-        """Let the zygote collect a call's child once the run is done with its group."""
+        """Let the zygote collect a call's child once the run is done with its group.
+
+        Never waits for the zygote: while another thread holds it, the pid is queued and
+        sent by the next holder.
+        """
+        self._to_reap.append(pid)
+        if self._lock.acquire(blocking=False):
+            try:
+                self._send_reaps()
+            finally:
+                self._lock.release()
+
+    def _send_reaps(self) -> None:
+        """Send the queued reaps (the caller holds the lock)."""
         import pickle
 
-        with self._lock:
-            control = self._control
-            if control is None or self._pid != os.getpid():
-                return
-            with contextlib.suppress(OSError):
-                send(control, pickle.dumps(("reap", pid)))
+        control = self._control
+        while self._to_reap:
+            pid = self._to_reap.pop()
+            if control is not None and self._pid == os.getpid():
+                with contextlib.suppress(OSError):
+                    send(control, pickle.dumps(("reap", pid)))
 
     def close(self) -> None:
         """Stop the zygote (it kills the calls still running) and wait for it."""
