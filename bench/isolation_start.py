@@ -8,8 +8,9 @@ worker parent that has imported legato and the tool's module). Measured here:
   in both processes, and the whole call's round trip;
 - cold: the first call of an interpreter, which starts the zygote first;
 - before: what each new worker cost until 2026-12-06, a fresh interpreter importing legato;
-- memory: the zygote's resident set, and what one forked call adds of its own (private
-  dirty pages) while the rest is shared with the zygote.
+- memory: the zygote's resident set, and what one forked call (and the idle spare child the
+  zygote keeps forked ahead) adds of its own (private dirty pages), the rest being shared
+  with the zygote.
 
 Figures only, no assert. Run: python bench/isolation_start.py [calls]
 """
@@ -27,11 +28,11 @@ from typing import Any
 
 from legato import RunContext, tool
 from legato.tools._isolation import close_workers
-from legato.tools._zygote import zygote_info
+from legato.tools._zygote import _ZYGOTE, zygote_info  # pyright: ignore[reportPrivateUsage]
 
 
-def _private_kib() -> int:
-    for line in Path("/proc/self/smaps_rollup").read_text().splitlines():
+def _private_kib(pid: str = "self") -> int:
+    for line in Path(f"/proc/{pid}/smaps_rollup").read_text().splitlines():
         if line.startswith("Private_Dirty:"):
             return int(line.split()[1])
     return 0
@@ -82,6 +83,9 @@ async def main(calls: int) -> None:
         trips.append(trip)
     _, _, private = await _call(memory=True)
     info = zygote_info()
+    await asyncio.sleep(0.5)  # let the next spare be forked
+    spare = _ZYGOTE._spare  # pyright: ignore[reportPrivateUsage]
+    spare_kib = _private_kib(str(spare.pid)) if spare is not None else 0
     close_workers()
     fresh = await asyncio.to_thread(_fresh_interpreters, 5)
 
@@ -94,6 +98,7 @@ async def main(calls: int) -> None:
     if info is not None:
         print(f"  zygote resident memory: {info[1] / 1024:.1f} MiB")
     print(f"  one call's own memory (private dirty pages): {private / 1024:.1f} MiB")
+    print(f"  the idle spare's own memory (private dirty pages): {spare_kib / 1024:.1f} MiB")
 
 
 if __name__ == "__main__":
