@@ -191,3 +191,30 @@ async def test_the_calls_of_a_crashed_zygote_die_with_it(tmp_path: Path) -> None
     _touch(Path(f"{ledger}.gate"))
     assert not _exists(ledger)
     assert (await first_line.invoke({}, ctx))["parent"] != info[0]  # a new zygote
+
+
+_ORPHAN = """
+import asyncio, sys
+sys.path.insert(0, sys.argv[2])
+from isolated_tools import transfer
+from legato import RunContext
+asyncio.run(transfer.invoke({"ledger": sys.argv[1], "amount": 2}, RunContext(deps=None, run_id="r")))
+"""
+
+
+async def test_a_killed_run_process_takes_its_calls_with_it(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    ledger = tmp_path / "ledger"
+    here = str(Path(__file__).parent)
+    run = subprocess.Popen([sys.executable, "-c", _ORPHAN, str(ledger), here])  # noqa: ASYNC220
+    try:
+        started = Path(f"{ledger}.started")
+        await _wait_for(started)
+        run.kill()  # SIGKILL: the run's process cannot clean anything up
+    finally:
+        await asyncio.to_thread(run.wait)
+    assert await _ended(_pid_in(started))  # its zygote saw its socket end and killed the call
+    _touch(Path(f"{ledger}.gate"))
+    assert not _exists(ledger)
