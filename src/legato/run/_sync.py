@@ -12,7 +12,12 @@ Where a sync call runs:
 
 A stream (`iterate_sync`, behind `stream_sync`) is one task driving the whole async
 iterator on that loop: on the main thread each item is handed over by stopping the loop
-and the next `next()` resumes it; on the background loop items go through a queue.
+and the next `next()` resumes it (`legato.run._main_stream`); on the background loop items
+go through a queue.
+
+Ctrl-C reaches the main thread only: a run on the background loop is cancelled when its
+caller is interrupted, at interpreter exit, or when the program asks (`cancel_all_runs`,
+`install_sigint_handler`, in `legato.run._cancel`).
 
 Either way the loop outlives the call, so clients bound to it (a provider's HTTP connection
 pool, an MCP session) are reused from call to call instead of being rebuilt each time; no
