@@ -94,7 +94,11 @@ class Inbox:
 
 
 def serve_zygote(control: socket.socket, main: tuple[str, str] | None) -> None:
-    """A zygote's main loop (its entry point): fork one child per call until the run ends."""
+    """A zygote's main loop (its entry point): fork one child per call until the run ends.
+
+    Each child is forked waiting for its call's arguments on a pipe of its own, which the
+    run writes once it still wants the call (or closes, and the child ends unused).
+    """
     import gc
     import importlib
     import pickle
@@ -120,21 +124,17 @@ def serve_zygote(control: socket.socket, main: tuple[str, str] | None) -> None:
                 unreaped.add(request[1])
                 _collect(unreaped)
                 continue
-            if request[0] == "spare":  # a child forked ahead, waiting for its call
-                payload, request_fd = None, inbox.fds.pop(0)
-            else:
-                _, module, payload = request
+            _, module = request  # ("fork", module or None): a child waiting for its call
+            if module is not None:
                 _preload(module, main)
-                request_fd = None
-            reply_fd = inbox.fds.pop(0)
+            request_fd, reply_fd = inbox.fds.pop(0), inbox.fds.pop(0)
             zygote = os.getpid()
             pid = os.fork()
             if pid == 0:
                 _die_with(zygote, prctl)
-                _child(control, (request_fd, reply_fd), payload, main)
-            for fd in (request_fd, reply_fd):
-                if fd is not None:
-                    os.close(fd)
+                _child(control, (request_fd, reply_fd), main)
+            os.close(request_fd)
+            os.close(reply_fd)
             with contextlib.suppress(OSError):  # the child may be gone already
                 os.setpgid(pid, pid)
             children.add(pid)
@@ -198,13 +198,11 @@ def _preload(module: str, main: tuple[str, str] | None) -> None:
     gc.freeze()
 
 
-def _child(
-    control: socket.socket, fds: tuple[int | None, int], payload: bytes | None, main: Any
-) -> None:
-    """A call's process: run the function, write its answer, exit (never returns).
+def _child(control: socket.socket, fds: tuple[int, int], main: Any) -> None:
+    """A call's process: wait for the call, run the function, answer, exit (never returns).
 
-    A spare (no `payload`) first waits for its call on its request pipe; it ends quietly
-    when the run closes that pipe unused.
+    It ends quietly when the run closes its request pipe without a call (an abandoned
+    call, an unused spare): nothing runs that the run did not hand over.
     """
     import pickle
 
@@ -214,15 +212,14 @@ def _child(
         os.setpgid(0, 0)
         signal.signal(signal.SIGCHLD, signal.SIG_DFL)
         control.close()
-        if request_fd is not None:
-            payload = _read_message(request_fd)
-            os.close(request_fd)
-            if payload is None:
-                return
+        payload = _read_message(request_fd)
+        os.close(request_fd)
+        if payload is None:
+            return
         reply: tuple[str, Any]
         started = False
         try:
-            ref, kwargs = pickle.loads(payload or b"")
+            ref, kwargs = pickle.loads(payload)
             function = _resolve(ref, main)
             os.write(reply_fd, STARTED)
             started = True

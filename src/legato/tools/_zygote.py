@@ -160,7 +160,7 @@ class _Zygote:
             self._lock.release()
         if alive and module in spare.modules:
             return spare
-        self._drop(spare)  # forked before `module` was imported: the next spare will have it
+        self.drop(spare)  # forked before `module` was imported: the next spare will have it
         return None
 
     def refill(self) -> None:
@@ -181,42 +181,20 @@ class _Zygote:
         threading.Thread(target=self._make_spare, name="legato-zygote-spare", daemon=True).start()
 
     def _make_spare(self) -> None:
-        import pickle
-
-        requests_r, requests_w = os.pipe()
-        replies_r, replies_w = os.pipe()
-        spare = None
         try:
-            with self._lock:
-                control, inbox = self._control, self._inbox
-                if control is None or inbox is None or self._process.poll() is not None:
-                    return
-                try:
-                    send(control, pickle.dumps(("spare",)), (requests_r, replies_w))
-                    answer = inbox.next()
-                except OSError:
-                    answer = None
-                if answer is None:
-                    self._discard()
-                    return
-                spare = _Spare(
-                    pid=pickle.loads(answer),
-                    requests=requests_w,
-                    replies=replies_r,
-                    modules=frozenset(self._modules),
-                )
-                self._spare = spare
-                self._send_reaps()
+            # a spare is an optimisation: if it cannot be made, the next call forks its own
+            with contextlib.suppress(Exception):
+                spare = self.fork(None, start=False)
+                with self._lock:
+                    if self._spare is None and self._pid == os.getpid():
+                        self._spare = spare
+                        return
+                self.drop(spare)
         finally:
-            os.close(requests_r)
-            os.close(replies_w)
-            if spare is None:
-                os.close(requests_w)
-                os.close(replies_r)
             with self._lock:
                 self._refilling = False
 
-    def _drop(self, spare: _Spare) -> None:
+    def drop(self, spare: _Spare) -> None:
         """End a spare that will not be used (closing its request pipe ends it)."""
         os.close(spare.requests)
         os.close(spare.replies)
@@ -231,33 +209,55 @@ class _Zygote:
             and self._process.poll() is None
         )
 
-    def spawn(self, module: str, payload: bytes, reply_fd: int) -> int:
-        """Fork a call's child; its pid (blocks while a zygote starts or imports `module`)."""
+    def fork(self, module: str | None, *, start: bool = True) -> _Spare:
+        """A child waiting for its call (blocks while a zygote starts or imports `module`).
+
+        With a `module`, the zygote imports it first; the child has every module the zygote
+        had imported by then. `start=False`: only from a zygote already running.
+        """
         import pickle
 
-        request = pickle.dumps(("spawn", module, payload))
-        with self._lock:
-            control, inbox = self._running()
-            try:
-                send(control, request, (reply_fd,))
-            except OSError:  # it was dead: it never saw the call; start another, once
-                self._discard()
+        request = pickle.dumps(("fork", module))
+        requests_r, requests_w = os.pipe()
+        replies_r, replies_w = os.pipe()
+        made = False
+        try:
+            with self._lock:
+                if not start and (self._control is None or self._pid != os.getpid()):
+                    msg = "no worker parent (zygote) is running"
+                    raise ToolIsolationError(msg)
                 control, inbox = self._running()
-                send(control, request, (reply_fd,))
-            try:
-                answer = inbox.next()
-            except OSError:
-                answer = None
-            if answer is None:
-                # It saw the call and died: a child it forked died with it (never retried,
-                # so an irreversible call runs at most once).
-                self._discard()
-                msg = "the worker parent (zygote) died while forking the call"
-                raise ToolIsolationError(msg)
-            self._modules.add(module)
-            self._send_reaps()
-            pid: int = pickle.loads(answer)
-            return pid
+                try:
+                    send(control, request, (requests_r, replies_w))
+                except OSError:  # it was dead: it never saw the request; start another, once
+                    self._discard()
+                    control, inbox = self._running()
+                    send(control, request, (requests_r, replies_w))
+                try:
+                    answer = inbox.next()
+                except OSError:
+                    answer = None
+                if answer is None:  # it died while forking: a child it made died with it
+                    self._discard()
+                    msg = "the worker parent (zygote) died while forking the call"
+                    raise ToolIsolationError(msg)
+                if module is not None:
+                    self._modules.add(module)
+                self._send_reaps()
+                child = _Spare(
+                    pid=pickle.loads(answer),
+                    requests=requests_w,
+                    replies=replies_r,
+                    modules=frozenset(self._modules),
+                )
+                made = True
+                return child
+        finally:
+            os.close(requests_r)
+            os.close(replies_w)
+            if not made:
+                os.close(requests_w)
+                os.close(replies_r)
 
     def reap(self, pid: int) -> None:
         """Let the zygote collect a call's child once the run is done with its group.
@@ -412,46 +412,41 @@ async def call_in_process(name: str, function: Callable[..., Any], kwargs: dict[
 async def _on_spare(
     spare: _Spare, payload: bytes, clock: tuple[asyncio.Timeout, float] | None
 ) -> tuple[str, Any] | None:
-    """Hand the call to the spare; None when it died before the function started."""
+    """Hand the call to a waiting child; None when it died before the function started."""
     try:
         write_message(spare.requests, payload)
     except OSError:
         pass  # it is gone: the reply pipe ends at once
     finally:
         os.close(spare.requests)
-    return await _answer(spare.pid, spare.replies, clock, spare=True)
+    return await _answer(spare.pid, spare.replies, clock)
 
 
 async def _on_new_child(
     module: str, payload: bytes, clock: tuple[asyncio.Timeout, float] | None
 ) -> tuple[str, Any]:
-    """Fork a child for the call (the zygote imports `module` first) and wait for it."""
-    replies, theirs = os.pipe()
-    try:
-        pid = await _fork(module, payload, theirs)
-    except BaseException:
-        os.close(replies)
-        raise
-    reply = await _answer(pid, replies, clock, spare=False)
-    if reply is None:  # only a spare answers None
+    """Fork a child for the call (the zygote imports `module` first) and hand it the call."""
+    reply = await _on_spare(await _fork(module), payload, clock)
+    if reply is None:
         msg = "the worker process died before answering"
         raise ToolIsolationError(msg)
     return reply
 
 
 async def _answer(
-    pid: int, replies: int, clock: tuple[asyncio.Timeout, float] | None, *, spare: bool
+    pid: int, replies: int, clock: tuple[asyncio.Timeout, float] | None
 ) -> tuple[str, Any] | None:
-    """The child's answer; its group killed if the call is abandoned or it died."""
+    """The child's answer; its group killed if the call is abandoned or the child died.
+
+    None when the child died before the function started: the call never ran.
+    """
     finished = False
     try:
         reader = _Reader(replies)
         try:
             await reader.started()
         except ToolIsolationError:
-            if spare:  # it never reached the function: the call may run elsewhere
-                return None
-            raise
+            return None
         _reschedule(clock, None)  # from the tool's first line: its own timeout
         reply = await reader.reply()
         finished = True
@@ -463,29 +458,23 @@ async def _answer(
     return reply
 
 
-async def _fork(module: str, payload: bytes, reply_fd: int) -> int:
-    """Fork the call's child: at once when the zygote is warm, else off the loop."""
+async def _fork(module: str) -> _Spare:
+    """A child waiting for the call: at once when the zygote is warm, else off the loop.
+
+    A call abandoned meanwhile never hands its arguments over: the child ends unused.
+    """
     if _ZYGOTE.warm(module):
-        try:
-            return _ZYGOTE.spawn(module, payload, reply_fd)
-        finally:
-            os.close(reply_fd)
-    forking = asyncio.ensure_future(asyncio.to_thread(_ZYGOTE.spawn, module, payload, reply_fd))
-    forking.add_done_callback(lambda _: os.close(reply_fd))
+        return _ZYGOTE.fork(module)
+    forking = asyncio.ensure_future(asyncio.to_thread(_ZYGOTE.fork, module))
     try:
         return await asyncio.shield(forking)
     except asyncio.CancelledError:
 
-        def abandon(done: asyncio.Future[int]) -> None:  # forked after all: never let it run on
+        def abandon(done: asyncio.Future[_Spare]) -> None:
             if not done.cancelled() and done.exception() is None:
-                _kill_group(done.result(), wait=_KILL_WAIT)
-                _ZYGOTE.reap(done.result())
+                _ZYGOTE.drop(done.result())
 
         forking.add_done_callback(abandon)
-        # The child may already run the tool: wait for the fork to finish (and `abandon` to
-        # kill it) before the call counts as stopped. A second cancel stops only this wait.
-        with contextlib.suppress(Exception, asyncio.CancelledError):
-            await asyncio.shield(forking)
         raise
 
 
