@@ -202,11 +202,12 @@ class _Zygote:
 
     def warm(self, module: str) -> bool:
         """Whether a call of a tool from `module` can be forked at once (no start, no import)."""
+        process = self._process  # read once: another thread may discard it meanwhile
         return (
-            self._control is not None
+            process is not None
             and self._pid == os.getpid()
             and module in self._modules
-            and self._process.poll() is None
+            and process.poll() is None
         )
 
     def fork(self, module: str | None, *, start: bool = True) -> _Spare:
