@@ -8,8 +8,8 @@ store adds its write when it lands).
 
 Then the cost of where a sync tool runs: a daemon thread (the default), the event loop's
 thread pool (`asyncio.to_thread`, what legato used before), and a worker process
-(`isolation="process"`, which can be killed on cancel or timeout): a warm worker, and the
-first call that has to start one.
+(`isolation="process"`, which can be killed on cancel or timeout): a call forked from a
+warm worker parent (zygote), and the first call, which has to start the zygote.
 
 Run: python bench/effects.py
 """
@@ -90,12 +90,11 @@ async def pooled_calls(n: int) -> float:
 
 
 async def cold_process_calls(n: int) -> float:
-    from legato.tools import _isolation
+    from legato.tools._isolation import close_workers
 
     times: list[float] = []
     for i in range(n):
-        while (worker := _isolation._POOL.take()) is not None:  # pyright: ignore[reportPrivateUsage]
-            worker.kill()
+        close_workers()  # the next call starts the worker parent (zygote) first
         started = time.perf_counter()
         await sync_write.invoke({"key": f"k{i}", "value": "v"}, RunContext(deps=None, run_id="b"))
         times.append(time.perf_counter() - started)
@@ -107,8 +106,8 @@ async def sync_tool_costs() -> None:
     rows = [
         ("sync tool, daemon thread", await sync_calls(sync_in_thread, 500)),
         ("sync tool, asyncio.to_thread", await pooled_calls(500)),
-        ("sync tool, worker process (warm)", await sync_calls(sync_write, 500)),
-        ("sync tool, worker process (cold)", await cold_process_calls(5)),
+        ("sync tool, forked from a warm zygote", await sync_calls(sync_write, 500)),
+        ("sync tool, zygote started first", await cold_process_calls(5)),
     ]
     for label, seconds in rows:
         print(f"{label:<34} {seconds * 1e6:10.1f} us per call (median)")

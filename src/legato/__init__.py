@@ -39,7 +39,13 @@ if TYPE_CHECKING:  # every public name loads on first use: `import legato` stays
         Usage,
     )
     from legato.models import Model, ModelSettings
-    from legato.run import RunHandle, RunResult, replay
+    from legato.run import (
+        RunHandle,
+        RunResult,
+        cancel_all_runs,
+        install_sigint_handler,
+        replay,
+    )
     from legato.tools import RunContext, Tool, Toolset, tool
 
 __all__ = [
@@ -74,6 +80,8 @@ __all__ = [
     "Toolset",
     "Usage",
     "__version__",
+    "cancel_all_runs",
+    "install_sigint_handler",
     "replay",
     "tool",
 ]
@@ -101,7 +109,10 @@ _LAZY = {
         "legato.messages",
     ),
     **dict.fromkeys(("Model", "ModelSettings"), "legato.models"),
-    **dict.fromkeys(("RunHandle", "RunResult", "replay"), "legato.run"),
+    **dict.fromkeys(
+        ("RunHandle", "RunResult", "cancel_all_runs", "install_sigint_handler", "replay"),
+        "legato.run",
+    ),
     **dict.fromkeys(("RunContext", "Tool", "Toolset", "tool"), "legato.tools"),
 }
 """Where each public name lives; loaded (and kept in the module) on first access."""

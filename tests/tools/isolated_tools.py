@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import asyncio
 import os
+import subprocess
+import sys
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -41,8 +45,8 @@ transfer_by_default = transfer.replace(name="transfer_by_default", isolation=Non
 
 @tool(isolation="process")
 def echo_pid(value: list[int]) -> dict[str, Any]:
-    """Return the worker's pid and the value, doubled."""
-    return {"pid": os.getpid(), "value": [v * 2 for v in value]}
+    """Return the worker's pid, its parent's, and the value, doubled."""
+    return {"pid": os.getpid(), "parent": os.getppid(), "value": [v * 2 for v in value]}
 
 
 @tool(isolation="process")
@@ -66,3 +70,68 @@ def die() -> str:
 def plain(value: object) -> str:
     """A module-level function, for direct calls."""
     return repr(value)
+
+
+def _announce(ledger: str) -> None:
+    Path(ledger + ".pid").write_text(str(os.getpid()))
+    Path(ledger + ".pid").replace(ledger + ".started")  # appears with its content
+
+
+@tool(side_effects="irreversible", isolation="process")
+async def async_transfer(ledger: str, amount: int) -> str:
+    """A coroutine tool whose effect comes from a thread it starts (which cancelling it misses).
+
+    Args:
+        ledger: Path of the ledger file; `<ledger>.started` and `<ledger>.gate` beside it.
+        amount: How much.
+    """
+    _announce(ledger)
+
+    def move() -> None:
+        _wait_for(Path(ledger + ".gate"))
+        Path(ledger).write_text(str(amount))
+
+    mover = threading.Thread(target=move)
+    mover.start()
+    while mover.is_alive():  # noqa: ASYNC110 - cancelling this wait leaves the thread running
+        await asyncio.sleep(0.005)
+    return f"moved {amount}"
+
+
+async_transfer_in_loop = async_transfer.replace(name="async_transfer_in_loop", isolation="thread")
+"""The same coroutine on the run's own loop."""
+
+
+@tool(side_effects="irreversible", isolation="process")
+def transfer_with_helper(ledger: str, amount: int) -> str:
+    """Start a helper process (in the call's process group) that does the work, and wait.
+
+    Args:
+        ledger: Path of the ledger file; `<ledger>.helper` gets the helper's pid.
+        amount: How much.
+    """
+    script = (
+        "import pathlib, sys, time\n"
+        "gate = pathlib.Path(sys.argv[1] + '.gate')\n"
+        "while not gate.exists():\n"
+        "    time.sleep(0.005)\n"
+        "pathlib.Path(sys.argv[1] + '.tmp').write_text(sys.argv[2])\n"
+        "pathlib.Path(sys.argv[1] + '.tmp').replace(sys.argv[1])\n"
+    )
+    helper = subprocess.Popen([sys.executable, "-c", script, ledger, str(amount)])
+    Path(ledger + ".pid").write_text(str(helper.pid))
+    Path(ledger + ".pid").replace(ledger + ".helper")
+    Path(ledger + ".started").touch()
+    helper.wait()
+    return f"moved {amount}"
+
+
+@tool(isolation="process")
+def first_line() -> dict[str, Any]:
+    """When the tool's first line ran (the system's monotonic clock), where, and its import."""
+    now = time.monotonic()
+    return {"at": now, "pid": os.getpid(), "parent": os.getppid(), "imported_in": IMPORTED_IN}
+
+
+IMPORTED_IN = os.getpid()
+"""The process that imported this module (the zygote, when it imported it before forking)."""

@@ -14,6 +14,8 @@ from pathlib import Path
 import isolated_tools
 import pytest
 from isolated_tools import (
+    async_transfer,
+    async_transfer_in_loop,
     die,
     echo_pid,
     refuse,
@@ -45,11 +47,12 @@ def _no_workers_left() -> Iterator[None]:
 
 
 def _alive(pid: int) -> bool:
+    """Whether `pid` runs (a zombie, dead and not yet reaped by its parent, does not)."""
     try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
         return False
-    return True
+    return stat.rsplit(")", 1)[1].split()[0] != "Z"
 
 
 def _exists(path: Path) -> bool:
@@ -102,8 +105,7 @@ async def test_cancel_twin_in_thread_mode_the_effect_lands(tmp_path: Path) -> No
 
 
 async def _time_out(tool_: Tool, ledger: Path) -> tuple[str, int]:
-    # a warm worker first: the timeout covers starting one, which takes long on a busy machine
-    await echo_pid.invoke({"value": []}, RunContext(deps=None, run_id="warm-up"))
+    # no warm-up: an isolated tool's timeout counts from its first line, not the worker's start
     impatient = tool_.replace(timeout=1.0)
     model = ScriptedModel([reply(call(tool_.name, {"ledger": str(ledger), "amount": 7})), "ok"])
     result = await Agent(model, tools=[impatient]).run("pay")
@@ -129,7 +131,49 @@ async def test_timeout_twin_in_thread_mode_the_effect_lands(tmp_path: Path) -> N
     assert _read(ledger) == "7"
 
 
-async def test_a_finished_call_returns_by_value_and_reuses_the_worker(tmp_path: Path) -> None:
+# -- async def tools: a coroutine whose effect comes from a thread it started ------------------
+
+
+async def test_async_tool_cancelled_in_a_process_its_thread_dies_with_it(tmp_path: Path) -> None:
+    for trial in range(TRIALS):
+        ledger = tmp_path / f"ledger{trial}"
+        pid = await _cancel_mid_call(async_transfer, ledger)
+        assert pid != os.getpid() and not _alive(pid)
+        _open_gate(ledger)
+        assert not _exists(ledger)
+
+
+async def test_async_tool_cancel_twin_on_the_loop_its_thread_lands_the_effect(
+    tmp_path: Path,
+) -> None:
+    ledger = tmp_path / "ledger"
+    pid = await _cancel_mid_call(async_transfer_in_loop, ledger)
+    assert pid == os.getpid()  # the coroutine was cancelled; the thread it started was not
+    _open_gate(ledger)
+    await _wait_for(ledger)
+    assert _read(ledger) == "5"
+
+
+async def test_async_tool_timed_out_in_a_process_never_lands(tmp_path: Path) -> None:
+    ledger = tmp_path / "ledger"
+    outcome, pid = await _time_out(async_transfer, ledger)
+    assert outcome == "timeout" and not _alive(pid)
+    _open_gate(ledger)
+    assert not _exists(ledger)
+
+
+async def test_async_tool_timeout_twin_on_the_loop_lands(tmp_path: Path) -> None:
+    ledger = tmp_path / "ledger"
+    outcome, _ = await _time_out(async_transfer_in_loop, ledger)
+    assert outcome == "timeout"
+    _open_gate(ledger)
+    await _wait_for(ledger)
+    assert _read(ledger) == "7"
+
+
+async def test_a_finished_call_returns_by_value_each_in_a_fork_of_one_zygote(
+    tmp_path: Path,
+) -> None:
     ledger = tmp_path / "ledger"
     _open_gate(ledger)
     ctx: RunContext[None] = RunContext(deps=None, run_id="r")
@@ -138,7 +182,8 @@ async def test_a_finished_call_returns_by_value_and_reuses_the_worker(tmp_path: 
     first = await echo_pid.invoke({"value": [1, 2]}, ctx)
     second = await echo_pid.invoke({"value": [3]}, ctx)
     assert first["value"] == [2, 4] and second["value"] == [6]
-    assert first["pid"] == second["pid"] != os.getpid()  # a warm worker, reused
+    assert first["pid"] != second["pid"]  # a process per call: nothing left from the last
+    assert first["parent"] == second["parent"] != os.getpid()  # forked from one zygote
 
 
 async def test_errors_cross_back_typed() -> None:
@@ -176,8 +221,8 @@ def test_functions_that_cannot_cross_are_refused_when_the_tool_is_made() -> None
         tool(isolation="process")(local)
     with pytest.raises(ToolDefinitionError, match="lambda"):
         Tool.from_function(lambda x: x, name="anon", isolation="process")  # pyright: ignore[reportUnknownLambdaType, reportUnknownArgumentType]
-    with pytest.raises(ToolDefinitionError, match="async"):
-        tool(isolation="process")(coroutine)
+    with pytest.raises(ToolDefinitionError, match="defined inside"):
+        tool(isolation="process")(coroutine)  # async is fine; a local function is not
     with pytest.raises(ToolDefinitionError, match="RunContext"):
         tool(isolation="process")(with_context)
     with pytest.raises(ToolDefinitionError, match="isolation must be"):

@@ -1,5 +1,6 @@
 """Running agents: the loop, its state, results, replay and the sync facade."""
 
+from legato.run._cancel import cancel_all_runs, install_sigint_handler
 from legato.run._fork import fork_journal, fork_stored
 from legato.run._handle import RunHandle
 from legato.run._loop import RunConfig, RunDriver
@@ -20,7 +21,9 @@ __all__ = [
     "RunHandle",
     "RunResult",
     "RunState",
+    "cancel_all_runs",
     "fork_journal",
     "fork_stored",
+    "install_sigint_handler",
     "replay",
 ]

@@ -5,6 +5,9 @@ run first, through its effect gate: the epoch is bumped and a `CancelRequested` 
 journaled, so nothing is admitted from that moment on. Then the task driving the run is
 cancelled; its tool tasks are cancelled and awaited; calls that started and never
 finished are journaled as `cancelled`, and a result that arrives late is discarded.
+
+`cancel()` works from any thread, and `legato.cancel_all_runs()` reaches every run in
+flight in the process (see `legato.run._cancel`).
 """
 
 from __future__ import annotations
@@ -12,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import collections
 import contextlib
+import threading
 from collections.abc import AsyncGenerator, AsyncIterator
 from typing import Generic, Literal
 
@@ -19,6 +23,7 @@ from typing_extensions import TypeVar
 
 from legato.events import Journal, RunEvent
 from legato.exceptions import ConfigurationError, RunCancelled, RunParked, RunTimedOut
+from legato.run import _cancel
 from legato.run._loop import RunDriver
 from legato.run._result import RunResult
 
@@ -51,6 +56,7 @@ class RunHandle(Generic[OutputT]):
         self._finishing = False
         self._error: BaseException | None = None
         self._stop: RunCancelled | None = None
+        self._stopped = threading.Event()
         try:
             loop = asyncio.get_running_loop()
         except RuntimeError:
@@ -60,6 +66,7 @@ class RunHandle(Generic[OutputT]):
         self._timer = (
             loop.call_later(timeout, self._time_out, timeout) if timeout is not None else None
         )
+        self._key = _cancel.register(self)
 
     @property
     def run_id(self) -> str:
@@ -77,12 +84,39 @@ class RunHandle(Generic[OutputT]):
         return self._task.done()
 
     def cancel(self, reason: str = "cancelled by the caller") -> bool:
-        """Fence and stop the run; False if it had already ended or was being stopped."""
-        return self._halt(RunCancelled(reason))
+        """Fence and stop the run, from any thread; False if it had ended or was being stopped.
+
+        On the run's own loop the fence is up when this returns. From another thread the
+        fence goes up on the run's loop as soon as that loop gets to it (this does not
+        block); True then means the request reached a run that had not ended.
+        """
+        if self._on_own_loop():
+            return self._halt(RunCancelled(reason))
+        return self.request_cancel(reason)
 
     def cancel_threadsafe(self, reason: str = "cancelled by the caller") -> None:
-        """`cancel` from another thread."""
-        self._task.get_loop().call_soon_threadsafe(self.cancel, reason)
+        """`cancel` from another thread (kept for callers of earlier versions)."""
+        self.request_cancel(reason)
+
+    def request_cancel(self, reason: str) -> bool:
+        """Ask the run's loop to fence and stop it; never blocks (safe in a signal handler)."""
+        if self._task.done() or self._stop is not None or self._finishing:
+            return False
+        try:
+            self._task.get_loop().call_soon_threadsafe(self._halt, RunCancelled(reason))
+        except RuntimeError:  # its loop is closed: the run cannot go on either
+            return False
+        return True
+
+    def wait_stopped(self, timeout: float | None) -> bool:
+        """Block this thread until the run has ended (not from the run's own loop)."""
+        return self._stopped.wait(timeout)
+
+    def _on_own_loop(self) -> bool:
+        try:
+            return asyncio.get_running_loop() is self._task.get_loop()
+        except RuntimeError:
+            return False
 
     def _time_out(self, timeout: float) -> None:
         self._halt(RunTimedOut(f"the run exceeded its timeout of {timeout:g} seconds"))
@@ -132,6 +166,8 @@ class RunHandle(Generic[OutputT]):
             finally:
                 self._ended = True
                 self._ready.set()
+                _cancel.unregister(self._key)
+                self._stopped.set()
 
     async def _run_end_hooks(
         self, status: Literal["finished", "failed", "parked", "cancelled"]

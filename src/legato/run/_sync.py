@@ -12,7 +12,12 @@ Where a sync call runs:
 
 A stream (`iterate_sync`, behind `stream_sync`) is one task driving the whole async
 iterator on that loop: on the main thread each item is handed over by stopping the loop
-and the next `next()` resumes it; on the background loop items go through a queue.
+and the next `next()` resumes it (`legato.run._main_stream`); on the background loop items
+go through a queue.
+
+Ctrl-C reaches the main thread only: a run on the background loop is cancelled when its
+caller is interrupted, at interpreter exit, or when the program asks (`cancel_all_runs`,
+`install_sigint_handler`, in `legato.run._cancel`).
 
 Either way the loop outlives the call, so clients bound to it (a provider's HTTP connection
 pool, an MCP session) are reused from call to call instead of being rebuilt each time; no
@@ -36,6 +41,9 @@ from collections.abc import AsyncIterator, Callable, Coroutine, Generator, Itera
 from typing import Any, Generic, TypeVar, cast
 
 from legato.exceptions import RunCancelled
+from legato.run._cancel import cancel_all_runs, sigint_handler_installed
+from legato.run._main_stream import MainStream as _MainStream
+from legato.run._main_stream import is_stream_handler as _is_stream_handler
 
 __all__ = ["iterate_sync", "run_sync"]
 
@@ -328,11 +336,17 @@ def _runner() -> _Run | None:
 
     def on_main(coro: Coroutine[Any, Any, Any]) -> Any:
         # Each call gets a copy of the caller's context now; a runner's default is the one
-        # copied when it was made, shared by every later call.
-        if _OPEN_STREAMS:  # inside a `stream_sync` loop: let the runner own Ctrl-C
-            with _default_sigint():
+        # copied when it was made, shared by every later call. Inside a `stream_sync` loop,
+        # or under `install_sigint_handler()`, the runner owns Ctrl-C while the run lasts
+        # (it cancels the run and waits for it); legato's handler then reaches other threads.
+        replaced = signal.getsignal(signal.SIGINT)
+        with _default_sigint_over(_owned_elsewhere):
+            try:
                 return main.run(coro, context=contextvars.copy_context())
-        return main.run(coro, context=contextvars.copy_context())
+            except KeyboardInterrupt:
+                if sigint_handler_installed(replaced):
+                    cancel_all_runs("interrupted (SIGINT)")
+                raise
 
     return on_main
 
@@ -437,159 +451,6 @@ async def _next(iterator: AsyncIterator[T]) -> tuple[bool, T | None]:
         return True, None
 
 
-class _MainStream(Generic[T]):
-    """One task drives a whole stream on the main thread's loop, handing each item across.
-
-    The task pulls an item, stops the loop and waits; the caller's `next()` resumes the
-    task and runs the loop until the next item (or the end). One task and one context for
-    the whole stream, and Ctrl-C handled by one SIGINT handler installed for the stream's
-    lifetime, instead of an `asyncio.Runner.run` per item (each a new task and a handler
-    installed and restored). Ctrl-C while the loop runs cancels the task (the run records
-    its cancellation) and raises `KeyboardInterrupt` in the caller; between items it raises
-    `KeyboardInterrupt` at once, as the default handler does.
-    """
-
-    __slots__ = (
-        "_has_item",
-        "_interrupted",
-        "_item",
-        "_loop",
-        "_original",
-        "_owns_sigint",
-        "_resume",
-        "_running",
-        "_task",
-    )
-
-    def __init__(self, loop: asyncio.AbstractEventLoop, iterator: AsyncIterator[T]) -> None:
-        self._loop = loop
-        self._item: T | None = None
-        self._has_item = False
-        self._resume: asyncio.Future[bool] | None = None
-        self._running = False
-        self._interrupted = False
-        self._owns_sigint = False
-        self._original: Any = signal.default_int_handler
-        self._task = task = loop.create_task(
-            self._drive(iterator), context=contextvars.copy_context()
-        )
-        task.add_done_callback(lambda _: self._hand_back())
-
-    async def _drive(self, iterator: AsyncIterator[T]) -> None:
-        try:
-            while True:
-                try:
-                    item = await anext(iterator)
-                except StopAsyncIteration:
-                    return
-                self._item, self._has_item = item, True
-                self._resume = resume = self._loop.create_future()
-                self._hand_back()
-                if not await resume:  # the caller left the stream
-                    return
-        finally:
-            aclose = getattr(iterator, "aclose", None)
-            if aclose is not None:
-                await aclose()
-
-    def _hand_back(self) -> None:
-        """Return to the caller once this loop iteration ends (only from this stream's run)."""
-        if self._running:
-            self._loop.stop()
-
-    def items(self) -> Iterator[T]:
-        """The stream's items, for the caller's thread (the main thread)."""
-        previous = signal.getsignal(signal.SIGINT)
-        if previous is signal.default_int_handler:
-            self._owns_sigint = True
-        elif _is_stream_handler(previous):  # a stream opened while another is open
-            self._owns_sigint = True
-            self._original = cast(Any, previous).__self__._original
-        if self._owns_sigint:
-            signal.signal(signal.SIGINT, self._on_sigint)
-        _OPEN_STREAMS.append(self)
-        try:
-            while True:
-                done, item = self._step()
-                if done:
-                    return
-                yield cast(T, item)
-        finally:
-            _OPEN_STREAMS.remove(self)
-            try:
-                self._close()
-            finally:
-                self._give_back_sigint()
-
-    def _give_back_sigint(self) -> None:
-        """Hand Ctrl-C on: to the newest stream still open, else to the handler from before.
-
-        Streams open at the same time may end in any order.
-        """
-        if self._owns_sigint and signal.getsignal(signal.SIGINT) == self._on_sigint:
-            owners = [stream for stream in _OPEN_STREAMS if stream._owns_sigint]
-            signal.signal(signal.SIGINT, owners[-1]._on_sigint if owners else self._original)
-
-    def _step(self) -> tuple[bool, T | None]:
-        resume, self._resume = self._resume, None
-        if resume is not None and not resume.done():
-            resume.set_result(True)
-        self._run()
-        if self._has_item:
-            item, self._item, self._has_item = self._item, None, False
-            return False, item
-        return True, self._outcome()
-
-    def _run(self) -> None:
-        self._running = True
-        try:
-            self._loop.run_forever()
-        finally:
-            self._running = False
-
-    def _outcome(self) -> None:
-        task = self._task
-        if task.cancelled() and self._interrupted:
-            raise KeyboardInterrupt
-        task.result()  # the stream's error (or its cancellation), raised in the caller
-
-    def _close(self) -> None:
-        """Let the stream close itself (the caller left early, or an error ended it)."""
-        task = self._task
-        if task.done():
-            return
-        resume, self._resume = self._resume, None
-        if resume is not None and not resume.done():
-            resume.set_result(False)
-        else:
-            task.cancel()
-        if _running_loop() is not None:
-            # Collected while a loop runs on this thread: the loop cannot be re-entered; the
-            # task ends when the main loop next runs (or at exit).
-            return
-        while not task.done():
-            self._run()
-        if not task.cancelled():
-            task.result()  # an error while closing the stream is raised, as `aclose()` would
-
-    def _on_sigint(self, signum: int, frame: object) -> None:
-        if self._running and not self._interrupted and not self._task.done():
-            self._interrupted = True
-            self._task.cancel()
-            self._loop.call_soon_threadsafe(lambda: None)  # wake a loop blocked in select
-            return
-        raise KeyboardInterrupt
-
-
-_OPEN_STREAMS: list[_MainStream[Any]] = []
-"""Main-thread streams open now, oldest first."""
-
-
-def _default_sigint() -> contextlib.AbstractContextManager[None]:
-    """Put the default SIGINT handler back for a while (so `asyncio.Runner` installs its own)."""
-    return _default_sigint_over(_is_stream_handler)
-
-
 @contextlib.contextmanager
 def _default_sigint_over(replaced: Callable[[object], bool]) -> Generator[None]:
     """While the block runs, the default SIGINT handler instead of one `replaced` accepts."""
@@ -604,5 +465,6 @@ def _default_sigint_over(replaced: Callable[[object], bool]) -> Generator[None]:
         signal.signal(signal.SIGINT, current)
 
 
-def _is_stream_handler(handler: object) -> bool:
-    return isinstance(getattr(handler, "__self__", None), _MainStream)
+def _owned_elsewhere(handler: object) -> bool:
+    """A SIGINT handler a main-thread run gives way to: a stream's, or legato's own."""
+    return _is_stream_handler(handler) or sigint_handler_installed(handler)

@@ -37,6 +37,7 @@ from legato.exceptions import RunParked, StateError, ToolArgumentsInvalid, ToolE
 from legato.messages import ToolCallPart, ToolResultPart
 from legato.run._scope import Scope
 from legato.tools import RunContext, Tool, to_content
+from legato.tools._isolation import timeout_from_first_line
 
 if TYPE_CHECKING:
     from legato.effects import Admitted, EffectGate
@@ -189,8 +190,9 @@ class ToolExecutor:
         """Run the function (on the draft, when it has a contract), within its timeout."""
         timeout = tool.timeout if tool.timeout is not None else self._default_timeout
         try:
-            async with asyncio.timeout(timeout):
-                value = await tool.invoke(kwargs, ctx)
+            async with asyncio.timeout(timeout) as clock:
+                with timeout_from_first_line(clock, timeout):  # isolated: from its first line
+                    value = await tool.invoke(kwargs, ctx)
         except TimeoutError as exc:
             text = (
                 f"tool {call.name!r} timed out after {timeout:g} seconds"

@@ -100,11 +100,13 @@ class Tool:
     on purpose); without this, a side-effecting tool with no sinks is refused when the
     injection defence is on."""
     isolation: Isolation | None = None
-    """Where a sync function runs: `thread` (cannot be stopped: a cancelled or timed-out
-    call's effect may still land) or `process` (a worker process killed on cancellation or
-    timeout; arguments and results cross by value). `None`: the agent's default, which is
-    `thread` unless the agent was made with `isolate_irreversible=True` and the tool is
-    irreversible. Async functions run in the event loop and are cancelled there."""
+    """Where the function runs: `thread` (a sync function on a daemon thread, an async one
+    on the run's loop; neither can be stopped for sure: a cancelled or timed-out call's
+    thread, or a thread it started, may still land its effect) or `process` (a worker
+    process whose group is killed on cancellation or timeout; `def` and `async def` alike;
+    arguments and results cross by value; the timeout counts from the tool's first line).
+    `None`: the agent's default, which is `thread` unless the agent was made with
+    `isolate_irreversible=True` and the tool is an irreversible sync tool."""
 
     def __post_init__(self) -> None:
         _check_name(self.name)
@@ -263,8 +265,8 @@ class Tool:
     async def invoke(self, arguments: Mapping[str, Any], ctx: RunContext[Any]) -> Any:
         """Call the function with validated arguments.
 
-        Sync functions run on a daemon thread, or in a worker process with
-        `isolation="process"` (see `legato.tools._isolation`).
+        Sync functions run on a daemon thread and async ones on the running loop, or either
+        in a worker process with `isolation="process"` (see `legato.tools._isolation`).
         """
         kwargs = dict(arguments)
         args: tuple[Any, ...] = ()
@@ -272,10 +274,10 @@ class Tool:
             args = (ctx,)
         elif self.context_parameter is not None:
             kwargs[self.context_parameter] = ctx
+        if self.isolation == "process":  # `def` or `async def`: in a worker process
+            return await call_in_process(self.name, self.function, kwargs)
         if _is_async(self.function):
             return await self.function(*args, **kwargs)
-        if self.isolation == "process":
-            return await call_in_process(self.name, self.function, kwargs)
         call = functools.partial(self.function, *args) if args else self.function
         result = await call_in_thread(call, kwargs)
         if inspect.isawaitable(result):
@@ -493,8 +495,8 @@ def tool(
     `reconcile` tells, after a crash, whether an irreversible call that never finished took
     effect. `sinks` names the parameters that decide where a side effect lands
     (`{"to": "recipient"}`, or names for kind `text`); `trusted_arguments=True` says a
-    side-effecting tool has none on purpose. `isolation="process"` runs a sync function in
-    a worker process that is killed when the call is cancelled or times out.
+    side-effecting tool has none on purpose. `isolation="process"` runs the function (sync
+    or async) in a worker process that is killed when the call is cancelled or times out.
 
     Raises:
         ToolDefinitionError: `writes` without `ensures` or `unchecked_writes=True`, or
