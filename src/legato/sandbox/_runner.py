@@ -23,15 +23,17 @@ import signal
 import stat
 import sys
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Literal, Protocol, TypeAlias, runtime_checkable
 
 from legato.exceptions import ConfigurationError, SandboxUnavailable
 from legato.sandbox._cgroup import CallCgroup
+from legato.sandbox._layer import Layer, LayerReport
 from legato.sandbox._limits import Limits, prlimit_prefix, rlimit_setter
 from legato.sandbox._process import CommandResult, execute
 from legato.sandbox._reaper import reaped
-from legato.sandbox._seccomp import setid_filter
+from legato.sandbox._seccomp import seccomp_filter
 from legato.sandbox._workspace import Workspace
 
 __all__ = [
@@ -86,6 +88,10 @@ _CALL_CGROUP = True
 """Bound each call's memory with a cgroup where possible (tests turn it off for their twin)."""
 _REAP_TREE = True
 """`sandbox="none"`: kill every descendant, not just the process group (off in twins)."""
+_WRITE_LAYER = True
+"""Write through the layer that enforces protected paths and the quota (off in twins)."""
+_UNIX_FILTER = True
+"""Refuse new unix sockets in the sandbox with the seccomp filter (off in twins)."""
 
 
 @runtime_checkable
@@ -162,6 +168,10 @@ class BubblewrapRunner:
         read_only_paths: More host paths to mount read-only (e.g. a toolchain).
         hidden_paths: Paths inside the mounted directories to hide.
         env: Environment variables for commands (the host's environment is not passed).
+        unix_sockets: Let commands create unix sockets. Off by default: a socket in the
+            workspace may be a host service's (a database, a container engine, an agent),
+            and no mount can hide a socket from `connect`; a seccomp filter refuses
+            `socket(AF_UNIX, ...)` instead (`socketpair` stays allowed).
 
     Raises:
         SandboxUnavailable: bubblewrap is not installed.
@@ -176,6 +186,7 @@ class BubblewrapRunner:
         "_probed",
         "_ro",
         "_sized",
+        "_unix",
         "_warned",
         "_ws",
     )
@@ -190,9 +201,11 @@ class BubblewrapRunner:
         read_only_paths: Sequence[str | os.PathLike[str]] = (),
         hidden_paths: Sequence[str] = DEFAULT_HIDDEN_PATHS,
         env: Mapping[str, str] | None = None,
+        unix_sockets: bool = False,
     ) -> None:
         self._ws = workspace
         self._bwrap = find_bwrap(bwrap)
+        self._unix = unix_sockets
         self._network = network
         self._limits = limits or Limits()
         self._ro = tuple(os.path.realpath(p) for p in read_only_paths)
@@ -226,11 +239,13 @@ class BubblewrapRunner:
         cwd: str = ".",
         tmp_bytes: int | None = None,
         seccomp_fd: int | None = None,
+        layer: Layer | None = None,
     ) -> list[str]:
         """The full bubblewrap command line for `argv` (without per-process limits).
 
         `tmp_bytes` sizes the private `/tmp` and `/var/tmp`; `seccomp_fd` is a descriptor the
-        child inherits holding the set-id filter.
+        child inherits holding the seccomp filter; with `layer`, the workspace is an overlay
+        whose writes go to the layer (`legato.sandbox._layer`), else a read-write bind.
         """
         root = str(self._ws.root)
         workdir = str(self._ws.resolve(cwd))
@@ -249,7 +264,8 @@ class BubblewrapRunner:
         args += ["--dev", "/dev", "--proc", "/proc"]
         for tmp in ("/tmp", "/var/tmp"):
             args += [*(["--size", str(tmp_bytes)] if tmp_bytes is not None else []), "--tmpfs", tmp]
-        args += ["--bind", root, root, "--chdir", workdir, "--hostname", "sandbox"]
+        args += layer.overlay_args() if layer is not None else ["--bind", root, root]
+        args += ["--chdir", workdir, "--hostname", "sandbox"]
         if seccomp_fd is not None:
             args += ["--seccomp", str(seccomp_fd)]
         args.append("--")
@@ -279,7 +295,7 @@ class BubblewrapRunner:
         setters: list[Callable[[], None]] = []
         if prefix is None:
             setters.append(rlimit_setter(lim))
-        program = setid_filter() if _SETID_FILTER else None
+        program = seccomp_filter(setid=_SETID_FILTER, unix_sockets=self._unix or not _UNIX_FILTER)
         strip = program is None and _SETID_FILTER and os.geteuid() == 0
         if strip and self._first("setid"):
             _log.warning(
@@ -295,14 +311,22 @@ class BubblewrapRunner:
                 "/tmp is bounded only by the call's memory cgroup, where there is one",
                 self._bwrap,
             )
+        layer = self._layer(lim)
+        pass_fds = () if seccomp_fd is None else (seccomp_fd,)
         command = self.command_line(
-            [*(prefix or []), *argv], cwd=cwd, tmp_bytes=tmp_bytes, seccomp_fd=seccomp_fd
+            [*(prefix or []), *argv],
+            cwd=cwd,
+            tmp_bytes=tmp_bytes,
+            seccomp_fd=seccomp_fd,
+            layer=layer,
         )
+        if layer is not None:
+            command = layer.wrap(command, pass_fds)
         cgroup = self._cgroup(lim)
         if cgroup is not None:
             command = cgroup.entering(command)
         try:
-            return await execute(
+            result = await execute(
                 command,
                 cwd=str(self._ws.root),
                 env=_base_env("/tmp", {}),
@@ -311,15 +335,34 @@ class BubblewrapRunner:
                 output_bytes=lim.output_bytes,
                 preexec_fn=_chain(setters),
                 sandbox="bwrap",
-                pass_fds=() if seccomp_fd is None else (seccomp_fd,),
+                pass_fds=pass_fds,
             )
+            if layer is not None:
+                report = layer.report()
+                layer.raise_for(report, result.render())
+                result = _with_layer(result, report)
+            return result
         finally:
+            if layer is not None:
+                layer.close()
             if seccomp_fd is not None:
                 os.close(seccomp_fd)
             if cgroup is not None:
                 await asyncio.to_thread(cgroup.close)
             if strip:
                 await asyncio.to_thread(_strip_set_id, self._ws.root)
+
+    def _layer(self, lim: Limits) -> Layer | None:
+        """The call's write layer, when the workspace has protected paths or a quota.
+
+        Raises:
+            WorkspaceQuotaExceeded: the workspace already holds more than its quota.
+        """
+        if not _WRITE_LAYER:
+            return None
+        if not self._ws.protected and self._ws.quota_bytes is None:
+            return None
+        return Layer.plan(self._ws, lim.memory_bytes)
 
     def _first(self, downgrade: str) -> bool:
         """True the first time this runner meets `downgrade` (it is logged once)."""
@@ -520,6 +563,23 @@ def _strip_set_id(root: Path) -> None:
                     _log.warning("cleared set-id bits on %s, left by a sandboxed command", path)
             except OSError:
                 continue
+
+
+def _with_layer(result: CommandResult, report: LayerReport) -> CommandResult:
+    """The result with what the layer did not apply (protected paths, a kill) noted."""
+    notes: list[str] = []
+    if not report.applied:
+        notes.append("the command's changes to the workspace were discarded (it was killed)")
+    if report.refused:
+        shown = ", ".join(report.refused[:20])
+        notes.append(f"not applied: changes to protected paths host programs run: {shown}")
+        _log.warning("a sandboxed command changed protected paths; not applied: %s", shown)
+    if report.skipped:
+        notes.append(f"not applied: sockets, pipes or devices: {', '.join(report.skipped[:20])}")
+    if report.errors:
+        notes.append(f"could not be applied: {'; '.join(report.errors[:20])}")
+        _log.warning("a sandboxed command's changes could not all be applied: %s", report.errors)
+    return replace(result, notes=(*result.notes, *notes), refused_paths=report.refused)
 
 
 def _sealed(program: bytes) -> int:

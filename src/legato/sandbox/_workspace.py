@@ -22,7 +22,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import BinaryIO
 
-from legato.exceptions import SandboxViolation, WorkspaceNotFound
+from legato.exceptions import (
+    ConfigurationError,
+    ProtectedPathRefused,
+    SandboxViolation,
+    WorkspaceNotFound,
+    WorkspaceQuotaExceeded,
+)
+from legato.sandbox._protect import ProtectedPaths, workspace_usage
 
 __all__ = ["Entry", "Workspace"]
 
@@ -93,13 +100,35 @@ class Workspace:
     Paths are relative to the root; absolute paths are accepted only when they lie inside
     it. Symbolic links inside the workspace are followed when their target stays inside.
 
+    Args:
+        root: The directory.
+        protected: Paths host programs run that nothing may write (`ProtectedPaths`; by
+            default git's hooks and configuration, `.hg/hgrc`, `.envrc`, `.vscode/`...).
+            Writes fail with `ProtectedPathRefused`; a sandboxed command's changes to them
+            are not applied.
+        quota_bytes: The most the workspace may hold (file and link sizes, all together);
+            None: no quota. Writes past it, and commands once it is reached, fail with
+            `WorkspaceQuotaExceeded`.
+
     Raises:
         WorkspaceNotFound: the root does not exist or is not a directory.
+        ConfigurationError: a quota below 1.
     """
 
-    __slots__ = ("_ident", "_prefixes", "_root")
+    __slots__ = ("_ident", "_prefixes", "_protected", "_quota", "_root")
 
-    def __init__(self, root: str | os.PathLike[str]) -> None:
+    def __init__(
+        self,
+        root: str | os.PathLike[str],
+        *,
+        protected: ProtectedPaths | None = None,
+        quota_bytes: int | None = None,
+    ) -> None:
+        if quota_bytes is not None and quota_bytes < 1:
+            msg = f"Workspace quota_bytes must be at least 1 (or None), got {quota_bytes}"
+            raise ConfigurationError(msg)
+        self._protected = ProtectedPaths() if protected is None else protected
+        self._quota = quota_bytes
         raw = os.fspath(root)
         if not raw or "\0" in raw:
             raise WorkspaceNotFound(raw, "is not a valid path")
@@ -120,6 +149,53 @@ class Workspace:
     def root(self) -> Path:
         """The real path of the workspace root."""
         return self._root
+
+    @property
+    def protected(self) -> ProtectedPaths:
+        """The paths no tool or command may write."""
+        return self._protected
+
+    @property
+    def quota_bytes(self) -> int | None:
+        """The most the workspace may hold, or None."""
+        return self._quota
+
+    def usage(self) -> int:
+        """Bytes the workspace holds now (sizes of its files and symbolic links)."""
+        return workspace_usage(self._root)
+
+    def check_quota(self, adding: int = 0, *, path: str | None = None) -> int:
+        """The room left once `adding` more bytes are written (no quota: -1).
+
+        Raises:
+            WorkspaceQuotaExceeded: the workspace holds, or would hold, more than its quota.
+        """
+        if self._quota is None:
+            return -1
+        used = self.usage()
+        if used + adding > self._quota:
+            what = f"writing {adding} more bytes would exceed" if adding > 0 else "exceeds"
+            msg = (
+                f"the workspace holds {used} bytes; {what} its quota of {self._quota} bytes "
+                "(delete files, or give the workspace a larger quota)"
+            )
+            raise WorkspaceQuotaExceeded(msg, used=used, quota=self._quota, path=path)
+        return self._quota - used - adding
+
+    def check_writable(self, relative: str, *, original: str | None = None) -> None:
+        """Refuse a canonical relative path that the protection policy names.
+
+        Raises:
+            ProtectedPathRefused: it is protected.
+        """
+        pattern = self._protected.match(relative)
+        if pattern is not None:
+            shown = original if original is not None else relative
+            msg = (
+                f"{shown!r} is a path that host programs run or trust ({pattern!r} in the "
+                "workspace's ProtectedPaths); it may not be written"
+            )
+            raise ProtectedPathRefused(msg, path=shown, pattern=pattern)
 
     def __repr__(self) -> str:
         return f"Workspace({str(self._root)!r})"
@@ -196,6 +272,7 @@ class Workspace:
                     return
                 if not create_dirs:
                     raise FileNotFoundError(errno.ENOENT, "no such directory", original) from None
+                self.check_writable("/".join([*t.parts, comp]), original=original)
                 os.mkdir(comp, 0o777, dir_fd=t.dir_fd)
                 st = os.stat(comp, dir_fd=t.dir_fd, follow_symlinks=False)
             if stat.S_ISLNK(st.st_mode) and (follow_last or not last):
@@ -368,10 +445,13 @@ class Workspace:
         try:
             if t.name is None or (t.st is not None and stat.S_ISDIR(t.st.st_mode)):
                 raise IsADirectoryError(errno.EISDIR, "is a directory", path)
+            self.check_writable(t.relative, original=path)
             mode = 0o644
             if t.st is not None:
                 _check_regular(t.st, path)
                 mode = stat.S_IMODE(t.st.st_mode)
+            old = 0 if t.st is None else t.st.st_size
+            self.check_quota(len(data) - old, path=path)
             _replace(t.dir_fd, t.name, data, mode)
             return t.relative
         finally:
@@ -382,6 +462,7 @@ class Workspace:
         t = self._resolve(path, create_dirs=True)
         try:
             if t.name is not None and t.st is None:
+                self.check_writable(t.relative, original=path)
                 os.mkdir(t.name, 0o777, dir_fd=t.dir_fd)
             elif t.st is not None and not stat.S_ISDIR(t.st.st_mode):
                 raise FileExistsError(errno.EEXIST, "exists and is not a directory", path)
