@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-import os
 import shutil
 import sys
 import tempfile
@@ -87,27 +86,27 @@ class Layer:
     @property
     def mount(self) -> str:
         """Where the supervisor mounts the tmpfs (its `up` and `work` directories)."""
-        return os.path.join(self.directory, "layer")
+        return str(Path(self.directory, "layer"))
 
     def overlay_args(self) -> list[str]:
-        """bubblewrap's arguments mounting the workspace as an overlay over the layer."""
+        """The bubblewrap arguments mounting the workspace as an overlay over the layer."""
         root = str(self.workspace.root)
         return [
             "--overlay-src",
             root,
             "--overlay",
-            os.path.join(self.mount, "up"),
-            os.path.join(self.mount, "work"),
+            str(Path(self.mount, "up")),
+            str(Path(self.mount, "work")),
             root,
         ]
 
     def wrap(self, bwrap_command: list[str], pass_fds: tuple[int, ...]) -> list[str]:
         """The supervisor's command line around bubblewrap's."""
-        os.mkdir(self.mount, 0o700)
+        Path(self.mount).mkdir(mode=0o700)
         config = {
             "root": str(self.workspace.root),
             "mount": self.mount,
-            "report": os.path.join(self.directory, "report.json"),
+            "report": str(Path(self.directory, "report.json")),
             "size": self.size,
             "inodes": None,
             "room": self.room,

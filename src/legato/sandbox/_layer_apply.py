@@ -30,6 +30,7 @@ import signal
 import stat
 import subprocess
 import sys
+from pathlib import Path
 from typing import Any
 
 _CLONE_NEWNS = 0x00020000
@@ -58,12 +59,9 @@ def _enter_namespace(libc: Any) -> None:
         _check(libc.unshare(_CLONE_NEWNS), "unshare(CLONE_NEWNS)")
     else:
         _check(libc.unshare(_CLONE_NEWNS | _CLONE_NEWUSER), "unshare(CLONE_NEWUSER)")
-        with open("/proc/self/setgroups", "w") as f:
-            f.write("deny")
-        with open("/proc/self/uid_map", "w") as f:
-            f.write(f"0 {uid} 1")
-        with open("/proc/self/gid_map", "w") as f:
-            f.write(f"0 {gid} 1")
+        Path("/proc/self/setgroups").write_text("deny")
+        Path("/proc/self/uid_map").write_text(f"0 {uid} 1")
+        Path("/proc/self/gid_map").write_text(f"0 {gid} 1")
     # nothing mounted here may propagate back to the host's namespace
     _check(libc.mount(b"none", b"/", None, _MS_REC | _MS_PRIVATE, None), "mount --make-rprivate")
 
@@ -78,7 +76,7 @@ def _mount_layer(libc: Any, target: str, size: int | None, inodes: int | None) -
     flags = _MS_NOSUID | _MS_NODEV
     _check(libc.mount(b"legato-layer", target.encode(), b"tmpfs", flags, data), "mount tmpfs")
     for name in ("up", "work"):
-        os.mkdir(os.path.join(target, name), 0o755)
+        Path(target, name).mkdir(mode=0o755)
 
 
 class _Apply:
@@ -97,10 +95,10 @@ class _Apply:
         return True
 
     def directory(self, up: int, host: int, rel: str, *, opaque: bool) -> None:
-        names = sorted(os.listdir(up))
+        names = _names(up)
         if opaque:
             keep = set(names)
-            for name in sorted(os.listdir(host)):
+            for name in _names(host):
                 if name not in keep:
                     self.remove(host, name, _join(rel, name))
         for name in names:
@@ -162,7 +160,7 @@ class _Apply:
             try:
                 self.directory(up_fd, host_fd, path, opaque=False)
                 if self.protected.fullmatch(path) is None:
-                    os.chmod(host_fd, stat.S_IMODE(st.st_mode) & 0o1777)
+                    os.fchmod(host_fd, stat.S_IMODE(st.st_mode) & 0o1777)
                     os.utime(host_fd, ns=(st.st_atime_ns, st.st_mtime_ns))
             finally:
                 os.close(host_fd)
@@ -181,7 +179,7 @@ class _Apply:
             return True
         fd = os.open(name, _DIR, dir_fd=host)
         try:
-            for child in sorted(os.listdir(fd)):
+            for child in _names(fd):
                 self.remove(fd, child, _join(path, child))
         finally:
             os.close(fd)
@@ -192,6 +190,12 @@ class _Apply:
                 raise
             return False
         return True
+
+
+def _names(fd: int) -> list[str]:
+    """The sorted entry names of an open directory."""
+    with os.scandir(fd) as it:
+        return sorted(entry.name for entry in it)
 
 
 def _join(rel: str, name: str) -> str:
@@ -253,7 +257,7 @@ def _held(path: str) -> int:
     total = 0
     for directory, dirs, files in os.walk(path):
         for name in (*dirs, *files):
-            st = os.stat(os.path.join(directory, name), follow_symlinks=False)
+            st = Path(directory, name).lstat()
             if stat.S_ISREG(st.st_mode) or stat.S_ISLNK(st.st_mode):
                 total += st.st_size
     return total
@@ -273,11 +277,11 @@ def main(argv: list[str]) -> int:
         _write_report(config["report"], report)
         return 125
     fds = tuple(config["pass_fds"])
-    status = subprocess.call(command, pass_fds=fds, close_fds=True)  # noqa: S603
+    status = subprocess.call(command, pass_fds=fds, close_fds=True)
     for fd in fds:
         with contextlib.suppress(OSError):
             os.close(fd)
-    upper = os.path.join(config["mount"], "up")
+    upper = str(Path(config["mount"], "up"))
     room = config["room"]
     if _layer_full(config["mount"], config["size"]) or (room is not None and _held(upper) > room):
         report["full"] = True
@@ -301,8 +305,7 @@ def main(argv: list[str]) -> int:
 
 
 def _write_report(path: str, report: dict[str, Any]) -> None:
-    with open(path, "w", encoding="utf-8") as f:
-        json.dump(report, f)
+    Path(path).write_text(json.dumps(report), encoding="utf-8")
 
 
 if __name__ == "__main__":

@@ -104,8 +104,10 @@ def setid_filter() -> bytes | None:
 
 
 def seccomp_filter(*, setid: bool = True, unix_sockets: bool = False) -> bytes | None:
-    """The compiled program: set-id bits refused (`setid`), unix sockets refused (unless
-    `unix_sockets`); None on machines without a filter, or when it would refuse nothing."""
+    """The compiled program: set-id bits and unix sockets refused, as asked.
+
+    None on machines without a filter, or when it would refuse nothing.
+    """
     if not setid_filter_supported() or (not setid and unix_sockets):
         return None
     arch, all_modes, refused = _ARCHES[_machine()]
