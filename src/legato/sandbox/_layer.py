@@ -1,49 +1,66 @@
 """The write layer: a sandboxed command writes a sized overlay, applied to the host after it.
 
 With the layer, bubblewrap mounts the workspace as an overlay: the command reads the real
-files and writes a private tmpfs (the upper layer), mounted by a small supervisor
-(`_layer_apply.py`) in a mount namespace of its own. Only when every process of the command
-is gone does the supervisor apply the layer to the real workspace, and then it
+files and writes a private tmpfs (the upper layer). A small shell supervisor, started by
+`unshare` in a mount namespace of its own (and a user namespace mapping the caller to root
+when the caller is not root), mounts that tmpfs, runs bubblewrap and, once every process of
+the command is gone, reports its pid to legato, which opens the upper directory through
+`/proc/PID/root` (the tmpfs outlives its namespace while that descriptor is open) and lets
+the supervisor exit. legato then applies the layer to the real workspace
+(`legato.sandbox._apply`):
 
-- skips every path the workspace's `ProtectedPaths` names, however the command made it (a
+- never a path the workspace's `ProtectedPaths` names, however the command made it (a
   hook, `core.fsmonitor`, a `.git` of its own, a new `.git` after `rm -rf .git`...);
-- applies nothing when the layer holds more than the room the workspace's quota leaves (the
-  tmpfs is sized to that room, so the command meets `ENOSPC` first), and the runner raises
-  `WorkspaceQuotaExceeded`;
-- carries over files, links, directories, modes (never a set-id bit), times and deletions,
-  but not sockets, pipes or devices.
+- nothing at all when the layer holds more than the room the workspace's quota leaves (the
+  tmpfs is sized to that room, so the command meets `ENOSPC` first); the runner then
+  raises `WorkspaceQuotaExceeded`;
+- otherwise files, links, directories, modes (never a set-id bit), times and deletions, but
+  not sockets, pipes or devices.
 
-What this costs: the supervisor's start (a Python interpreter) and the copy of what changed
-(see docs/benchmarks.md); changes reach the host when the command ends, not while it runs,
-and not at all when it is killed (timeout, output cap, cancellation); a changed file is
-copied whole into the layer, so editing a large file needs room for all of it; the layer's
-pages are memory, charged to the call's memory limit; and renaming a directory that
-existed before the command fails with `EXDEV` (`mv` copies instead; `os.rename` does not).
+What this costs: two small programs (`unshare`, `mount`) and a shell per command, and the
+copy of what changed (see docs/benchmarks.md); changes reach the host when the command
+ends, not while it runs, and not at all when it is killed (timeout, output cap,
+cancellation); a changed file is copied whole into the layer, so editing a large file needs
+room for all of it; the layer's pages are memory, charged to the call's memory limit; and
+renaming a directory that existed before the command fails with `EXDEV` (`mv` copies
+instead; a bare `rename(2)` does not).
 """
 
 from __future__ import annotations
 
 import contextlib
-import json
+import os
 import shutil
-import sys
 import tempfile
+import threading
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 from legato.exceptions import SandboxUnavailable, WorkspaceQuotaExceeded
+from legato.sandbox._apply import Apply, held_bytes
 from legato.sandbox._workspace import Workspace
 
 __all__ = ["Layer", "LayerReport"]
 
-_SCRIPT = str(Path(__file__).with_name("_layer_apply.py"))
 _PAGE = 4096
+_DIR = os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC
+
+_SUPERVISOR = """L=$1 W=$2 R=$3 O=$4; shift 4
+if ! mount -t tmpfs -o "$O" legato-layer "$L" || ! mkdir "$L/up" "$L/work"; then
+  echo setup > "$W"; exit 125
+fi
+"$@"
+rc=$?
+echo "$$ $rc" > "$W"
+read -r _ < "$R"
+exit "$rc"
+"""
+"""Mount the layer, run bubblewrap, report, wait until legato holds the layer, exit."""
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class LayerReport:
-    """What the supervisor did with a command's layer."""
+    """What became of a command's layer."""
 
     applied: bool
     """The layer was applied to the workspace (False: killed, or the layer was full)."""
@@ -55,13 +72,13 @@ class LayerReport:
     """Sockets, pipes and devices the command made; they were not applied."""
     errors: tuple[str, ...] = ()
     """Paths that could not be applied (a host error such as a full disk)."""
-    setup_error: str | None = None
+    setup_failed: bool = False
     """The layer could not be mounted (the command did not run)."""
 
 
 @dataclass(kw_only=True)
 class Layer:
-    """One call's layer: a private temporary directory for the mount point and the report."""
+    """One call's layer (see the module docstring)."""
 
     workspace: Workspace
     room: int | None
@@ -69,6 +86,11 @@ class Layer:
     size: int | None
     """Size of the tmpfs (None: the kernel's default)."""
     directory: str = field(default_factory=lambda: tempfile.mkdtemp(prefix="legato-layer-"))
+    _fifos: tuple[int, int] | None = None
+    """legato's ends of the report and release FIFOs (opened read-write: never blocking)."""
+    _thread: threading.Thread | None = None
+    _upper: int | None = None
+    _setup_failed: bool = False
 
     @classmethod
     def plan(cls, workspace: Workspace, memory_bytes: int | None) -> Layer:
@@ -91,46 +113,109 @@ class Layer:
     def overlay_args(self) -> list[str]:
         """The bubblewrap arguments mounting the workspace as an overlay over the layer."""
         root = str(self.workspace.root)
+        up, work = str(Path(self.mount, "up")), str(Path(self.mount, "work"))
+        return ["--overlay-src", root, "--overlay", up, work, root]
+
+    def wrap(self, bwrap_command: list[str]) -> list[str]:
+        """The supervisor's command line around bubblewrap's.
+
+        Raises:
+            SandboxUnavailable: `unshare` (util-linux) is not installed.
+        """
+        unshare = shutil.which("unshare")
+        if unshare is None:
+            msg = (
+                "`unshare` (util-linux) is not installed, so the sandbox's write layer cannot "
+                "be mounted; install util-linux, or give the Workspace "
+                "protected=ProtectedPaths.none() and no quota to run without the layer"
+            )
+            raise SandboxUnavailable(msg)
+        Path(self.mount).mkdir(mode=0o700)
+        report, release = str(Path(self.directory, "report")), str(Path(self.directory, "release"))
+        os.mkfifo(report, 0o600)
+        os.mkfifo(release, 0o600)
+        flags = os.O_RDWR | os.O_CLOEXEC
+        self._fifos = (os.open(report, flags), os.open(release, flags))
+        self._thread = threading.Thread(target=self._hold, name="legato-layer", daemon=True)
+        self._thread.start()
+        options = ",".join(
+            ["mode=0700", *([f"size={self.size}"] if self.size is not None else [])]
+        )
+        user = ["--user", "--map-root-user"] if os.geteuid() != 0 else []
         return [
-            "--overlay-src",
-            root,
-            "--overlay",
-            str(Path(self.mount, "up")),
-            str(Path(self.mount, "work")),
-            root,
+            unshare,
+            "--mount",
+            "--propagation",
+            "private",
+            *user,
+            "/bin/sh",
+            "-c",
+            _SUPERVISOR,
+            "legato-layer",
+            self.mount,
+            report,
+            release,
+            options,
+            *bwrap_command,
         ]
 
-    def wrap(self, bwrap_command: list[str], pass_fds: tuple[int, ...]) -> list[str]:
-        """The supervisor's command line around bubblewrap's."""
-        Path(self.mount).mkdir(mode=0o700)
-        config = {
-            "root": str(self.workspace.root),
-            "mount": self.mount,
-            "report": str(Path(self.directory, "report.json")),
-            "size": self.size,
-            "inodes": None,
-            "room": self.room,
-            "protected": self.workspace.protected.regex,
-            "pass_fds": list(pass_fds),
-        }
-        return [sys.executable, "-I", "-S", _SCRIPT, json.dumps(config), "--", *bwrap_command]
+    def _hold(self) -> None:
+        """Wait for the supervisor's report; open its upper directory; release it."""
+        assert self._fifos is not None
+        report, release = self._fifos
+        with os.fdopen(report, "rb", closefd=False, buffering=0) as f:
+            line = f.readline().split()  # the supervisor's line, or legato's "done"
+        if line == [b"setup"]:
+            self._setup_failed = True
+        elif len(line) == 2 and line[0].isdigit():
+            with contextlib.suppress(OSError):
+                self._upper = os.open(f"/proc/{int(line[0])}/root{self.mount}/up", _DIR)
+        with contextlib.suppress(OSError):
+            os.write(release, b"go\n")
 
-    def report(self) -> LayerReport:
-        """What the supervisor reported (nothing applied when it wrote no report)."""
-        try:
-            raw: dict[str, Any] = json.loads(
-                Path(self.directory, "report.json").read_text(encoding="utf-8")
-            )
-        except (OSError, ValueError):
+    def finish(self) -> LayerReport:
+        """After the supervisor exited: apply the layer (or not) and say what happened."""
+        self._stop_holder()
+        if self._setup_failed:
+            return LayerReport(applied=False, setup_failed=True)
+        upper, self._upper = self._upper, None
+        if upper is None:
             return LayerReport(applied=False)
+        try:
+            if self._full(upper):
+                return LayerReport(applied=False, full=True)
+            apply = Apply(self.workspace.protected.compiled)
+            host = os.open(self.workspace.root, _DIR | os.O_NOFOLLOW)
+            try:
+                apply.directory(upper, host, "", opaque=False)
+            finally:
+                os.close(host)
+        finally:
+            os.close(upper)
         return LayerReport(
-            applied=bool(raw.get("applied")),
-            full=bool(raw.get("full")),
-            refused=tuple(raw.get("refused", ())),
-            skipped=tuple(raw.get("skipped", ())),
-            errors=tuple(raw.get("errors", ())),
-            setup_error=raw.get("setup_error"),
+            applied=True,
+            refused=tuple(apply.refused),
+            skipped=tuple(apply.skipped),
+            errors=tuple(apply.errors),
         )
+
+    def _stop_holder(self) -> None:
+        """Once the supervisor is gone: tell the holder (if still waiting), close the FIFOs."""
+        if self._fifos is None:
+            return
+        fifos, self._fifos = self._fifos, None
+        with contextlib.suppress(OSError):
+            os.write(fifos[0], b"done\n")  # after the supervisor's own line, if it wrote one
+        if self._thread is not None:
+            self._thread.join()
+        for fd in fifos:
+            os.close(fd)
+
+    def _full(self, upper: int) -> bool:
+        if self.room is None:
+            return False
+        vfs = os.fstatvfs(upper)
+        return vfs.f_bavail == 0 or vfs.f_favail == 0 or held_bytes(upper) > self.room
 
     def raise_for(self, report: LayerReport, output: str) -> None:
         """Raise for a layer that could not be mounted or that filled up.
@@ -139,25 +224,28 @@ class Layer:
             SandboxUnavailable: the layer could not be mounted on this machine.
             WorkspaceQuotaExceeded: the command wrote past the room the quota left.
         """
-        if report.setup_error is not None:
+        if report.setup_failed:
             msg = (
-                f"the sandbox's write layer cannot be mounted here ({report.setup_error}); "
-                "it needs user and mount namespaces and overlayfs (Linux 5.11 or later), or "
-                "run as root. Pass protected=ProtectedPaths.none() and no quota to the "
-                "Workspace to run commands without it"
+                f"the sandbox's write layer cannot be mounted here ({output.strip()}); it "
+                "needs user and mount namespaces and overlayfs (Linux 5.11 or later). Give "
+                "the Workspace protected=ProtectedPaths.none() and no quota to run commands "
+                "without it"
             )
             raise SandboxUnavailable(msg)
         if report.full and self.room is not None:
             quota = self.workspace.quota_bytes or 0
-            tail = output[-1500:]
             msg = (
                 f"the command wrote more than the {self.room} bytes left by the workspace's "
                 f"quota of {quota} bytes; none of its changes were applied. Its output "
-                f"ended with:\n{tail}"
+                f"ended with:\n{output[-1500:]}"
             )
             raise WorkspaceQuotaExceeded(msg, used=quota - self.room, quota=quota)
 
     def close(self) -> None:
-        """Remove the temporary directory (the tmpfs went with the supervisor's namespace)."""
+        """Release everything (after `finish`, or when the call failed before it)."""
+        self._stop_holder()
+        if self._upper is not None:
+            os.close(self._upper)
+            self._upper = None
         with contextlib.suppress(OSError):
             shutil.rmtree(self.directory)

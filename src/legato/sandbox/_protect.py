@@ -122,9 +122,9 @@ class ProtectedPaths:
         return ProtectedPaths((*self.patterns, *patterns))
 
     @property
-    def regex(self) -> str:
+    def compiled(self) -> re.Pattern[str]:
         """One regular expression (case-insensitive) matching every protected path."""
-        return self._regex.pattern
+        return self._regex
 
     def match(self, relative: str) -> str | None:
         """The first pattern protecting `relative` (a canonical path), or None."""

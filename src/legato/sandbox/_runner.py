@@ -312,7 +312,7 @@ class BubblewrapRunner:
                 self._bwrap,
             )
         layer = self._layer(lim)
-        pass_fds = () if seccomp_fd is None else (seccomp_fd,)
+        pass_fds: tuple[int, ...] = () if seccomp_fd is None else (seccomp_fd,)
         command = self.command_line(
             [*(prefix or []), *argv],
             cwd=cwd,
@@ -321,7 +321,7 @@ class BubblewrapRunner:
             layer=layer,
         )
         if layer is not None:
-            command = layer.wrap(command, pass_fds)
+            command = layer.wrap(command)
         cgroup = self._cgroup(lim)
         if cgroup is not None:
             command = cgroup.entering(command)
@@ -338,7 +338,7 @@ class BubblewrapRunner:
                 pass_fds=pass_fds,
             )
             if layer is not None:
-                report = layer.report()
+                report = await asyncio.to_thread(layer.finish)
                 layer.raise_for(report, result.render())
                 result = _with_layer(result, report)
             return result

@@ -1,89 +1,32 @@
-"""The write layer's supervisor: run bubblewrap over a sized layer, then apply what it wrote.
+"""Applying a command's write layer (an overlay's upper directory) to the real workspace.
 
-This file runs as a program (`python -I -S _layer_apply.py CONFIG -- BWRAP...`), outside
-the sandbox and before it, with only the standard library. It:
-
-1. enters a private mount namespace (and, for a user other than root, a user namespace
-   mapping that user to root, which may mount a tmpfs);
-2. mounts a tmpfs of the quota's size as the upper layer of an overlay that bubblewrap
-   mounts on the workspace (the command reads the real workspace and writes the layer);
-3. runs bubblewrap and waits for it: every process of the command is gone after that;
-4. applies the layer to the real workspace unless it filled up: created and changed files,
-   links and directories, deletions (overlay whiteouts) and replaced directories (opaque
-   ones), never writing a path the protection policy names and never following a link on
-   the host side; set-id bits are not carried over;
-5. writes a JSON report (what was refused, skipped, whether the layer was full) to a file
-   of legato's private temporary directory, and exits with bubblewrap's status.
-
-When the namespace ends the tmpfs goes with it: a command killed on timeout leaves nothing.
+Called by `_layer.py` once every process of the command is gone, with a descriptor of the
+upper directory (the tmpfs outlives its mount namespace while the descriptor is open). It
+carries over created and changed files, links and directories, deletions (overlay
+whiteouts) and replaced directories (opaque ones), never writing or deleting a path the
+protection policy names and never following a link on the host side; modes lose set-id
+bits; sockets, pipes and devices are skipped.
 """
 
 from __future__ import annotations
 
 import contextlib
-import ctypes
 import errno
-import json
 import os
 import re
-import signal
 import stat
-import subprocess
-import sys
-from pathlib import Path
-from typing import Any
 
-_CLONE_NEWNS = 0x00020000
-_CLONE_NEWUSER = 0x10000000
-_MS_REC = 0x4000
-_MS_PRIVATE = 1 << 18
-_MS_NOSUID = 2
-_MS_NODEV = 4
+__all__ = ["Apply", "held_bytes"]
+
 _OPAQUE = ("user.overlay.opaque", "trusted.overlay.opaque")
 _DIR = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 
 
-def _libc() -> Any:
-    return ctypes.CDLL(None, use_errno=True)
-
-
-def _check(result: int, what: str) -> None:
-    if result != 0:
-        code = ctypes.get_errno()
-        raise OSError(code, f"{what}: {os.strerror(code)}")
-
-
-def _enter_namespace(libc: Any) -> None:
-    uid, gid = os.geteuid(), os.getegid()
-    if uid == 0:
-        _check(libc.unshare(_CLONE_NEWNS), "unshare(CLONE_NEWNS)")
-    else:
-        _check(libc.unshare(_CLONE_NEWNS | _CLONE_NEWUSER), "unshare(CLONE_NEWUSER)")
-        Path("/proc/self/setgroups").write_text("deny")
-        Path("/proc/self/uid_map").write_text(f"0 {uid} 1")
-        Path("/proc/self/gid_map").write_text(f"0 {gid} 1")
-    # nothing mounted here may propagate back to the host's namespace
-    _check(libc.mount(b"none", b"/", None, _MS_REC | _MS_PRIVATE, None), "mount --make-rprivate")
-
-
-def _mount_layer(libc: Any, target: str, size: int | None, inodes: int | None) -> None:
-    options = ["mode=0700"]
-    if size is not None:
-        options.append(f"size={size}")
-    if inodes is not None:
-        options.append(f"nr_inodes={inodes}")
-    data = ",".join(options).encode()
-    flags = _MS_NOSUID | _MS_NODEV
-    _check(libc.mount(b"legato-layer", target.encode(), b"tmpfs", flags, data), "mount tmpfs")
-    for name in ("up", "work"):
-        Path(target, name).mkdir(mode=0o755)
-
-
-class _Apply:
+class Apply:
     """Applies an overlay upper directory to the host workspace (see the module docstring)."""
 
-    def __init__(self, protected: str) -> None:
-        self.protected = re.compile(protected, re.IGNORECASE | re.DOTALL)
+    def __init__(self, protected: re.Pattern[str]) -> None:
+        self.protected = protected
         self.refused: list[str] = []
         self.skipped: list[str] = []
         self.errors: list[str] = []
@@ -245,68 +188,17 @@ def _copy_file(
         os.close(src)
 
 
-def _layer_full(mount: str, size: int | None) -> bool:
-    if size is None:
-        return False
-    vfs = os.statvfs(mount)
-    return vfs.f_bavail == 0 or vfs.f_favail == 0
-
-
-def _held(path: str) -> int:
-    """Bytes of the files and links in the layer (what applying it may add at most)."""
+def held_bytes(up: int) -> int:
+    """Bytes of the files and links below the open directory `up` (what applying may add)."""
     total = 0
-    for directory, dirs, files in os.walk(path):
-        for name in (*dirs, *files):
-            st = Path(directory, name).lstat()
-            if stat.S_ISREG(st.st_mode) or stat.S_ISLNK(st.st_mode):
-                total += st.st_size
+    for name in _names(up):
+        st = os.stat(name, dir_fd=up, follow_symlinks=False)
+        if stat.S_ISDIR(st.st_mode):
+            fd = os.open(name, _DIR, dir_fd=up)
+            try:
+                total += held_bytes(fd)
+            finally:
+                os.close(fd)
+        elif stat.S_ISREG(st.st_mode) or stat.S_ISLNK(st.st_mode):
+            total += st.st_size
     return total
-
-
-def main(argv: list[str]) -> int:
-    """Run the command line after `--` over the layer; see the module docstring."""
-    config = json.loads(argv[1])
-    command = argv[argv.index("--") + 1 :]
-    report: dict[str, Any] = {"applied": False, "full": False}
-    libc = _libc()
-    try:
-        _enter_namespace(libc)
-        _mount_layer(libc, config["mount"], config["size"], config["inodes"])
-    except OSError as exc:
-        report["setup_error"] = str(exc)
-        _write_report(config["report"], report)
-        return 125
-    fds = tuple(config["pass_fds"])
-    status = subprocess.call(command, pass_fds=fds, close_fds=True)
-    for fd in fds:
-        with contextlib.suppress(OSError):
-            os.close(fd)
-    upper = str(Path(config["mount"], "up"))
-    room = config["room"]
-    if _layer_full(config["mount"], config["size"]) or (room is not None and _held(upper) > room):
-        report["full"] = True
-    else:
-        apply = _Apply(config["protected"])
-        up = os.open(upper, _DIR)
-        host = os.open(config["root"], _DIR)
-        try:
-            apply.directory(up, host, "", opaque=False)
-        finally:
-            os.close(up)
-            os.close(host)
-        report.update(
-            applied=True, refused=apply.refused, skipped=apply.skipped, errors=apply.errors
-        )
-    _write_report(config["report"], report)
-    if status < 0:  # end the way the command ended, so the caller sees the signal
-        signal.signal(-status, signal.SIG_DFL)
-        os.kill(os.getpid(), -status)
-    return status if status >= 0 else 128 - status
-
-
-def _write_report(path: str, report: dict[str, Any]) -> None:
-    Path(path).write_text(json.dumps(report), encoding="utf-8")
-
-
-if __name__ == "__main__":
-    sys.exit(main(sys.argv))
