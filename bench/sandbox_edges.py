@@ -16,7 +16,7 @@ import shutil
 import statistics
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Generator
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -27,7 +27,7 @@ RUNS = 20
 
 
 @contextmanager
-def flags(*, layer: bool, unix_filter: bool) -> Iterator[None]:
+def flags(*, layer: bool, unix_filter: bool) -> Generator[None]:
     saved = (runner_module._WRITE_LAYER, runner_module._UNIX_FILTER)  # pyright: ignore[reportPrivateUsage]
     runner_module._WRITE_LAYER = layer  # pyright: ignore[reportPrivateUsage]
     runner_module._UNIX_FILTER = unix_filter  # pyright: ignore[reportPrivateUsage]
@@ -74,7 +74,9 @@ async def main() -> None:
         with flags(layer=False, unix_filter=True):
             show("+ unix-socket filter", await median_ms(plain, ["true"]), base)
         show("+ write layer (the default)", await median_ms(default, ["true"]), base)
-        show("+ quota (the workspace's size measured first)", await median_ms(quota, ["true"]), base)
+        show(
+            "+ quota (the workspace's size measured first)", await median_ms(quota, ["true"]), base
+        )
         print("a command writing a file into the workspace")
         for size in (1, 10):
             argv = ["/bin/sh", "-c", f"head -c {size}000000 /dev/zero > out.bin"]

@@ -138,9 +138,7 @@ class Layer:
         self._fifos = (os.open(report, flags), os.open(release, flags))
         self._thread = threading.Thread(target=self._hold, name="legato-layer", daemon=True)
         self._thread.start()
-        options = ",".join(
-            ["mode=0700", *([f"size={self.size}"] if self.size is not None else [])]
-        )
+        options = ",".join(["mode=0700", *([f"size={self.size}"] if self.size is not None else [])])
         user = ["--user", "--map-root-user"] if os.geteuid() != 0 else []
         return [
             unshare,
