@@ -476,10 +476,16 @@ class UnsandboxedRunner:
         cwd: str = ".",
         limits: Limits | None = None,
     ) -> CommandResult:
-        """Run `argv` on the host; see `Runner.run`."""
+        """Run `argv` on the host; see `Runner.run`.
+
+        Raises:
+            WorkspaceQuotaExceeded: the workspace already holds more than its quota (the
+                quota cannot bound what a command on the host writes, only refuse to start).
+        """
         if not argv:
             msg = "an empty command line"
             raise ConfigurationError(msg)
+        self._ws.check_quota()
         lim = limits or self._limits
         return await execute(
             reaped(argv) if _REAP_TREE else list(argv),

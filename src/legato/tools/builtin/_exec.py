@@ -38,7 +38,10 @@ def exec_tools(runner: Runner, *, limits: Limits, interpreter: str | None = None
         Args:
             code: The program's source code; print what you want to see.
         """
-        result = await runner.run([python_binary, "-I", "-"], stdin=code.encode(), limits=limits)
+        with tool_errors("."):
+            result = await runner.run(
+                [python_binary, "-I", "-"], stdin=code.encode(), limits=limits
+            )
         return result.render()
 
     timeout = limits.timeout + _GRACE
