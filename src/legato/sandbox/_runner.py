@@ -253,6 +253,9 @@ class BubblewrapRunner:
         if self._network:
             args.append("--share-net")
         args += ["--unshare-user", "--disable-userns", "--cap-drop", "ALL", "--clearenv"]
+        if layer is not None and os.geteuid() != 0:
+            # the layer's namespace maps the caller to root; inside, the caller again
+            args += ["--uid", str(os.geteuid()), "--gid", str(os.getegid())]
         for key, value in _base_env("/tmp", self._env).items():
             args += ["--setenv", key, value]
         args += _system_mounts(DEFAULT_SYSTEM_PATHS)
