@@ -387,3 +387,54 @@ async def test_file_tools_quota_twin(scene: Scene) -> None:
 def test_a_quota_below_one_is_a_configuration_error(scene: Scene) -> None:
     with pytest.raises(ConfigurationError):
         Workspace(scene.root, quota_bytes=0)
+
+
+# -- what the layer changes for ordinary commands ------------------------------------------------
+
+
+async def test_a_killed_command_leaves_nothing(scene: Scene) -> None:
+    """All or nothing: a command killed on timeout has none of its changes applied."""
+    runner = BubblewrapRunner(Workspace(scene.root))
+    script = "echo partial > half.txt; rm -f keep.txt; sleep 30"
+    (scene.root / "keep.txt").write_text("kept\n")
+    result = await runner.run([SH, "-c", script], limits=Limits(timeout=1))
+    assert result.timed_out
+    assert not (scene.root / "half.txt").exists()
+    assert (scene.root / "keep.txt").read_text() == "kept\n"
+    assert "discarded" in result.render()
+
+
+async def test_a_killed_command_twin_without_the_layer(
+    scene: Scene, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(runner_module, "_WRITE_LAYER", False)
+    runner = BubblewrapRunner(Workspace(scene.root))
+    result = await runner.run(
+        [SH, "-c", "echo partial > half.txt; sleep 30"], limits=Limits(timeout=1)
+    )
+    assert result.timed_out
+    assert (scene.root / "half.txt").exists()
+
+
+async def test_a_working_directory_below_the_root(scene: Scene) -> None:
+    (scene.root / "pkg").mkdir()
+    runner = BubblewrapRunner(Workspace(scene.root))
+    result = await runner.run([SH, "-c", "pwd && echo here > made.txt"], cwd="pkg")
+    assert result.ok and result.stdout.strip() == str(scene.root / "pkg"), result.render()
+    assert (scene.root / "pkg" / "made.txt").read_text() == "here\n"
+
+
+async def test_without_unshare_the_layer_is_unavailable(
+    scene: Scene, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import legato.sandbox._layer as layer_module
+    from legato.exceptions import SandboxUnavailable
+
+    runner = BubblewrapRunner(Workspace(scene.root))
+    await runner.run(["true"])  # the probe, before `unshare` disappears
+    def nowhere(_name: str) -> None:
+        return None
+
+    monkeypatch.setattr(layer_module.shutil, "which", nowhere)
+    with pytest.raises(SandboxUnavailable, match="unshare"):
+        await runner.run(["true"])

@@ -306,7 +306,6 @@ class BubblewrapRunner:
                 "stripped from the workspace after each command (while it runs, a set-id "
                 "file it made can exist)"
             )
-        seccomp_fd = _sealed(program) if program is not None else None
         tmp_bytes = lim.tmp_bytes if self._sized else None
         if lim.tmp_bytes is not None and not self._sized and self._first("tmp"):
             _log.warning(
@@ -314,21 +313,24 @@ class BubblewrapRunner:
                 "/tmp is bounded only by the call's memory cgroup, where there is one",
                 self._bwrap,
             )
-        layer = self._layer(lim)
-        pass_fds: tuple[int, ...] = () if seccomp_fd is None else (seccomp_fd,)
-        command = self.command_line(
-            [*(prefix or []), *argv],
-            cwd=cwd,
-            tmp_bytes=tmp_bytes,
-            seccomp_fd=seccomp_fd,
-            layer=layer,
-        )
-        if layer is not None:
-            command = layer.wrap(command)
-        cgroup = self._cgroup(lim)
-        if cgroup is not None:
-            command = cgroup.entering(command)
+        layer = self._layer(lim)  # a workspace over its quota stops here: nothing made yet
+        seccomp_fd: int | None = None
+        cgroup: CallCgroup | None = None
         try:
+            seccomp_fd = _sealed(program) if program is not None else None
+            pass_fds: tuple[int, ...] = () if seccomp_fd is None else (seccomp_fd,)
+            command = self.command_line(
+                [*(prefix or []), *argv],
+                cwd=cwd,
+                tmp_bytes=tmp_bytes,
+                seccomp_fd=seccomp_fd,
+                layer=layer,
+            )
+            if layer is not None:
+                command = layer.wrap(command)
+            cgroup = self._cgroup(lim)
+            if cgroup is not None:
+                command = cgroup.entering(command)
             result = await execute(
                 command,
                 cwd=str(self._ws.root),
