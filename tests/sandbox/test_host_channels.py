@@ -118,6 +118,11 @@ PLANTS_BY_OTHER_ROUTES = {
     "a nested repository": (
         "mkdir -p sub && git init -q sub && git -C sub config core.fsmonitor 'touch {m}'"
     ),
+    "a bare repository with a work tree, in an ordinary directory": (
+        "git init -q --bare sub && git -C sub config core.bare false "
+        '&& git -C sub config core.worktree "$PWD/sub" '
+        "&& git -C sub config core.fsmonitor 'touch {m}'"
+    ),
 }
 
 
@@ -132,6 +137,19 @@ async def test_other_routes_to_a_plant_are_not_applied(scene: Scene, route: str)
     host_uses_git(scene.root / "sub")
     assert not marker.exists(), result.render()
     assert result.refused_paths, result.render()
+
+
+@pytest.mark.parametrize("route", list(PLANTS_BY_OTHER_ROUTES))
+async def test_other_routes_twin_without_the_policy(scene: Scene, route: str) -> None:
+    """Each route is a real attack: with `ProtectedPaths.none()` the host's git runs it."""
+    marker = scene.outside / "host-git-ran-it"
+    assert host_git(scene.root, "init", "-q").returncode == 0
+    (scene.root / "sub").mkdir()
+    runner = BubblewrapRunner(Workspace(scene.root, protected=ProtectedPaths.none()))
+    result = await runner.run([SH, "-c", PLANTS_BY_OTHER_ROUTES[route].format(m=marker)])
+    host_uses_git(scene.root)
+    host_uses_git(scene.root / "sub")
+    assert marker.exists(), result.render()
 
 
 async def test_ordinary_work_in_a_repository_still_lands(scene: Scene) -> None:
@@ -219,6 +237,9 @@ def test_protected_paths_policy() -> None:
     assert policy.match(".git/hooks/pre-push") == "**/.git/hooks/**"
     assert policy.match("a/b/.git/config") == "**/.git/config"
     assert policy.match(".git/objects/aa/bb") is None
+    assert policy.match("sub/HEAD") == "**/HEAD"  # a bare repository's marker
+    assert policy.match(".git/HEAD") is policy.match(".git/logs/HEAD") is None
+    assert policy.match(".git/refs/remotes/origin/HEAD") is None
     assert policy.match(".gitignore") is None
     assert policy.adding("**/Makefile").match("x/Makefile") == "**/Makefile"
     assert not ProtectedPaths.none()
@@ -432,6 +453,7 @@ async def test_without_unshare_the_layer_is_unavailable(
 
     runner = BubblewrapRunner(Workspace(scene.root))
     await runner.run(["true"])  # the probe, before `unshare` disappears
+
     def nowhere(_name: str) -> None:
         return None
 

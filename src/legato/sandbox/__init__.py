@@ -13,7 +13,11 @@
 
 from legato.sandbox._limits import Limits
 from legato.sandbox._process import CommandResult
-from legato.sandbox._protect import DEFAULT_PROTECTED_PATHS, ProtectedPaths
+from legato.sandbox._protect import (
+    DEFAULT_ALLOWED_PATHS,
+    DEFAULT_PROTECTED_PATHS,
+    ProtectedPaths,
+)
 from legato.sandbox._runner import (
     DEFAULT_HIDDEN_PATHS,
     DEFAULT_SYSTEM_PATHS,
@@ -28,6 +32,7 @@ from legato.sandbox._runner import (
 from legato.sandbox._workspace import Entry, Workspace
 
 __all__ = [
+    "DEFAULT_ALLOWED_PATHS",
     "DEFAULT_HIDDEN_PATHS",
     "DEFAULT_PROTECTED_PATHS",
     "DEFAULT_SYSTEM_PATHS",

@@ -28,7 +28,12 @@ from dataclasses import dataclass, field
 
 from legato.exceptions import ConfigurationError
 
-__all__ = ["DEFAULT_PROTECTED_PATHS", "ProtectedPaths", "workspace_usage"]
+__all__ = [
+    "DEFAULT_ALLOWED_PATHS",
+    "DEFAULT_PROTECTED_PATHS",
+    "ProtectedPaths",
+    "workspace_usage",
+]
 
 DEFAULT_PROTECTED_PATHS: tuple[str, ...] = (
     # git: no new repository or gitdir pointer; the files that name commands to run
@@ -45,6 +50,9 @@ DEFAULT_PROTECTED_PATHS: tuple[str, ...] = (
     "**/.git/modules",
     "**/.git/modules/**",
     "**/.gitmodules",
+    # a bare repository made from scratch (`HEAD`, `objects/`, `refs/` and a `config` in an
+    # ordinary directory), which git uses when run inside it: no `HEAD` outside `.git`
+    "**/HEAD",
     # Mercurial: a new repository, or hooks and extensions in its configuration
     "**/.hg",
     "**/.hg/hgrc",
@@ -57,6 +65,14 @@ DEFAULT_PROTECTED_PATHS: tuple[str, ...] = (
     "**/.idea/**",
 )
 """The default policy; see the module docstring and docs/safety.md for why each is here."""
+
+DEFAULT_ALLOWED_PATHS: tuple[str, ...] = (
+    "**/.git/HEAD",
+    "**/.git/logs/**",
+    "**/.git/refs/**",
+)
+"""Paths the default policy leaves writable although a pattern names them: an existing
+repository's own `HEAD`, reflogs and refs (`refs/remotes/origin/HEAD`)."""
 
 
 def _translate(pattern: str) -> str:
@@ -92,6 +108,7 @@ class ProtectedPaths:
 
     Workspace("/path/to/project")                     # the default policy
     Workspace("/path/to/project", protected=ProtectedPaths.default().adding("**/Makefile"))
+    ProtectedPaths(("**/.envrc",), allowed=())        # a policy of one's own
     Workspace("/path/to/project", protected=ProtectedPaths.none())   # explicit opt-out
     ```
 
@@ -101,10 +118,15 @@ class ProtectedPaths:
 
     patterns: tuple[str, ...] = DEFAULT_PROTECTED_PATHS
     """Glob patterns relative to the workspace root (see the module docstring)."""
+    allowed: tuple[str, ...] = DEFAULT_ALLOWED_PATHS
+    """Exceptions: paths these patterns match stay writable although a pattern names them."""
     _regex: re.Pattern[str] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         joined = "|".join(f"(?:{_translate(p)})" for p in self.patterns) or "(?!)"
+        exempt = "|".join(f"(?:{_translate(p)})" for p in self.allowed)
+        if exempt:
+            joined = f"(?!(?:{exempt})\\Z)(?:{joined})"
         object.__setattr__(self, "_regex", re.compile(joined, re.IGNORECASE | re.DOTALL))
 
     @classmethod
@@ -115,11 +137,11 @@ class ProtectedPaths:
     @classmethod
     def none(cls) -> ProtectedPaths:
         """No protected paths: host programs may run what a tool writes (an explicit opt-out)."""
-        return cls(())
+        return cls((), ())
 
     def adding(self, *patterns: str) -> ProtectedPaths:
         """A policy with more patterns."""
-        return ProtectedPaths((*self.patterns, *patterns))
+        return ProtectedPaths((*self.patterns, *patterns), self.allowed)
 
     @property
     def compiled(self) -> re.Pattern[str]:
