@@ -460,3 +460,18 @@ async def test_without_unshare_the_layer_is_unavailable(
     monkeypatch.setattr(layer_module.shutil, "which", nowhere)
     with pytest.raises(SandboxUnavailable, match="unshare"):
         await runner.run(["true"])
+
+
+async def test_a_host_that_cannot_mount_the_layer_is_reported(
+    scene: Scene, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import legato.sandbox._layer as layer_module
+    from legato.exceptions import SandboxUnavailable
+
+    def broken(self: layer_module.Layer) -> list[str]:
+        root = str(self.workspace.root)
+        return ["--overlay-src", root, "--overlay", "/nonexistent/up", "/nonexistent/work", root]
+
+    monkeypatch.setattr(layer_module.Layer, "overlay_args", broken)
+    with pytest.raises(SandboxUnavailable, match="write layer"):
+        await BubblewrapRunner(Workspace(scene.root)).run(["true"])

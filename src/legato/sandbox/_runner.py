@@ -429,7 +429,39 @@ class BubblewrapRunner:
             output_bytes=64 << 10,
         )
         self._sized = "--size" in usage.stdout + usage.stderr
+        if _WRITE_LAYER and (self._ws.protected or self._ws.quota_bytes is not None):
+            await self._probe_layer(true)
         self._probed = True
+
+    async def _probe_layer(self, true: str) -> None:
+        """Start a trivial sandbox over a write layer once.
+
+        A host without overlayfs in user namespaces, or without `unshare`, is then reported
+        as such (`SandboxUnavailable`) instead of failing each command.
+        """
+        layer = Layer(workspace=self._ws, room=None, size=1 << 20)
+        try:
+            result = await execute(
+                layer.wrap(self.command_line([true], layer=layer)),
+                cwd=str(self._ws.root),
+                env=_base_env("/tmp", {}),
+                stdin=None,
+                time_limit=30,
+                output_bytes=64 << 10,
+            )
+            report = await asyncio.to_thread(layer.finish)
+        finally:
+            layer.close()
+        layer.raise_for(report, result.stderr or result.stdout)
+        if result.exit_code != 0:
+            detail = (result.stderr or result.stdout).strip() or result.render()
+            msg = (
+                f"bubblewrap ({self._bwrap}) cannot mount the workspace's write layer here: "
+                f"{detail}. It needs overlayfs in user namespaces (Linux 5.11 or later); give "
+                "the Workspace protected=ProtectedPaths.none() and no quota to run commands "
+                "without it."
+            )
+            raise SandboxUnavailable(msg)
 
 
 class UnsandboxedRunner:
