@@ -1,10 +1,13 @@
 """The escape corpus: attacks an agent's tool calls could make, each of which must be stopped.
 
 Part A attacks the file tools (path traversal, absolute paths, sibling prefixes, symlinks,
-hard links (read and grep), `/proc/self/root`, host secrets, writes outside, smuggled grep/glob paths).
+hard links (read and grep), `/proc/self/root`, host secrets, writes outside, smuggled grep/glob
+paths, a `core.fsmonitor` for the host's git).
 Part B attacks the shell and Python tools (host secrets, writes outside, hard links made
 from inside, `/proc/self/root`, the network, a fork bomb, a memory bomb, endless output, a
-process left running after the tool returns).
+process left running after the tool returns, set-id plants, memory across processes, the
+private `/tmp`, a `setsid` grandchild, a git hook for the host's git, a host unix socket in
+the workspace, writes past the workspace's quota).
 
 Each attack returns True when it got through. The corpus runs once with the protections on
 (every attack must be stopped; the count is printed) and once with them off — file attacks

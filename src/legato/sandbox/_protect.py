@@ -16,7 +16,9 @@ included), a trailing `/**` everything below. A pattern protects the entry itsel
 not be created, replaced, changed or deleted. `**/.git` therefore forbids a new repository
 (or a `.git` file pointing git at a directory of the command's choosing) anywhere, while
 an existing repository's objects, refs and index stay writable: only the patterns that name
-its configuration and hooks protect what lies inside it.
+its configuration and hooks protect what lies inside it. `**/HEAD` keeps a bare repository
+from being made in an ordinary directory (git uses one it finds, with its `config`); the
+policy's `allowed` patterns exempt a repository's own `HEAD`, reflogs and refs.
 """
 
 from __future__ import annotations
