@@ -80,6 +80,10 @@ def host_git(root: Path, *args: str) -> subprocess.CompletedProcess[str]:
         "GIT_AUTHOR_EMAIL": "host@example.invalid",
         "GIT_COMMITTER_NAME": "host",
         "GIT_COMMITTER_EMAIL": "host@example.invalid",
+        # a workspace owned by another user (the unprivileged test) is trusted all the same
+        "GIT_CONFIG_COUNT": "1",
+        "GIT_CONFIG_KEY_0": "safe.directory",
+        "GIT_CONFIG_VALUE_0": "*",
     }
     return subprocess.run(
         ["git", *args], cwd=root, env=env, capture_output=True, text=True, check=False

@@ -15,7 +15,12 @@ escape, so the tests can fail.
 from __future__ import annotations
 
 import asyncio
+import json
 import os
+import shutil
+import subprocess
+import sys
+import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -475,3 +480,88 @@ async def test_a_host_that_cannot_mount_the_layer_is_reported(
     monkeypatch.setattr(layer_module.Layer, "overlay_args", broken)
     with pytest.raises(SandboxUnavailable, match="write layer"):
         await BubblewrapRunner(Workspace(scene.root)).run(["true"])
+
+
+# -- as a user other than root ---------------------------------------------------------------------
+
+NOBODY = 65534
+UNPRIVILEGED = """
+import asyncio, json, sys
+sys.path.insert(0, sys.argv[1])
+from legato.exceptions import WorkspaceQuotaExceeded
+from legato.sandbox import BubblewrapRunner, ProtectedPaths, Workspace
+
+async def main():
+    out = {}
+    for name, policy in (("guarded", None), ("open", ProtectedPaths.none())):
+        ws = Workspace(sys.argv[3] + "/" + name, protected=policy, quota_bytes=5_000_000)
+        runner = BubblewrapRunner(ws, bwrap=sys.argv[2])
+        result = await runner.run(["/bin/sh", "-c", "id -u; echo kept > kept.txt; " + sys.argv[4]])
+        out[name] = [result.stdout.split()[0], list(result.refused_paths)]
+        try:
+            await runner.run(["/bin/sh", "-c", "head -c 20000000 /dev/zero > big"])
+        except WorkspaceQuotaExceeded:
+            out[name].append("quota")
+    print(json.dumps(out))
+
+asyncio.run(main())
+"""
+
+
+def _unprivileged_python() -> str | None:
+    for candidate in (sys.executable, shutil.which("python3"), "/usr/bin/python3"):
+        if candidate is None:
+            continue
+        probe = subprocess.run(
+            ["setpriv", f"--reuid={NOBODY}", f"--regid={NOBODY}", "--clear-groups", candidate]
+            + ["-c", "import asyncio, json"],
+            capture_output=True,
+            check=False,
+        )
+        if probe.returncode == 0:
+            return candidate
+    return None
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="switches to an unprivileged user (needs root)")
+def test_as_an_unprivileged_user_the_layer_holds(scene: Scene) -> None:
+    """The layer's user namespace (a user mapped to root, who may mount the tmpfs)."""
+    import legato
+    from legato.sandbox import find_bwrap
+
+    if shutil.which("setpriv") is None or (python := _unprivileged_python()) is None:
+        pytest.skip("no setpriv, or no Python the unprivileged user may run")
+    base = Path(tempfile.mkdtemp(prefix="legato-nobody-"))
+    try:
+        markers: dict[str, Path] = {}
+        for name in ("guarded", "open"):
+            (base / name).mkdir()
+            assert host_git(base / name, "init", "-q").returncode == 0
+            markers[name] = scene.outside / f"ran-{name}"
+        for path in [base, *base.rglob("*")]:
+            os.chown(path, NOBODY, NOBODY, follow_symlinks=False)
+        plant = 'git config core.fsmonitor "touch $MARKER"'
+        src = str(Path(legato.__file__).parents[1])
+        script = [python, "-I", "-c", UNPRIVILEGED, src, find_bwrap(), str(base)]
+        results: dict[str, list[Any]] = {}
+        for name in ("guarded", "open"):
+            command = plant.replace("$MARKER", str(markers[name]))
+            run = subprocess.run(
+                ["setpriv", f"--reuid={NOBODY}", f"--regid={NOBODY}", "--clear-groups"]
+                + [*script, command],
+                capture_output=True,
+                text=True,
+                check=False,
+            )
+            assert run.returncode == 0, run.stderr
+            results[name] = json.loads(run.stdout)[name]
+        for name in ("guarded", "open"):
+            host_uses_git(base / name)
+            assert (base / name / "kept.txt").stat().st_uid == NOBODY
+            assert not (base / name / "big").exists()
+        assert results["guarded"] == [str(NOBODY), [".git/config"], "quota"]
+        assert not markers["guarded"].exists()
+        assert results["open"][0] == str(NOBODY) and results["open"][2] == "quota"
+        assert markers["open"].exists()  # the twin: without the policy, the host's git runs it
+    finally:
+        shutil.rmtree(base, ignore_errors=True)
