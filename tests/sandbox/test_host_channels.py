@@ -565,3 +565,17 @@ def test_as_an_unprivileged_user_the_layer_holds(scene: Scene) -> None:
         assert markers["open"].exists()  # the twin: without the policy, the host's git runs it
     finally:
         shutil.rmtree(base, ignore_errors=True)
+
+
+async def test_a_replaced_directory_keeps_its_protected_entries_and_gets_the_rest(
+    scene: Scene,
+) -> None:
+    (scene.root / "sub").mkdir()
+    assert host_git(scene.root / "sub", "init", "-q").returncode == 0
+    (scene.root / "sub" / "old.txt").write_text("old\n")
+    runner = BubblewrapRunner(Workspace(scene.root))
+    result = await runner.run([SH, "-c", "rm -rf sub && mkdir sub && echo new > sub/new.txt"])
+    assert (scene.root / "sub" / ".git" / "config").exists(), result.render()
+    assert not (scene.root / "sub" / "old.txt").exists()
+    assert (scene.root / "sub" / "new.txt").read_text() == "new\n"
+    assert any(p.startswith("sub/.git") for p in result.refused_paths), result.render()

@@ -97,8 +97,12 @@ class Apply:
                 if self.guarded(path):
                     return
                 if old is not None and not self.remove(host, name, path):
-                    return
-                os.mkdir(name, 0o700, dir_fd=host)
+                    # protected entries inside were kept: apply the rest around them
+                    kept = _lstat(name, host)
+                    if kept is None or not stat.S_ISDIR(kept.st_mode):
+                        return
+                else:
+                    os.mkdir(name, 0o700, dir_fd=host)
             host_fd = os.open(name, _DIR, dir_fd=host)
             try:
                 self.directory(up_fd, host_fd, path, opaque=False)
