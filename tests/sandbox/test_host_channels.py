@@ -579,3 +579,12 @@ async def test_a_replaced_directory_keeps_its_protected_entries_and_gets_the_res
     assert not (scene.root / "sub" / "old.txt").exists()
     assert (scene.root / "sub" / "new.txt").read_text() == "new\n"
     assert any(p.startswith("sub/.git") for p in result.refused_paths), result.render()
+
+
+async def test_a_layer_nested_too_deep_is_not_applied(scene: Scene) -> None:
+    """Applying recurses per level: a tree deeper than it can walk is refused, all of it."""
+    runner = BubblewrapRunner(Workspace(scene.root))
+    script = "echo x > top.txt; for i in $(seq 300); do mkdir d && cd d; done; echo deep > f"
+    result = await runner.run([SH, "-c", script])
+    assert "nested 300 levels deep" in result.render(), result.render()
+    assert not (scene.root / "top.txt").exists() and not (scene.root / "d").exists()

@@ -16,10 +16,13 @@ import os
 import re
 import stat
 
-__all__ = ["Apply", "held_bytes"]
+__all__ = ["MAX_DEPTH", "Apply", "scan"]
 
 _OPAQUE = ("user.overlay.opaque", "trusted.overlay.opaque")
 _DIR = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+
+MAX_DEPTH = 200
+"""Directories nested deeper than this are not applied (applying recurses per level)."""
 
 
 class Apply:
@@ -192,17 +195,28 @@ def _copy_file(
         os.close(src)
 
 
-def held_bytes(up: int) -> int:
-    """Bytes of the files and links below the open directory `up` (what applying may add)."""
-    total = 0
-    for name in _names(up):
-        st = os.stat(name, dir_fd=up, follow_symlinks=False)
-        if stat.S_ISDIR(st.st_mode):
-            fd = os.open(name, _DIR, dir_fd=up)
+def scan(up: int) -> tuple[int, int]:
+    """What the open directory `up` holds, walked without recursion.
+
+    Returns the bytes of its files and links (what applying may add at most) and how deep
+    its directories nest.
+    """
+    total, deepest = 0, 0
+    stack: list[tuple[int, int]] = [(os.dup(up), 0)]
+    try:
+        while stack:
+            fd, depth = stack.pop()
+            deepest = max(deepest, depth)
             try:
-                total += held_bytes(fd)
+                for name in _names(fd):
+                    st = os.stat(name, dir_fd=fd, follow_symlinks=False)
+                    if stat.S_ISDIR(st.st_mode):
+                        stack.append((os.open(name, _DIR, dir_fd=fd), depth + 1))
+                    elif stat.S_ISREG(st.st_mode) or stat.S_ISLNK(st.st_mode):
+                        total += st.st_size
             finally:
                 os.close(fd)
-        elif stat.S_ISREG(st.st_mode) or stat.S_ISLNK(st.st_mode):
-            total += st.st_size
-    return total
+    finally:
+        for fd, _ in stack:
+            os.close(fd)
+    return total, deepest

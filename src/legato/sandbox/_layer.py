@@ -37,7 +37,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from legato.exceptions import SandboxUnavailable, WorkspaceQuotaExceeded
-from legato.sandbox._apply import Apply, held_bytes
+from legato.sandbox._apply import MAX_DEPTH, Apply, scan
 from legato.sandbox._workspace import Workspace
 
 __all__ = ["Layer", "LayerReport"]
@@ -180,8 +180,12 @@ class Layer:
         if upper is None:
             return LayerReport(applied=False)
         try:
-            if self._full(upper):
+            held, depth = scan(upper)
+            if self._full(upper, held):
                 return LayerReport(applied=False, full=True)
+            if depth > MAX_DEPTH:
+                deep = f"directories nested {depth} levels deep (more than {MAX_DEPTH})"
+                return LayerReport(applied=False, errors=(deep,))
             apply = Apply(self.workspace.protected.compiled)
             host = os.open(self.workspace.root, _DIR | os.O_NOFOLLOW)
             try:
@@ -209,11 +213,11 @@ class Layer:
         for fd in fifos:
             os.close(fd)
 
-    def _full(self, upper: int) -> bool:
+    def _full(self, upper: int, held: int) -> bool:
         if self.room is None:
             return False
         vfs = os.fstatvfs(upper)
-        return vfs.f_bavail == 0 or vfs.f_favail == 0 or held_bytes(upper) > self.room
+        return vfs.f_bavail == 0 or vfs.f_favail == 0 or held > self.room
 
     def raise_for(self, report: LayerReport, output: str) -> None:
         """Raise for a layer that could not be mounted or that filled up.

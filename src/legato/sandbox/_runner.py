@@ -612,14 +612,15 @@ def _with_layer(result: CommandResult, report: LayerReport) -> CommandResult:
     """The result with what the layer did not apply (protected paths, a kill) noted."""
     notes: list[str] = []
     if not report.applied:
-        notes.append("the command's changes to the workspace were discarded (it was killed)")
+        why = "; ".join(report.errors) if report.errors else "it was killed"
+        notes.append(f"the command's changes to the workspace were discarded ({why})")
     if report.refused:
         shown = ", ".join(report.refused[:20])
         notes.append(f"not applied: changes to protected paths host programs run: {shown}")
         _log.warning("a sandboxed command changed protected paths; not applied: %s", shown)
     if report.skipped:
         notes.append(f"not applied: sockets, pipes or devices: {', '.join(report.skipped[:20])}")
-    if report.errors:
+    if report.errors and report.applied:
         notes.append(f"could not be applied: {'; '.join(report.errors[:20])}")
         _log.warning("a sandboxed command's changes could not all be applied: %s", report.errors)
     return replace(result, notes=(*result.notes, *notes), refused_paths=report.refused)
