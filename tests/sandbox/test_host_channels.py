@@ -588,3 +588,23 @@ async def test_a_layer_nested_too_deep_is_not_applied(scene: Scene) -> None:
     result = await runner.run([SH, "-c", script])
     assert "nested 300 levels deep" in result.render(), result.render()
     assert not (scene.root / "top.txt").exists() and not (scene.root / "d").exists()
+
+
+ENTRIES = 1000
+
+
+async def many_files(root: Path, limits: Limits) -> CommandResult:
+    script = "mkdir many && cd many && for i in $(seq 3000); do : > f$i; done; echo made"
+    return await BubblewrapRunner(Workspace(root)).run([SH, "-c", script], limits=limits)
+
+
+async def test_a_command_creates_at_most_its_entries(scene: Scene) -> None:
+    result = await many_files(scene.root, Limits(workspace_entries=ENTRIES))
+    assert "No space left on device" in result.stderr, result.render()
+    assert len(list((scene.root / "many").iterdir())) <= ENTRIES
+
+
+async def test_entries_twin_without_a_bound(scene: Scene) -> None:
+    result = await many_files(scene.root, Limits(workspace_entries=None))
+    assert result.ok, result.render()
+    assert len(list((scene.root / "many").iterdir())) == 3000

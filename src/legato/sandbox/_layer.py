@@ -85,6 +85,8 @@ class Layer:
     """Bytes the quota leaves (None: no quota)."""
     size: int | None
     """Size of the tmpfs (None: the kernel's default)."""
+    inodes: int | None = None
+    """Entries the tmpfs may hold (None: the kernel's default)."""
     directory: str = field(default_factory=lambda: tempfile.mkdtemp(prefix="legato-layer-"))
     _fifos: tuple[int, int] | None = None
     """legato's ends of the report and release FIFOs (opened read-write: never blocking)."""
@@ -93,17 +95,23 @@ class Layer:
     _setup_failed: bool = False
 
     @classmethod
-    def plan(cls, workspace: Workspace, memory_bytes: int | None) -> Layer:
+    def plan(
+        cls, workspace: Workspace, memory_bytes: int | None, entries: int | None = None
+    ) -> Layer:
         """The layer for the next call: sized by the quota's room, else by `memory_bytes`.
+
+        `entries` bounds the files, directories and links it may hold.
 
         Raises:
             WorkspaceQuotaExceeded: the workspace already holds more than its quota.
         """
         room = workspace.check_quota()
+        inodes = None if entries is None else entries + 3  # + its root, `up` and `work`
         if room < 0:
-            return cls(workspace=workspace, room=None, size=memory_bytes)
+            return cls(workspace=workspace, room=None, size=memory_bytes, inodes=inodes)
         # the tmpfs counts whole pages; the exact room is checked when the layer is applied
-        return cls(workspace=workspace, room=room, size=max(_PAGE, -(-room // _PAGE) * _PAGE))
+        size = max(_PAGE, -(-room // _PAGE) * _PAGE)
+        return cls(workspace=workspace, room=room, size=size, inodes=inodes)
 
     @property
     def mount(self) -> str:
@@ -138,7 +146,11 @@ class Layer:
         self._fifos = (os.open(report, flags), os.open(release, flags))
         self._thread = threading.Thread(target=self._hold, name="legato-layer", daemon=True)
         self._thread.start()
-        options = ",".join(["mode=0700", *([f"size={self.size}"] if self.size is not None else [])])
+        options = ["mode=0700"]
+        if self.size is not None:
+            options.append(f"size={self.size}")
+        if self.inodes is not None:
+            options.append(f"nr_inodes={self.inodes}")
         user = ["--user", "--map-root-user"] if os.geteuid() != 0 else []
         return [
             unshare,
@@ -153,7 +165,7 @@ class Layer:
             self.mount,
             report,
             release,
-            options,
+            ",".join(options),
             *bwrap_command,
         ]
 

@@ -367,7 +367,7 @@ class BubblewrapRunner:
             return None
         if not self._ws.protected and self._ws.quota_bytes is None:
             return None
-        return Layer.plan(self._ws, lim.memory_bytes)
+        return Layer.plan(self._ws, lim.memory_bytes, lim.workspace_entries)
 
     def _first(self, downgrade: str) -> bool:
         """True the first time this runner meets `downgrade` (it is logged once)."""
