@@ -544,8 +544,9 @@ def sandbox_runner(
     limits: Limits | None = None,
     read_only_paths: Sequence[str | os.PathLike[str]] = (),
     env: Mapping[str, str] | None = None,
+    unix_sockets: bool = False,
 ) -> Runner:
-    """The runner for a sandbox kind.
+    """The runner for a sandbox kind (`unix_sockets`: see `BubblewrapRunner`).
 
     Raises:
         SandboxUnavailable: `bwrap` was asked for and bubblewrap is not installed.
@@ -554,7 +555,12 @@ def sandbox_runner(
     """
     if sandbox == "bwrap":
         return BubblewrapRunner(
-            workspace, network=network, limits=limits, read_only_paths=read_only_paths, env=env
+            workspace,
+            network=network,
+            limits=limits,
+            read_only_paths=read_only_paths,
+            env=env,
+            unix_sockets=unix_sockets,
         )
     if sandbox == "none":
         return UnsandboxedRunner(workspace, limits=limits, env=env)
