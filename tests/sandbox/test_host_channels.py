@@ -608,3 +608,21 @@ async def test_entries_twin_without_a_bound(scene: Scene) -> None:
     result = await many_files(scene.root, Limits(workspace_entries=None))
     assert result.ok, result.render()
     assert len(list((scene.root / "many").iterdir())) == 3000
+
+
+async def test_the_layers_fifos_are_never_inside_the_workspace(
+    scene: Scene, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With TMPDIR inside the workspace, the layer's private directory goes elsewhere.
+
+    Inside, a command could reach the FIFOs, and overlayfs refuses an upper layer within
+    its lower one (the twin, checked by hand: `SandboxUnavailable`, "Invalid argument").
+    """
+    inside = scene.root / "tmp"
+    inside.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(inside))
+    command = "ls -A tmp; echo ok > made"
+    result = await BubblewrapRunner(Workspace(scene.root)).run([SH, "-c", command])
+    assert result.ok, result.render()
+    assert "legato-layer" not in result.stdout  # not visible to the command while it ran
+    assert (scene.root / "made").read_text() == "ok\n"

@@ -33,7 +33,7 @@ import os
 import shutil
 import tempfile
 import threading
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 from legato.exceptions import SandboxUnavailable, WorkspaceQuotaExceeded
@@ -87,12 +87,17 @@ class Layer:
     """Size of the tmpfs (None: the kernel's default)."""
     inodes: int | None = None
     """Entries the tmpfs may hold (None: the kernel's default)."""
-    directory: str = field(default_factory=lambda: tempfile.mkdtemp(prefix="legato-layer-"))
+    directory: str = ""
+    """legato's private directory for the mount point and the FIFOs (made when empty)."""
     _fifos: tuple[int, int] | None = None
     """legato's ends of the report and release FIFOs (opened read-write: never blocking)."""
     _thread: threading.Thread | None = None
     _upper: int | None = None
     _setup_failed: bool = False
+
+    def __post_init__(self) -> None:
+        if not self.directory:
+            self.directory = _private_directory(self.workspace.root)
 
     @classmethod
     def plan(
@@ -263,3 +268,16 @@ class Layer:
             self._upper = None
         with contextlib.suppress(OSError):
             shutil.rmtree(self.directory)
+
+
+def _private_directory(root: Path) -> str:
+    """A fresh directory of legato's, never inside the workspace.
+
+    A command could reach the FIFOs there. The temporary directory, else `/tmp`.
+    """
+    for base in (tempfile.gettempdir(), "/tmp"):
+        real = Path(base).resolve()
+        if real != root and root not in real.parents:
+            return tempfile.mkdtemp(prefix="legato-layer-", dir=real)
+    msg = f"no temporary directory outside the workspace {str(root)!r} for the write layer"
+    raise SandboxUnavailable(msg)
