@@ -616,7 +616,7 @@ async def test_the_layers_fifos_are_never_inside_the_workspace(
     """With TMPDIR inside the workspace, the layer's private directory goes elsewhere.
 
     Inside, a command could reach the FIFOs, and overlayfs refuses an upper layer within
-    its lower one (the twin, checked by hand: `SandboxUnavailable`, "Invalid argument").
+    its lower one (the twin).
     """
     inside = scene.root / "tmp"
     inside.mkdir()
@@ -626,3 +626,20 @@ async def test_the_layers_fifos_are_never_inside_the_workspace(
     assert result.ok, result.render()
     assert "legato-layer" not in result.stdout  # not visible to the command while it ran
     assert (scene.root / "made").read_text() == "ok\n"
+
+
+async def test_layer_directory_twin_inside_the_workspace(
+    scene: Scene, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import legato.sandbox._layer as layer_module
+    from legato.exceptions import SandboxUnavailable
+
+    inside = scene.root / "tmp"
+    inside.mkdir()
+
+    def naive(_root: Path) -> str:
+        return tempfile.mkdtemp(prefix="legato-layer-", dir=inside)
+
+    monkeypatch.setattr(layer_module, "_private_directory", naive)
+    with pytest.raises(SandboxUnavailable, match="Invalid argument"):
+        await BubblewrapRunner(Workspace(scene.root)).run([SH, "-c", "ls -A tmp"])
