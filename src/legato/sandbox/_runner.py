@@ -9,7 +9,10 @@ command's main process exits, the PID namespace ends and every process it left b
 killed with it. A seccomp filter refuses set-user-id and set-group-id bits on any file
 (`legato.sandbox._seccomp`): as root, the files a command writes belong to the host's root.
 The private `/tmp` is a tmpfs of bounded size, and the call's memory and task count are
-bounded together by a cgroup where the host allows one (`legato.sandbox._cgroup`).
+bounded together by a cgroup where the host allows one (`legato.sandbox._cgroup`). The same
+filter refuses unix sockets (a host service's socket may lie in the workspace). The
+workspace is written through a layer applied when the command ends (`legato.sandbox._layer`):
+never to the paths host programs run (`ProtectedPaths`), never past the workspace's quota.
 """
 
 from __future__ import annotations
