@@ -204,7 +204,7 @@ class Layer:
                 deep = f"directories nested {depth} levels deep (more than {MAX_DEPTH})"
                 return LayerReport(applied=False, errors=(deep,))
             apply = Apply(self.workspace.protected.compiled)
-            host = os.open(self.workspace.root, _DIR | os.O_NOFOLLOW)
+            host = self.workspace.open_root()  # the same directory, or SandboxViolation
             try:
                 apply.directory(upper, host, "", opaque=False)
             finally:

@@ -202,6 +202,14 @@ class Workspace:
 
     # -- resolution ---------------------------------------------------------------------------
 
+    def open_root(self) -> int:
+        """A descriptor of the root (`O_DIRECTORY | O_NOFOLLOW`); the caller closes it.
+
+        Raises:
+            SandboxViolation: the root was replaced by another directory since.
+        """
+        return self._open_root()
+
     def _open_root(self) -> int:
         fd = os.open(self._root, _DIR_FLAGS)
         st = os.fstat(fd)
