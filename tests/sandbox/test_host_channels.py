@@ -643,3 +643,14 @@ async def test_layer_directory_twin_inside_the_workspace(
     monkeypatch.setattr(layer_module, "_private_directory", naive)
     with pytest.raises(SandboxUnavailable, match="Invalid argument"):
         await BubblewrapRunner(Workspace(scene.root)).run([SH, "-c", "ls -A tmp"])
+
+
+def test_a_refused_write_creates_no_directory(scene: Scene) -> None:
+    """Nothing half-written: the directories a refused write would need are not made."""
+    ws = Workspace(scene.root, quota_bytes=10)
+    with pytest.raises(ProtectedPathRefused):
+        ws.write_bytes("a/b/.git/config", b"x")
+    with pytest.raises(WorkspaceQuotaExceeded):
+        ws.write_bytes("c/d/big.bin", b"x" * 11)
+    assert list(scene.root.iterdir()) == []
+    assert ws.write_bytes("e/small.txt", b"x" * 10) == "e/small.txt"

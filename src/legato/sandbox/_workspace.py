@@ -449,6 +449,7 @@ class Workspace:
         Raises:
             SandboxViolation: the path leads outside, or the file has other hard links.
         """
+        self._before_writing(path, len(data))
         t = self._resolve(path, create_dirs=create_dirs)
         try:
             if t.name is None or (t.st is not None and stat.S_ISDIR(t.st.st_mode)):
@@ -458,15 +459,40 @@ class Workspace:
             if t.st is not None:
                 _check_regular(t.st, path)
                 mode = stat.S_IMODE(t.st.st_mode)
-            old = 0 if t.st is None else t.st.st_size
-            self.check_quota(len(data) - old, path=path)
             _replace(t.dir_fd, t.name, data, mode)
             return t.relative
         finally:
             t.close()
 
+    def _before_writing(self, path: str, size: int) -> None:
+        """Refuse before anything is created: a protected path, or a write past the quota.
+
+        The path is checked as written (each directory the write would create, and the
+        file); the resolved path is checked again while it is walked.
+        """
+        if isinstance(path, str) and not path.startswith("/"):  # pyright: ignore[reportUnnecessaryIsInstance]
+            parts = [p for p in path.split("/") if p not in ("", ".")]
+            if ".." not in parts:
+                for end in range(1, len(parts) + 1):
+                    prefix = "/".join(parts[:end])
+                    if end == len(parts) or not self._is_dir(prefix):
+                        self.check_writable(prefix, original=path)
+        if self._quota is not None:
+            try:
+                old = self.stat(path).st_size
+            except (FileNotFoundError, NotADirectoryError):
+                old = 0
+            self.check_quota(size - old, path=path)
+
+    def _is_dir(self, path: str) -> bool:
+        try:
+            return stat.S_ISDIR(self.stat(path).st_mode)
+        except (OSError, SandboxViolation):
+            return False
+
     def mkdir(self, path: str) -> str:
         """Create a directory and its parents (existing ones are fine); return its path."""
+        self._before_writing(path, 0)
         t = self._resolve(path, create_dirs=True)
         try:
             if t.name is not None and t.st is None:
