@@ -2,7 +2,12 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
+import socket
+import subprocess
+import threading
+from collections.abc import Generator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -62,3 +67,81 @@ def memory_cgroup_available() -> bool:
         return False
     group.close()
     return group.memory
+
+
+def host_git(root: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    """The host's own git in the workspace, with no configuration of the user's."""
+    env = {
+        "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
+        "HOME": str(root.parent),
+        "GIT_CONFIG_NOSYSTEM": "1",
+        "GIT_CEILING_DIRECTORIES": str(root.parent),
+        "GIT_AUTHOR_NAME": "host",
+        "GIT_AUTHOR_EMAIL": "host@example.invalid",
+        "GIT_COMMITTER_NAME": "host",
+        "GIT_COMMITTER_EMAIL": "host@example.invalid",
+        # a workspace owned by another user (the unprivileged test) is trusted all the same
+        "GIT_CONFIG_COUNT": "1",
+        "GIT_CONFIG_KEY_0": "safe.directory",
+        "GIT_CONFIG_VALUE_0": "*",
+    }
+    return subprocess.run(
+        ["git", *args], cwd=root, env=env, capture_output=True, text=True, check=False
+    )
+
+
+def host_uses_git(root: Path) -> None:
+    """What a user does after the agent: `git status`, then a commit."""
+    host_git(root, "status")
+    host_git(root, "add", "-A")
+    host_git(root, "commit", "-q", "--allow-empty", "-m", "after the agent")
+
+
+class HostServer:
+    """A host service listening on a unix socket; records what clients send it."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.received: list[bytes] = []
+        self._sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        self._thread = threading.Thread(target=self._serve, daemon=True)
+
+    def start(self) -> None:
+        self._sock.bind(str(self.path))
+        self._sock.listen(4)
+        self._sock.settimeout(0.2)
+        self._thread.start()
+
+    def _serve(self) -> None:
+        while self._sock.fileno() != -1:
+            try:
+                conn, _ = self._sock.accept()
+            except TimeoutError:
+                continue
+            except OSError:
+                return
+            with conn:
+                conn.settimeout(5)
+                with contextlib.suppress(OSError):
+                    self.received.append(conn.recv(100))
+                    conn.sendall(b"host secret\n")
+
+    def stop(self) -> None:
+        self._sock.close()
+        self._thread.join(timeout=5)
+
+
+@contextlib.contextmanager
+def host_server(path: Path) -> Generator[HostServer]:
+    server = HostServer(path)
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+def workspace_bytes(root: Path) -> int:
+    """Bytes of the files and links under `root` (what a workspace quota counts)."""
+    from legato.sandbox._protect import workspace_usage
+
+    return workspace_usage(root)

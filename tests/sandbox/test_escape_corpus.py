@@ -1,10 +1,13 @@
 """The escape corpus: attacks an agent's tool calls could make, each of which must be stopped.
 
 Part A attacks the file tools (path traversal, absolute paths, sibling prefixes, symlinks,
-hard links (read and grep), `/proc/self/root`, host secrets, writes outside, smuggled grep/glob paths).
+hard links (read and grep), `/proc/self/root`, host secrets, writes outside, smuggled grep/glob
+paths, a `core.fsmonitor` for the host's git).
 Part B attacks the shell and Python tools (host secrets, writes outside, hard links made
 from inside, `/proc/self/root`, the network, a fork bomb, a memory bomb, endless output, a
-process left running after the tool returns).
+process left running after the tool returns, set-id plants, memory across processes, the
+private `/tmp`, a `setsid` grandchild, a git hook for the host's git, a host unix socket in
+the workspace, writes past the workspace's quota).
 
 Each attack returns True when it got through. The corpus runs once with the protections on
 (every attack must be stopped; the count is printed) and once with them off — file attacks
@@ -29,8 +32,12 @@ import pytest
 from sandbox_helpers import (
     Scene,
     children_of_this_process,
+    host_git,
+    host_server,
+    host_uses_git,
     memory_cgroup_available,
     processes_with,
+    workspace_bytes,
 )
 
 import legato.sandbox._runner as runner_module
@@ -57,6 +64,8 @@ FLOOD_BYTES = 4 << 20
 HOLDERS = 4
 HOLD_BYTES = 96 << 20
 """Memory each of the holder processes touches: each fits the limit, together they do not."""
+QUOTA = 16 << 20
+"""Every corpus workspace has this quota; the disk-filling attack writes twice as much."""
 TMP_FILES = 24
 TMP_FILE_BYTES = 4 << 20
 """Files written to the private /tmp: 96 MiB in all, three times its size."""
@@ -204,6 +213,15 @@ async def glob_outside(tools: Call, s: Scene) -> tuple[bool, str]:
     return "host-secret.txt" in out, out
 
 
+async def fsmonitor_plant(tools: Call, s: Scene) -> tuple[bool, str]:
+    host_git(s.root, "init", "-q")
+    marker = s.outside / "host-git-ran-it"
+    config = f"[core]\n\tfsmonitor = touch {marker}\n"
+    out = await tools("write_file", path=".git/config", content=config)
+    host_uses_git(s.root)
+    return marker.exists(), out
+
+
 FILE_ATTACKS = [
     Attack("path traversal read", traversal_read, "refused:"),
     Attack("absolute path read", absolute_read, "refused:"),
@@ -218,6 +236,7 @@ FILE_ATTACKS = [
     Attack("edit a host file through a symlink", edit_through_symlink, "refused:"),
     Attack("grep outside the workspace", grep_outside, "refused:"),
     Attack("glob outside the workspace", glob_outside, "refused:"),
+    Attack("a core.fsmonitor the host's git runs", fsmonitor_plant, "may not be written"),
 ]
 
 
@@ -346,6 +365,44 @@ async def shell_set_uid_plant(tools: Call, s: Scene) -> tuple[bool, str]:
     return bool(st.st_mode & 0o6000) and st.st_uid == 0, out
 
 
+async def shell_git_hook_plant(tools: Call, s: Scene) -> tuple[bool, str]:
+    host_git(s.root, "init", "-q")
+    marker = s.outside / "host-git-ran-it"
+    hook = f"#!/bin/sh\\ntouch {marker}\\n"
+    out = await tools(
+        "shell",
+        command=(
+            f"printf '{hook}' > .git/hooks/post-commit && chmod +x .git/hooks/post-commit && "
+            f"git config core.fsmonitor 'touch {marker}'"
+        ),
+    )
+    host_uses_git(s.root)
+    return marker.exists(), out
+
+
+async def python_host_unix_socket(tools: Call, s: Scene) -> tuple[bool, str]:
+    with host_server(s.root / "service.sock") as server:
+        server.start()
+        code = (
+            "import socket\n"
+            "c = socket.socket(socket.AF_UNIX)\n"
+            "c.connect('service.sock')\n"
+            "c.sendall(b'hello from the sandbox')\n"
+            "print(c.recv(100))\n"
+        )
+        out = await tools("python", code=code)
+    return server.received != [], out
+
+
+async def shell_fills_the_disk(tools: Call, s: Scene) -> tuple[bool, str]:
+    files = 2 * QUOTA // (4 << 20)
+    out = await tools(
+        "shell",
+        command=f"for i in $(seq {files}); do head -c {4 << 20} /dev/zero > f$i; done; echo done",
+    )
+    return workspace_bytes(s.root) > QUOTA, out
+
+
 async def python_memory_across_processes(tools: Call, s: Scene) -> tuple[bool, str]:
     code = (
         "import os, time\n"
@@ -421,6 +478,9 @@ COMMAND_ATTACKS = [
     Attack("processes together past the memory limit", python_memory_across_processes, "held"),
     Attack("files in the private /tmp past its size", shell_fills_private_tmp, "No space left"),
     Attack("a setsid grandchild outlives a cancel", shell_grandchild_survives_cancel, "cancelled"),
+    Attack("shell plants a hook the host's git runs", shell_git_hook_plant, "protected paths"),
+    Attack("python reaches a host unix socket", python_host_unix_socket, "not permitted"),
+    Attack("shell writes past the workspace's quota", shell_fills_the_disk, "quota"),
 ]
 NEEDS_MEMORY_CGROUP = {"processes together past the memory limit"}
 """Stopped only where the host delegates a memory cgroup (elsewhere, a logged downgrade)."""
@@ -448,7 +508,8 @@ def fresh_scene(base: Path, index: int) -> Scene:
 
 
 def protected(scene: Scene, sandbox: SandboxKind = "bwrap", limits: Limits = LIMITS) -> Call:
-    return Tools(workspace_tools(Workspace(scene.root), sandbox=sandbox, limits=limits))
+    workspace = Workspace(scene.root, quota_bytes=QUOTA)
+    return Tools(workspace_tools(workspace, sandbox=sandbox, limits=limits))
 
 
 async def run_corpus(

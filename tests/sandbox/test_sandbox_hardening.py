@@ -90,6 +90,7 @@ async def test_set_id_plant_twin_without_the_filter(
     scene: Scene, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr(runner_module, "_SETID_FILTER", False)
+    monkeypatch.setattr(runner_module, "_WRITE_LAYER", False)  # it drops set-id bits too
     through, out = await _plant(scene, PLANTS["chmod 4755"])
     assert through, out
 
@@ -99,7 +100,12 @@ async def test_without_a_filter_set_id_bits_are_stripped_after_the_call(
     scene: Scene, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
     """On an architecture without the filter (simulated here), the documented downgrade."""
-    monkeypatch.setattr(runner_module, "setid_filter", lambda: None)
+
+    def no_filter(**_: bool) -> None:
+        return None
+
+    monkeypatch.setattr(runner_module, "seccomp_filter", no_filter)
+    monkeypatch.setattr(runner_module, "_WRITE_LAYER", False)  # it drops set-id bits too
     with caplog.at_level("WARNING", logger="legato.sandbox"):
         through, out = await _plant(scene, PLANTS["chmod 4755"])
     assert not through, out

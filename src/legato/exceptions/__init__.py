@@ -53,6 +53,8 @@ LegatoError
 │   └── ContractRetriesExceeded   the model kept proposing calls the contracts rejected
 ├── SecurityError                 a protection refused something
 │   ├── SandboxViolation          a path or an action that would leave the workspace / sandbox
+│   │   ├── ProtectedPathRefused  a write to a path host programs run (git hooks, .git/config...)
+│   │   └── WorkspaceQuotaExceeded  the workspace would grow past its quota
 │   ├── CapabilityError           a run's capabilities widened after untrusted content arrived
 │   └── QuarantineError           a quarantine handle that is unknown or used after its run
 ├── MCPError                      an MCP server misbehaved or could not be reached
@@ -133,6 +135,7 @@ from legato.exceptions._io import (
     MCPTimeout,
     MemoryItemNotFound,
     PortInUse,
+    ProtectedPathRefused,
     QuarantineError,
     RequestInvalid,
     RunNotResumable,
@@ -144,6 +147,7 @@ from legato.exceptions._io import (
     StoreCorrupted,
     StoreError,
     WebError,
+    WorkspaceQuotaExceeded,
 )
 from legato.exceptions._run import (
     BudgetExceeded,
@@ -219,6 +223,7 @@ __all__ = [
     "PhantomTool",
     "PolicyError",
     "PortInUse",
+    "ProtectedPathRefused",
     "PriceUnknown",
     "ProviderServerError",
     "QuarantineError",
@@ -253,6 +258,7 @@ __all__ = [
     "UnknownModel",
     "WebError",
     "WorkspaceNotFound",
+    "WorkspaceQuotaExceeded",
     "WriteSkew",
 ]
 

@@ -21,6 +21,7 @@ __all__ = [
     "MCPTimeout",
     "MemoryItemNotFound",
     "PortInUse",
+    "ProtectedPathRefused",
     "QuarantineError",
     "RequestInvalid",
     "RunNotResumable",
@@ -32,6 +33,7 @@ __all__ = [
     "StoreCorrupted",
     "StoreError",
     "WebError",
+    "WorkspaceQuotaExceeded",
 ]
 
 
@@ -48,6 +50,32 @@ class SandboxViolation(SecurityError):
     def __init__(self, message: str, *, path: str | None = None) -> None:
         self.path = path
         super().__init__(message)
+
+
+class ProtectedPathRefused(SandboxViolation):
+    """A write to a path that host programs trust and run (a git hook, `.git/config`...).
+
+    The workspace's `ProtectedPaths` policy names them; nothing was written. `pattern` is
+    the policy entry that matched.
+    """
+
+    def __init__(self, message: str, *, path: str, pattern: str) -> None:
+        self.pattern = pattern
+        super().__init__(message, path=path)
+
+
+class WorkspaceQuotaExceeded(SandboxViolation):
+    """The workspace would grow past its quota (`Workspace(quota_bytes=...)`).
+
+    `used` and `quota` are bytes. Raised before anything is written or run when the
+    workspace is already full, and after a command that filled its allowance (whose
+    changes are then discarded): nothing past the quota reaches the host.
+    """
+
+    def __init__(self, message: str, *, used: int, quota: int, path: str | None = None) -> None:
+        self.used = used
+        self.quota = quota
+        super().__init__(message, path=path)
 
 
 class CapabilityError(SecurityError):

@@ -4,13 +4,20 @@
 - `BubblewrapRunner` / `sandbox_runner(workspace, "bwrap")`: commands under bubblewrap with
   a read-only system, the workspace writable, no network unless granted, a new PID
   namespace, no set-id bits on any file (a seccomp filter), a sized private `/tmp`, and
-  resource `Limits` (memory for the whole call in a cgroup where the host allows one).
+  resource `Limits` (memory for the whole call in a cgroup where the host allows one), no
+  unix sockets, and the workspace written through a layer applied after the command: never
+  to the paths host programs run (`ProtectedPaths`), never past the workspace's quota.
 - `UnsandboxedRunner` / `sandbox="none"`: an explicit, logged opt-out; its commands run
   under a subreaper, so every descendant dies with them.
 """
 
 from legato.sandbox._limits import Limits
 from legato.sandbox._process import CommandResult
+from legato.sandbox._protect import (
+    DEFAULT_ALLOWED_PATHS,
+    DEFAULT_PROTECTED_PATHS,
+    ProtectedPaths,
+)
 from legato.sandbox._runner import (
     DEFAULT_HIDDEN_PATHS,
     DEFAULT_SYSTEM_PATHS,
@@ -25,12 +32,15 @@ from legato.sandbox._runner import (
 from legato.sandbox._workspace import Entry, Workspace
 
 __all__ = [
+    "DEFAULT_ALLOWED_PATHS",
     "DEFAULT_HIDDEN_PATHS",
+    "DEFAULT_PROTECTED_PATHS",
     "DEFAULT_SYSTEM_PATHS",
     "BubblewrapRunner",
     "CommandResult",
     "Entry",
     "Limits",
+    "ProtectedPaths",
     "Runner",
     "SandboxKind",
     "UnsandboxedRunner",

@@ -46,6 +46,9 @@ class Limits:
     tmp_bytes: int | None = 64 << 20
     """Size of the sandbox's private `/tmp` and `/var/tmp` (each a tmpfs of this size;
     `None`: the kernel's default, half of the host's memory)."""
+    workspace_entries: int | None = 200_000
+    """Files, directories and links one command may create or change in the workspace
+    (the inodes of its write layer; past it, creating one fails with `ENOSPC`)."""
 
     def __post_init__(self) -> None:
         if self.timeout <= 0:
@@ -73,7 +76,11 @@ class Limits:
         ]
 
     def _checked_sizes(self) -> list[tuple[str, int | None]]:
-        return [*self._rlimits(), ("tmp_bytes", self.tmp_bytes)]
+        return [
+            *self._rlimits(),
+            ("tmp_bytes", self.tmp_bytes),
+            ("workspace_entries", self.workspace_entries),
+        ]
 
 
 _PRLIMIT_FLAGS = {

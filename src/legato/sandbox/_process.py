@@ -40,6 +40,10 @@ class CommandResult:
     """Wall-clock seconds."""
     sandbox: str = "bwrap"
     """The sandbox it ran in: `bwrap` or `none`."""
+    notes: tuple[str, ...] = ()
+    """What the sandbox did about the command's changes (protected paths not applied...)."""
+    refused_paths: tuple[str, ...] = ()
+    """Protected paths the command changed in its layer; they were not applied."""
 
     @property
     def ok(self) -> bool:
@@ -61,6 +65,8 @@ class CommandResult:
             lines += ["--- stdout ---", self.stdout.rstrip("\n")]
         if self.stderr:
             lines += ["--- stderr ---", self.stderr.rstrip("\n")]
+        if self.notes:
+            lines += ["--- sandbox ---", *self.notes]
         return "\n".join(lines)
 
 

@@ -9,7 +9,10 @@ command's main process exits, the PID namespace ends and every process it left b
 killed with it. A seccomp filter refuses set-user-id and set-group-id bits on any file
 (`legato.sandbox._seccomp`): as root, the files a command writes belong to the host's root.
 The private `/tmp` is a tmpfs of bounded size, and the call's memory and task count are
-bounded together by a cgroup where the host allows one (`legato.sandbox._cgroup`).
+bounded together by a cgroup where the host allows one (`legato.sandbox._cgroup`). The same
+filter refuses unix sockets (a host service's socket may lie in the workspace). The
+workspace is written through a layer applied when the command ends (`legato.sandbox._layer`):
+never to the paths host programs run (`ProtectedPaths`), never past the workspace's quota.
 """
 
 from __future__ import annotations
@@ -23,15 +26,17 @@ import signal
 import stat
 import sys
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Literal, Protocol, TypeAlias, runtime_checkable
 
 from legato.exceptions import ConfigurationError, SandboxUnavailable
 from legato.sandbox._cgroup import CallCgroup
+from legato.sandbox._layer import Layer, LayerReport
 from legato.sandbox._limits import Limits, prlimit_prefix, rlimit_setter
 from legato.sandbox._process import CommandResult, execute
 from legato.sandbox._reaper import reaped
-from legato.sandbox._seccomp import setid_filter
+from legato.sandbox._seccomp import seccomp_filter
 from legato.sandbox._workspace import Workspace
 
 __all__ = [
@@ -86,6 +91,10 @@ _CALL_CGROUP = True
 """Bound each call's memory with a cgroup where possible (tests turn it off for their twin)."""
 _REAP_TREE = True
 """`sandbox="none"`: kill every descendant, not just the process group (off in twins)."""
+_WRITE_LAYER = True
+"""Write through the layer that enforces protected paths and the quota (off in twins)."""
+_UNIX_FILTER = True
+"""Refuse new unix sockets in the sandbox with the seccomp filter (off in twins)."""
 
 
 @runtime_checkable
@@ -162,6 +171,10 @@ class BubblewrapRunner:
         read_only_paths: More host paths to mount read-only (e.g. a toolchain).
         hidden_paths: Paths inside the mounted directories to hide.
         env: Environment variables for commands (the host's environment is not passed).
+        unix_sockets: Let commands create unix sockets. Off by default: a socket in the
+            workspace may be a host service's (a database, a container engine, an agent),
+            and no mount can hide a socket from `connect`; a seccomp filter refuses
+            `socket(AF_UNIX, ...)` instead (`socketpair` stays allowed).
 
     Raises:
         SandboxUnavailable: bubblewrap is not installed.
@@ -176,6 +189,7 @@ class BubblewrapRunner:
         "_probed",
         "_ro",
         "_sized",
+        "_unix",
         "_warned",
         "_ws",
     )
@@ -190,9 +204,11 @@ class BubblewrapRunner:
         read_only_paths: Sequence[str | os.PathLike[str]] = (),
         hidden_paths: Sequence[str] = DEFAULT_HIDDEN_PATHS,
         env: Mapping[str, str] | None = None,
+        unix_sockets: bool = False,
     ) -> None:
         self._ws = workspace
         self._bwrap = find_bwrap(bwrap)
+        self._unix = unix_sockets
         self._network = network
         self._limits = limits or Limits()
         self._ro = tuple(os.path.realpath(p) for p in read_only_paths)
@@ -226,11 +242,13 @@ class BubblewrapRunner:
         cwd: str = ".",
         tmp_bytes: int | None = None,
         seccomp_fd: int | None = None,
+        layer: Layer | None = None,
     ) -> list[str]:
         """The full bubblewrap command line for `argv` (without per-process limits).
 
         `tmp_bytes` sizes the private `/tmp` and `/var/tmp`; `seccomp_fd` is a descriptor the
-        child inherits holding the set-id filter.
+        child inherits holding the seccomp filter; with `layer`, the workspace is an overlay
+        whose writes go to the layer (`legato.sandbox._layer`), else a read-write bind.
         """
         root = str(self._ws.root)
         workdir = str(self._ws.resolve(cwd))
@@ -238,6 +256,9 @@ class BubblewrapRunner:
         if self._network:
             args.append("--share-net")
         args += ["--unshare-user", "--disable-userns", "--cap-drop", "ALL", "--clearenv"]
+        if layer is not None and os.geteuid() != 0:
+            # the layer's namespace maps the caller to root; inside, the caller again
+            args += ["--uid", str(os.geteuid()), "--gid", str(os.getegid())]
         for key, value in _base_env("/tmp", self._env).items():
             args += ["--setenv", key, value]
         args += _system_mounts(DEFAULT_SYSTEM_PATHS)
@@ -249,7 +270,8 @@ class BubblewrapRunner:
         args += ["--dev", "/dev", "--proc", "/proc"]
         for tmp in ("/tmp", "/var/tmp"):
             args += [*(["--size", str(tmp_bytes)] if tmp_bytes is not None else []), "--tmpfs", tmp]
-        args += ["--bind", root, root, "--chdir", workdir, "--hostname", "sandbox"]
+        args += layer.overlay_args() if layer is not None else ["--bind", root, root]
+        args += ["--chdir", workdir, "--hostname", "sandbox"]
         if seccomp_fd is not None:
             args += ["--seccomp", str(seccomp_fd)]
         args.append("--")
@@ -279,7 +301,7 @@ class BubblewrapRunner:
         setters: list[Callable[[], None]] = []
         if prefix is None:
             setters.append(rlimit_setter(lim))
-        program = setid_filter() if _SETID_FILTER else None
+        program = seccomp_filter(setid=_SETID_FILTER, unix_sockets=self._unix or not _UNIX_FILTER)
         strip = program is None and _SETID_FILTER and os.geteuid() == 0
         if strip and self._first("setid"):
             _log.warning(
@@ -287,7 +309,6 @@ class BubblewrapRunner:
                 "stripped from the workspace after each command (while it runs, a set-id "
                 "file it made can exist)"
             )
-        seccomp_fd = _sealed(program) if program is not None else None
         tmp_bytes = lim.tmp_bytes if self._sized else None
         if lim.tmp_bytes is not None and not self._sized and self._first("tmp"):
             _log.warning(
@@ -295,14 +316,25 @@ class BubblewrapRunner:
                 "/tmp is bounded only by the call's memory cgroup, where there is one",
                 self._bwrap,
             )
-        command = self.command_line(
-            [*(prefix or []), *argv], cwd=cwd, tmp_bytes=tmp_bytes, seccomp_fd=seccomp_fd
-        )
-        cgroup = self._cgroup(lim)
-        if cgroup is not None:
-            command = cgroup.entering(command)
+        layer = self._layer(lim)  # a workspace over its quota stops here: nothing made yet
+        seccomp_fd: int | None = None
+        cgroup: CallCgroup | None = None
         try:
-            return await execute(
+            seccomp_fd = _sealed(program) if program is not None else None
+            pass_fds: tuple[int, ...] = () if seccomp_fd is None else (seccomp_fd,)
+            command = self.command_line(
+                [*(prefix or []), *argv],
+                cwd=cwd,
+                tmp_bytes=tmp_bytes,
+                seccomp_fd=seccomp_fd,
+                layer=layer,
+            )
+            if layer is not None:
+                command = layer.wrap(command)
+            cgroup = self._cgroup(lim)
+            if cgroup is not None:
+                command = cgroup.entering(command)
+            result = await execute(
                 command,
                 cwd=str(self._ws.root),
                 env=_base_env("/tmp", {}),
@@ -311,15 +343,34 @@ class BubblewrapRunner:
                 output_bytes=lim.output_bytes,
                 preexec_fn=_chain(setters),
                 sandbox="bwrap",
-                pass_fds=() if seccomp_fd is None else (seccomp_fd,),
+                pass_fds=pass_fds,
             )
+            if layer is not None:
+                report = await asyncio.to_thread(layer.finish)
+                layer.raise_for(report, result.render())
+                result = _with_layer(result, report)
+            return result
         finally:
+            if layer is not None:
+                layer.close()
             if seccomp_fd is not None:
                 os.close(seccomp_fd)
             if cgroup is not None:
                 await asyncio.to_thread(cgroup.close)
             if strip:
                 await asyncio.to_thread(_strip_set_id, self._ws.root)
+
+    def _layer(self, lim: Limits) -> Layer | None:
+        """The call's write layer, when the workspace has protected paths or a quota.
+
+        Raises:
+            WorkspaceQuotaExceeded: the workspace already holds more than its quota.
+        """
+        if not _WRITE_LAYER:
+            return None
+        if not self._ws.protected and self._ws.quota_bytes is None:
+            return None
+        return Layer.plan(self._ws, lim.memory_bytes, lim.workspace_entries)
 
     def _first(self, downgrade: str) -> bool:
         """True the first time this runner meets `downgrade` (it is logged once)."""
@@ -381,7 +432,39 @@ class BubblewrapRunner:
             output_bytes=64 << 10,
         )
         self._sized = "--size" in usage.stdout + usage.stderr
+        if _WRITE_LAYER and (self._ws.protected or self._ws.quota_bytes is not None):
+            await self._probe_layer(true)
         self._probed = True
+
+    async def _probe_layer(self, true: str) -> None:
+        """Start a trivial sandbox over a write layer once.
+
+        A host without overlayfs in user namespaces, or without `unshare`, is then reported
+        as such (`SandboxUnavailable`) instead of failing each command.
+        """
+        layer = Layer(workspace=self._ws, room=None, size=1 << 20)
+        try:
+            result = await execute(
+                layer.wrap(self.command_line([true], layer=layer)),
+                cwd=str(self._ws.root),
+                env=_base_env("/tmp", {}),
+                stdin=None,
+                time_limit=30,
+                output_bytes=64 << 10,
+            )
+            report = await asyncio.to_thread(layer.finish)
+        finally:
+            layer.close()
+        layer.raise_for(report, result.stderr or result.stdout)
+        if result.exit_code != 0:
+            detail = (result.stderr or result.stdout).strip() or result.render()
+            msg = (
+                f"bubblewrap ({self._bwrap}) cannot mount the workspace's write layer here: "
+                f"{detail}. It needs overlayfs in user namespaces (Linux 5.11 or later); give "
+                "the Workspace protected=ProtectedPaths.none() and no quota to run commands "
+                "without it."
+            )
+            raise SandboxUnavailable(msg)
 
 
 class UnsandboxedRunner:
@@ -433,10 +516,16 @@ class UnsandboxedRunner:
         cwd: str = ".",
         limits: Limits | None = None,
     ) -> CommandResult:
-        """Run `argv` on the host; see `Runner.run`."""
+        """Run `argv` on the host; see `Runner.run`.
+
+        Raises:
+            WorkspaceQuotaExceeded: the workspace already holds more than its quota (the
+                quota cannot bound what a command on the host writes, only refuse to start).
+        """
         if not argv:
             msg = "an empty command line"
             raise ConfigurationError(msg)
+        self._ws.check_quota()
         lim = limits or self._limits
         return await execute(
             reaped(argv) if _REAP_TREE else list(argv),
@@ -458,8 +547,9 @@ def sandbox_runner(
     limits: Limits | None = None,
     read_only_paths: Sequence[str | os.PathLike[str]] = (),
     env: Mapping[str, str] | None = None,
+    unix_sockets: bool = False,
 ) -> Runner:
-    """The runner for a sandbox kind.
+    """The runner for a sandbox kind (`unix_sockets`: see `BubblewrapRunner`).
 
     Raises:
         SandboxUnavailable: `bwrap` was asked for and bubblewrap is not installed.
@@ -468,7 +558,12 @@ def sandbox_runner(
     """
     if sandbox == "bwrap":
         return BubblewrapRunner(
-            workspace, network=network, limits=limits, read_only_paths=read_only_paths, env=env
+            workspace,
+            network=network,
+            limits=limits,
+            read_only_paths=read_only_paths,
+            env=env,
+            unix_sockets=unix_sockets,
         )
     if sandbox == "none":
         return UnsandboxedRunner(workspace, limits=limits, env=env)
@@ -520,6 +615,24 @@ def _strip_set_id(root: Path) -> None:
                     _log.warning("cleared set-id bits on %s, left by a sandboxed command", path)
             except OSError:
                 continue
+
+
+def _with_layer(result: CommandResult, report: LayerReport) -> CommandResult:
+    """The result with what the layer did not apply (protected paths, a kill) noted."""
+    notes: list[str] = []
+    if not report.applied:
+        why = "; ".join(report.errors) if report.errors else "it was killed"
+        notes.append(f"the command's changes to the workspace were discarded ({why})")
+    if report.refused:
+        shown = ", ".join(report.refused[:20])
+        notes.append(f"not applied: changes to protected paths host programs run: {shown}")
+        _log.warning("a sandboxed command changed protected paths; not applied: %s", shown)
+    if report.skipped:
+        notes.append(f"not applied: sockets, pipes or devices: {', '.join(report.skipped[:20])}")
+    if report.errors and report.applied:
+        notes.append(f"could not be applied: {'; '.join(report.errors[:20])}")
+        _log.warning("a sandboxed command's changes could not all be applied: %s", report.errors)
+    return replace(result, notes=(*result.notes, *notes), refused_paths=report.refused)
 
 
 def _sealed(program: bytes) -> int:

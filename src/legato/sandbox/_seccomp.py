@@ -1,4 +1,4 @@
-"""A seccomp filter that keeps set-id bits off every file a sandboxed command creates.
+"""A seccomp filter: no set-id bits on any file a sandboxed command creates, no unix sockets.
 
 In bubblewrap's user namespace the only mapped user is the caller's. When legato runs as
 root (containers, CI), every file a command writes in the workspace is owned by the host's
@@ -12,6 +12,14 @@ call that sets a file mode (`chmod`, `fchmod`, `fchmodat`, `fchmodat2`, `open`, 
 fail with `ENOSYS`, so programs fall back to `openat`. Calls through another ABI (32-bit
 `int 0x80`, x32) fail with `ENOSYS`. Everything else is allowed.
 
+The same program refuses `socket(AF_UNIX, ...)` with `EPERM` unless the runner allows unix
+sockets. A socket file in the workspace may belong to a host service (a database, a
+container engine's API, an SSH agent): `connect` reaches it through any mount, read-only or
+overlay, and a filter cannot read the address `connect` is given. Refusing the socket
+itself closes every path-named socket, present or made later; `socketpair` (which reaches
+nothing outside the process tree, and which asyncio needs) stays allowed, and abstract
+sockets are already private to the sandbox's network namespace.
+
 bubblewrap loads the program (`--seccomp FD`) after setting `no_new_privs`, just before it
 runs the command, so the command and all its descendants are bound by it.
 """
@@ -23,7 +31,7 @@ import os
 import platform
 import struct
 
-__all__ = ["setid_filter", "setid_filter_supported"]
+__all__ = ["seccomp_filter", "setid_filter", "setid_filter_supported"]
 
 _LD_W_ABS = 0x20
 _JEQ_K = 0x15
@@ -41,6 +49,10 @@ _NR_OFFSET = 0
 _ARCH_OFFSET = 4
 _ARGS_OFFSET = 16
 _X32_BIT = 0x40000000
+
+_AF_UNIX = 1
+_SOCKET = {"x86_64": 41, "aarch64": 198}
+"""`socket(domain, type, protocol)`."""
 
 # (audit arch, {syscall number: index of its mode argument}, numbers refused outright)
 _ARCHES: dict[str, tuple[int, dict[int, int], tuple[int, ...]]] = {
@@ -87,10 +99,19 @@ def setid_filter_supported() -> bool:
 
 
 def setid_filter() -> bytes | None:
-    """The compiled program (an array of `struct sock_filter`), or None on other machines."""
-    if not setid_filter_supported():
+    """The set-id program alone (an array of `struct sock_filter`), or None on other machines."""
+    return seccomp_filter(setid=True, unix_sockets=True)
+
+
+def seccomp_filter(*, setid: bool = True, unix_sockets: bool = False) -> bytes | None:
+    """The compiled program: set-id bits and unix sockets refused, as asked.
+
+    None on machines without a filter, or when it would refuse nothing.
+    """
+    if not setid_filter_supported() or (not setid and unix_sockets):
         return None
-    arch, modes, refused = _ARCHES[_machine()]
+    arch, all_modes, refused = _ARCHES[_machine()]
+    modes = all_modes if setid else {}
     ops: list[tuple[int, int, int, int]] = []  # code, jt, jf, k; jumps patched below
     deny_setid = ("deny", errno.EPERM)
     no_such = ("deny", errno.ENOSYS)
@@ -112,6 +133,10 @@ def setid_filter() -> bytes | None:
         emit(_JEQ_K, number, 0, 2)
         emit(_LD_W_ABS, _ARGS_OFFSET + 8 * index)  # the low 32 bits (little-endian)
         emit(_JSET_K, _SETID, deny_setid, "allow")
+    if not unix_sockets:
+        emit(_JEQ_K, _SOCKET[_machine()], 0, 2)
+        emit(_LD_W_ABS, _ARGS_OFFSET)  # the domain
+        emit(_JEQ_K, _AF_UNIX, deny_setid, "allow")
     labels = {"allow": len(ops)}
     ops.append((_RET_K, 0, 0, _ALLOW))
     labels[repr(deny_setid)] = len(ops)

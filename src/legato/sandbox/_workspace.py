@@ -22,7 +22,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import BinaryIO
 
-from legato.exceptions import SandboxViolation, WorkspaceNotFound
+from legato.exceptions import (
+    ConfigurationError,
+    ProtectedPathRefused,
+    SandboxViolation,
+    WorkspaceNotFound,
+    WorkspaceQuotaExceeded,
+)
+from legato.sandbox._protect import ProtectedPaths, workspace_usage
 
 __all__ = ["Entry", "Workspace"]
 
@@ -93,13 +100,35 @@ class Workspace:
     Paths are relative to the root; absolute paths are accepted only when they lie inside
     it. Symbolic links inside the workspace are followed when their target stays inside.
 
+    Args:
+        root: The directory.
+        protected: Paths host programs run that nothing may write (`ProtectedPaths`; by
+            default git's hooks and configuration, `.hg/hgrc`, `.envrc`, `.vscode/`...).
+            Writes fail with `ProtectedPathRefused`; a sandboxed command's changes to them
+            are not applied.
+        quota_bytes: The most the workspace may hold (file and link sizes, all together);
+            None: no quota. Writes past it, and commands once it is reached, fail with
+            `WorkspaceQuotaExceeded`.
+
     Raises:
         WorkspaceNotFound: the root does not exist or is not a directory.
+        ConfigurationError: a quota below 1.
     """
 
-    __slots__ = ("_ident", "_prefixes", "_root")
+    __slots__ = ("_ident", "_prefixes", "_protected", "_quota", "_root")
 
-    def __init__(self, root: str | os.PathLike[str]) -> None:
+    def __init__(
+        self,
+        root: str | os.PathLike[str],
+        *,
+        protected: ProtectedPaths | None = None,
+        quota_bytes: int | None = None,
+    ) -> None:
+        if quota_bytes is not None and quota_bytes < 1:
+            msg = f"Workspace quota_bytes must be at least 1 (or None), got {quota_bytes}"
+            raise ConfigurationError(msg)
+        self._protected = ProtectedPaths() if protected is None else protected
+        self._quota = quota_bytes
         raw = os.fspath(root)
         if not raw or "\0" in raw:
             raise WorkspaceNotFound(raw, "is not a valid path")
@@ -121,10 +150,65 @@ class Workspace:
         """The real path of the workspace root."""
         return self._root
 
+    @property
+    def protected(self) -> ProtectedPaths:
+        """The paths no tool or command may write."""
+        return self._protected
+
+    @property
+    def quota_bytes(self) -> int | None:
+        """The most the workspace may hold, or None."""
+        return self._quota
+
+    def usage(self) -> int:
+        """Bytes the workspace holds now (sizes of its files and symbolic links)."""
+        return workspace_usage(self._root)
+
+    def check_quota(self, adding: int = 0, *, path: str | None = None) -> int:
+        """The room left once `adding` more bytes are written (no quota: -1).
+
+        Raises:
+            WorkspaceQuotaExceeded: the workspace holds, or would hold, more than its quota.
+        """
+        if self._quota is None:
+            return -1
+        used = self.usage()
+        if used + adding > self._quota:
+            what = f"writing {adding} more bytes would exceed" if adding > 0 else "exceeds"
+            msg = (
+                f"the workspace holds {used} bytes; {what} its quota of {self._quota} bytes "
+                "(delete files, or give the workspace a larger quota)"
+            )
+            raise WorkspaceQuotaExceeded(msg, used=used, quota=self._quota, path=path)
+        return self._quota - used - adding
+
+    def check_writable(self, relative: str, *, original: str | None = None) -> None:
+        """Refuse a canonical relative path that the protection policy names.
+
+        Raises:
+            ProtectedPathRefused: it is protected.
+        """
+        pattern = self._protected.match(relative)
+        if pattern is not None:
+            shown = original if original is not None else relative
+            msg = (
+                f"{shown!r} is a path that host programs run or trust ({pattern!r} in the "
+                "workspace's ProtectedPaths); it may not be written"
+            )
+            raise ProtectedPathRefused(msg, path=shown, pattern=pattern)
+
     def __repr__(self) -> str:
         return f"Workspace({str(self._root)!r})"
 
     # -- resolution ---------------------------------------------------------------------------
+
+    def open_root(self) -> int:
+        """A descriptor of the root (`O_DIRECTORY | O_NOFOLLOW`); the caller closes it.
+
+        Raises:
+            SandboxViolation: the root was replaced by another directory since.
+        """
+        return self._open_root()
 
     def _open_root(self) -> int:
         fd = os.open(self._root, _DIR_FLAGS)
@@ -196,6 +280,7 @@ class Workspace:
                     return
                 if not create_dirs:
                     raise FileNotFoundError(errno.ENOENT, "no such directory", original) from None
+                self.check_writable("/".join([*t.parts, comp]), original=original)
                 os.mkdir(comp, 0o777, dir_fd=t.dir_fd)
                 st = os.stat(comp, dir_fd=t.dir_fd, follow_symlinks=False)
             if stat.S_ISLNK(st.st_mode) and (follow_last or not last):
@@ -364,10 +449,12 @@ class Workspace:
         Raises:
             SandboxViolation: the path leads outside, or the file has other hard links.
         """
+        self._before_writing(path, len(data))
         t = self._resolve(path, create_dirs=create_dirs)
         try:
             if t.name is None or (t.st is not None and stat.S_ISDIR(t.st.st_mode)):
                 raise IsADirectoryError(errno.EISDIR, "is a directory", path)
+            self.check_writable(t.relative, original=path)
             mode = 0o644
             if t.st is not None:
                 _check_regular(t.st, path)
@@ -377,11 +464,39 @@ class Workspace:
         finally:
             t.close()
 
+    def _before_writing(self, path: str, size: int) -> None:
+        """Refuse before anything is created: a protected path, or a write past the quota.
+
+        The path is checked as written (each directory the write would create, and the
+        file); the resolved path is checked again while it is walked.
+        """
+        if isinstance(path, str) and not path.startswith("/"):  # pyright: ignore[reportUnnecessaryIsInstance]
+            parts = [p for p in path.split("/") if p not in ("", ".")]
+            if ".." not in parts:
+                for end in range(1, len(parts) + 1):
+                    prefix = "/".join(parts[:end])
+                    if end == len(parts) or not self._is_dir(prefix):
+                        self.check_writable(prefix, original=path)
+        if self._quota is not None:
+            try:
+                old = self.stat(path).st_size
+            except (FileNotFoundError, NotADirectoryError):
+                old = 0
+            self.check_quota(size - old, path=path)
+
+    def _is_dir(self, path: str) -> bool:
+        try:
+            return stat.S_ISDIR(self.stat(path).st_mode)
+        except (OSError, SandboxViolation):
+            return False
+
     def mkdir(self, path: str) -> str:
         """Create a directory and its parents (existing ones are fine); return its path."""
+        self._before_writing(path, 0)
         t = self._resolve(path, create_dirs=True)
         try:
             if t.name is not None and t.st is None:
+                self.check_writable(t.relative, original=path)
                 os.mkdir(t.name, 0o777, dir_fd=t.dir_fd)
             elif t.st is not None and not stat.S_ISDIR(t.st.st_mode):
                 raise FileExistsError(errno.EEXIST, "exists and is not a directory", path)

@@ -18,7 +18,11 @@ def exec_tools(runner: Runner, *, limits: Limits, interpreter: str | None = None
     """The `shell` and `python` tools for a runner; `interpreter` is the Python to use."""
     shell_binary = shutil.which("bash") or "/bin/sh"
     python_binary = interpreter or python_paths()[0]
-    sandboxed = "in a sandbox: the workspace is writable, the network is off unless granted, "
+    sandboxed = (
+        "in a sandbox: the workspace is writable (changes are kept when the command ends, "
+        "except to VCS configuration, hooks and editor settings), unix sockets and the "
+        "network are off unless granted, "
+    )
     note = sandboxed if runner.kind == "bwrap" else "on the host, WITHOUT a sandbox; "
 
     async def shell(command: str, cwd: str = ".") -> str:
@@ -38,7 +42,10 @@ def exec_tools(runner: Runner, *, limits: Limits, interpreter: str | None = None
         Args:
             code: The program's source code; print what you want to see.
         """
-        result = await runner.run([python_binary, "-I", "-"], stdin=code.encode(), limits=limits)
+        with tool_errors("."):
+            result = await runner.run(
+                [python_binary, "-I", "-"], stdin=code.encode(), limits=limits
+            )
         return result.render()
 
     timeout = limits.timeout + _GRACE
