@@ -8,8 +8,10 @@ run parked by one process is decided here and resumed here or anywhere else.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import datetime
 import json
+from collections.abc import Iterator
 from typing import Annotated, Any, cast
 
 import typer
@@ -46,6 +48,21 @@ def open_store(target: str) -> Any:
     from legato.store import SQLiteStore
 
     return SQLiteStore(target)
+
+
+@contextlib.contextmanager
+def _opened(target: str) -> Iterator[Any]:
+    """The store at `target`, closed when the command is done with it.
+
+    A SQLite file's handle shares the process's one connection to that file with every
+    other legato object on it (an agent's store, its approvals), so the command never opens
+    a second connection beside theirs.
+    """
+    store = open_store(target)
+    try:
+        yield store
+    finally:
+        store.close()
 
 
 def _approvals(store: Any) -> SQLiteApprovalStore | PostgresApprovalStore:
@@ -105,7 +122,8 @@ def list_runs(
     """List stored runs, newest first."""
     console = Console()
     try:
-        infos = open_store(store).list_runs(limit=limit)
+        with _opened(store) as opened:
+            infos = opened.list_runs(limit=limit)
     except LegatoError as exc:
         raise _fail(console, exc) from None
     infos = [i for i in infos if status is None or i.status == status]
@@ -142,39 +160,40 @@ def show(
 
     console = Console()
     try:
-        opened = open_store(store)
-        info = opened.run_info(run_id)
-        if info is None:
-            msg = f"no stored run with id {run_id!r}"
-            raise ConfigurationError(msg)
-        console.print(f"[bold]{info.run_id}[/] {info.agent} {info.model} [bold]{info.status}[/]")
-        render_journal(console, opened.load_run(run_id))
-        for request in asyncio.run(_pending(opened, run_id)):
-            args = json.dumps(request.arguments, ensure_ascii=False)
-            console.print(
-                f"[yellow]waiting:[/] request {request.id} (run {request.run_id}) "
-                f"{escape(request.tool)}({escape(args)}): {escape(request.rule)}"
-            )
+        with _opened(store) as opened:
+            info = opened.run_info(run_id)
+            if info is None:
+                msg = f"no stored run with id {run_id!r}"
+                raise ConfigurationError(msg)
+            head = f"[bold]{info.run_id}[/] {info.agent} {info.model} [bold]{info.status}[/]"
+            console.print(head)
+            render_journal(console, opened.load_run(run_id))
+            for request in asyncio.run(_pending(opened, run_id)):
+                args = json.dumps(request.arguments, ensure_ascii=False)
+                console.print(
+                    f"[yellow]waiting:[/] request {request.id} (run {request.run_id}) "
+                    f"{escape(request.tool)}({escape(args)}): {escape(request.rule)}"
+                )
     except LegatoError as exc:
         raise _fail(console, exc) from None
 
 
 def _decide(target: str, store: str, decision: Decision, console: Console) -> None:
     try:
-        opened = open_store(store)
-        approvals = _approvals(opened)
+        with _opened(store) as opened:
+            approvals = _approvals(opened)
 
-        async def decide() -> list[ApprovalRequest]:
-            single = await approvals.get(target)
-            requests = [single] if single is not None else await _pending(opened, target)
-            if single is None and opened.run_info(target) is None:
-                msg = f"{target!r} is neither an approval request nor a stored run"
-                raise ConfigurationError(msg)
-            for request in requests:
-                await approvals.decide(request.id, request.token, decision)
-            return requests
+            async def decide() -> list[ApprovalRequest]:
+                single = await approvals.get(target)
+                requests = [single] if single is not None else await _pending(opened, target)
+                if single is None and opened.run_info(target) is None:
+                    msg = f"{target!r} is neither an approval request nor a stored run"
+                    raise ConfigurationError(msg)
+                for request in requests:
+                    await approvals.decide(request.id, request.token, decision)
+                return requests
 
-        decided = asyncio.run(decide())
+            decided = asyncio.run(decide())
     except LegatoError as exc:
         raise _fail(console, exc) from None
     if not decided:
@@ -281,8 +300,9 @@ def resume(
             msg = f"{agent!r} is not a legato Agent"
             raise ConfigurationError(msg)
         runner = cast("Agent[Any]", loaded)
-        runner.store = open_store(store)
-        result = runner.resume_sync(run_id, takeover=takeover)
+        with _opened(store) as opened:
+            runner.store = opened  # a SQLite file: the same connection as the agent's own
+            result = runner.resume_sync(run_id, takeover=takeover)
     except RunParked as parked:
         console.print(f"[yellow]parked again:[/] {escape(str(parked))}")
         raise typer.Exit(2) from None
@@ -303,7 +323,8 @@ def fork(
 
     console = Console()
     try:
-        new_id = fork_stored(open_store(store), run_id, at)
+        with _opened(store) as opened:
+            new_id = fork_stored(opened, run_id, at)
     except LegatoError as exc:
         raise _fail(console, exc) from None
     typer.echo(new_id)

@@ -321,11 +321,17 @@ class SQLiteStore:
             raise StoreError(msg) from exc
 
     def decide_approval(self, request_id: str, decision: JsonValue) -> bool:
-        """Claim a parked approval; exactly one caller gets True, across processes."""
+        """Decide a parked approval; exactly one caller gets True, across processes.
+
+        One conditional write: the request must still be undecided and its run must not
+        have ended (finished or failed), both checked in the transaction that decides.
+        """
         with self.db.write() as conn:
             cursor = conn.execute(
                 "UPDATE approvals SET state = 'decided', decision = ?, decided_at = ? "
-                "WHERE request_id = ? AND state = 'parked'",
+                "WHERE request_id = ? AND state = 'parked' AND NOT EXISTS ("
+                "SELECT 1 FROM runs r WHERE r.run_id = approvals.run_id "
+                "AND r.status IN ('finished', 'failed'))",
                 (json.dumps(decision), time.time(), request_id),
             )
             return cursor.rowcount == 1
