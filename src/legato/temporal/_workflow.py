@@ -80,12 +80,15 @@ class LegatoRun:
                 units += 1
                 continue
             if units >= run.continue_every or workflow.info().is_continue_as_new_suggested():
+                await workflow.wait_condition(workflow.all_handlers_finished)
                 workflow.continue_as_new(
                     replace(run, prompt=None, plan=plan, units=run.units + units)
                 )
             plan = await self._advance(plan, settings)
             units += 1
         self._plan = plan
+        # a decision still being written to the store gets its answer before the run ends
+        await workflow.wait_condition(workflow.all_handlers_finished)
         status = "failed" if plan.status == "failed" else "finished"
         return RunOutcome(ref=plan.ref, status=status, units=run.units + units)
 
