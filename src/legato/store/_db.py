@@ -46,9 +46,12 @@ class _Shared:
         self.lock = threading.RLock()
         self.users = 0
         self.busy_ms = -1
+        self.closed = False
 
 
-_registry_lock = threading.Lock()
+# reentrant: a handle collected by the garbage collector while this thread holds the lock
+# (inside `_acquire`) releases its share from within it
+_registry_lock = threading.RLock()
 _registry: dict[_FileKey, _Shared] = {}
 _registry_pid: list[int] = []  # the process the registry belongs to (a fork starts afresh)
 
@@ -93,6 +96,7 @@ def _release(shared: _Shared) -> None:
             return
         if shared.key is not None and _registry.get(shared.key) is shared:
             del _registry[shared.key]
+        shared.closed = True
     with shared.lock:
         shared.conn.close()
 
@@ -142,7 +146,8 @@ class Database:
             found = registry.get(key) if key is not None and _SHARE else None
             if found is not None:
                 found.users += 1
-                return found
+                if not found.closed:
+                    return found
             Path(self.path).parent.mkdir(parents=True, exist_ok=True)
             conn = self._connect()
             try:
