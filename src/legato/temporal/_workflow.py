@@ -229,6 +229,13 @@ class LegatoRun:
                         maximum_attempts=5, non_retryable_error_types=["DecisionTokenInvalid"]
                     ),
                 )
+            except ActivityError as exc:
+                # not stored: the request stays open for a decision that can be
+                del self._decisions[decision.request_id]
+                cause = exc.cause
+                text = cause.message if isinstance(cause, ApplicationError) else str(exc)
+                msg = f"the decision on {decision.request_id} could not be stored: {text}"
+                raise ApplicationError(msg, type="DecisionTokenInvalid") from exc
             finally:
                 self._recording.discard(decision.request_id)
             if recorded.outcome == "lost" and recorded.decision is not None:
