@@ -55,7 +55,9 @@ class SQLiteStore:
     agent.run_sync("Hello", session="chat")
     ```
 
-    Safe for several threads and several processes writing the same file. When memory in
+    Safe for several threads and several processes writing the same file. Every legato
+    object on one file in a process (stores, approvals, memory) shares one connection to
+    it (see `Database`). When memory in
     the same file forgets an item a running run had seen, that run's later writes (journal
     events, its session turn) are redacted on the way in (see `SQLiteMemory.forget`).
     """
@@ -78,7 +80,7 @@ class SQLiteStore:
         return self.db.path
 
     def close(self) -> None:
-        """Close the database."""
+        """Close this store's handle; the file's connection closes with its last handle."""
         self.db.close()
 
     # -- runs ----------------------------------------------------------------------------------
