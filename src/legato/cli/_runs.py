@@ -11,7 +11,7 @@ import asyncio
 import contextlib
 import datetime
 import json
-from collections.abc import Iterator
+from collections.abc import Generator
 from typing import Annotated, Any, cast
 
 import typer
@@ -51,7 +51,7 @@ def open_store(target: str) -> Any:
 
 
 @contextlib.contextmanager
-def _opened(target: str) -> Iterator[Any]:
+def _opened(target: str) -> Generator[Any]:
     """The store at `target`, closed when the command is done with it.
 
     A SQLite file's handle shares the process's one connection to that file with every
