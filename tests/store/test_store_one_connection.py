@@ -20,6 +20,7 @@ from pathlib import Path
 
 import pytest
 
+from legato.events import ToolCallFinished
 from legato.exceptions import StoreCorrupted, StoreLocked
 from legato.memory import SQLiteMemory
 from legato.store import Database, SQLiteStore, open_connections
@@ -104,6 +105,42 @@ def test_twin_a_closed_plain_descriptor_loses_the_committed_run(tmp_path: Path) 
     seen, stored, wal_gone = _kill_after_second_run(tmp_path / "runs.db", "plain-open")
     print(f"\ntwin (plain open+close): seen {seen}, stored after SIGKILL {stored}")
     assert (seen, stored, wal_gone) == (1, 1, True)
+
+
+def test_a_file_tool_reading_the_store_is_refused_and_no_run_is_lost(tmp_path: Path) -> None:
+    seen, stored, wal_gone = _kill_after_second_run(tmp_path / "runs.db", "file-tool")
+    print(f"\nfile tool, guarded: seen {seen}, stored after SIGKILL {stored}")
+    assert (seen, stored, wal_gone) == (2, 2, False)
+    store = SQLiteStore(tmp_path / "runs.db")
+    first = store.list_runs()[-1]
+    results = [e for e in store.load_run(first.run_id) if isinstance(e, ToolCallFinished)]
+    assert len(results) == 1 and "database file" in results[0].result.text  # refused
+    store.close()
+
+
+def test_twin_a_file_tool_reading_the_store_loses_the_committed_run(tmp_path: Path) -> None:
+    seen, stored, wal_gone = _kill_after_second_run(tmp_path / "runs.db", "file-tool-unguarded")
+    print(f"\ntwin (file tool unguarded): seen {seen}, stored after SIGKILL {stored}")
+    assert (seen, stored, wal_gone) == (1, 1, True)
+
+
+def test_the_workspace_refuses_a_live_database_and_its_companions(tmp_path: Path) -> None:
+    from legato.exceptions import SandboxViolation
+    from legato.sandbox import Workspace
+
+    db = tmp_path / ".legato" / "legato.db"
+    store = SQLiteStore(db)
+    store.append_turn("s", [], run_id=None)
+    ws = Workspace(tmp_path)
+    for name in ("legato.db", "legato.db-wal", "legato.db-shm"):
+        with pytest.raises(SandboxViolation, match="database file"):
+            ws.read_bytes(f".legato/{name}")
+    with pytest.raises(SandboxViolation, match="database file"):
+        ws.write_bytes(".legato/legato.db", b"gone")
+    ws.write_bytes("notes.txt", b"fine")  # other files are as before
+    assert ws.read_bytes("notes.txt") == b"fine"
+    store.close()
+    assert ws.read_bytes(".legato/legato.db").startswith(b"SQLite format 3")  # closed: a file
 
 
 # -- one connection per file per process ---------------------------------------------------------

@@ -9,6 +9,11 @@ is killed.
 MODE `safe` is legato as it is. MODE `plain-open` is the twin: before opening, it reads the
 file's header with a plain `open()` and closes it, as legato's old header check did; closing
 that descriptor drops the process's POSIX locks on the file.
+
+MODE `file-tool` has the agent's model read the database file with the `read` file tool of
+a workspace that holds the store (the default `.legato/legato.db` under the working
+directory); the workspace refuses it. MODE `file-tool-unguarded` is its twin: the refusal
+is switched off, and the tool opens and closes the file.
 """
 
 from __future__ import annotations
@@ -19,8 +24,11 @@ from pathlib import Path
 
 from legato import Agent
 from legato.approvals import ApprovalPolicy, SQLiteApprovalStore
+from legato.sandbox import Workspace, _workspace
 from legato.store import SQLiteStore
-from legato.testing import ScriptedModel
+from legato.testing import ScriptedModel, ScriptedTurn, call, reply
+from legato.tools import Tool
+from legato.tools.builtin import file_tools
 
 
 def main() -> None:
@@ -30,8 +38,17 @@ def main() -> None:
         with db.open("rb") as fh:
             fh.read(16)
     approvals = SQLiteApprovalStore(db)
+    turns: list[ScriptedTurn] = ["one", "two"]
+    tools: list[Tool] = []
+    if mode.startswith("file-tool"):
+        if mode == "file-tool-unguarded":  # the twin: the workspace's refusal switched off
+            _workspace._refuse_live_database = lambda st, path: None
+        tools = file_tools(Workspace(db.parent))
+        peek = reply(call("read_file", {"path": db.name}, id="peek"))
+        turns = [peek, "one", "two"]
     agent = Agent(
-        ScriptedModel(["one", "two"]),
+        ScriptedModel(turns),
+        tools=tools,
         store=store,
         approvals=ApprovalPolicy(store=approvals),
     )

@@ -28,7 +28,7 @@ from pathlib import Path
 from legato.exceptions import SchemaTooNew, StoreCorrupted, StoreError, StoreLocked
 from legato.store._schema import APPLICATION_ID, MIGRATIONS, schema_version
 
-__all__ = ["DEFAULT_PATH", "Database", "open_connections"]
+__all__ = ["DEFAULT_PATH", "Database", "is_open_database", "open_connections"]
 
 DEFAULT_PATH = Path(".legato") / "legato.db"
 """Where a project's store lives unless told otherwise (relative to the working directory)."""
@@ -86,6 +86,31 @@ def open_connections() -> dict[str, int]:
     """Database files this process holds open, with how many handles share each (a probe)."""
     with _registry_lock:
         return {s.path: s.users for s in _own_registry().values()}
+
+
+_COMPANIONS = ("-wal", "-shm", "-journal")
+
+
+def is_open_database(st: os.stat_result) -> bool:
+    """Whether `st` is a database file this process holds open, or its -wal, -shm, -journal.
+
+    Opening and closing such a file outside SQLite would drop the connection's locks; the
+    workspace's file access asks this first and refuses (`legato.sandbox.Workspace`).
+    """
+    wanted = (st.st_dev, st.st_ino)
+    with _registry_lock:
+        shared = list(_own_registry().values())
+    for pool in shared:
+        if pool.key == wanted:
+            return True
+        for suffix in _COMPANIONS:
+            try:
+                other = Path(pool.path + suffix).stat()
+            except OSError:
+                continue
+            if (other.st_dev, other.st_ino) == wanted:
+                return True
+    return False
 
 
 def _release(shared: _Shared) -> None:
