@@ -55,10 +55,6 @@ _registry_lock = threading.RLock()
 _registry: dict[_FileKey, _Shared] = {}
 _registry_pid: list[int] = []  # the process the registry belongs to (a fork starts afresh)
 
-# Tests switch this off to show what a private connection per handle would do; it is the
-# old behaviour of one connection per object (safe in itself, but see the module doc).
-_SHARE = True
-
 
 def _own_registry() -> dict[_FileKey, _Shared]:
     """The registry of this process; a forked child never uses its parent's connections."""
@@ -168,7 +164,7 @@ class Database:
         with _registry_lock:
             registry = _own_registry()
             key = _identity(self.path)
-            found = registry.get(key) if key is not None and _SHARE else None
+            found = registry.get(key) if key is not None else None
             if found is not None:
                 found.users += 1
                 if not found.closed:
@@ -183,7 +179,7 @@ class Database:
                 conn.close()
                 raise
             shared.users = 1
-            if key is not None and _SHARE:
+            if key is not None:
                 registry[key] = shared
             return shared
 
