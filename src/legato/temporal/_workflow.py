@@ -40,6 +40,11 @@ with workflow.unsafe.imports_passed_through():
 
 __all__ = ["LegatoRun"]
 
+DECISIONS_FROM_STORE = "legato-decisions-through-the-store"
+"""The patch under which a decision is written to the approvals store before its update
+returns, and a parked run reads the store for decisions made through other doors (histories
+recorded before it replay as they ran)."""
+
 NON_RETRYABLE = ["PayloadsTooLarge", "LegatoRunFailed"]
 """Error types no activity retries: an oversized payload, a run the store shows failed."""
 
@@ -147,7 +152,7 @@ class LegatoRun:
         if self._parent is not None:  # a parked child parks its parent
             parked = ChildParked(workflow_id=workflow.info().workflow_id, request_ids=self._open)
             await workflow.get_external_workflow_handle(self._parent).signal("child_parked", parked)
-        if not await self._wait_or_poll(plan, settings):
+        if not await self._wait(plan, settings):
             for request_id in self._open:
                 if request_id not in self._decisions:
                     self._expired.add(request_id)
@@ -160,6 +165,21 @@ class LegatoRun:
         self._open = ()
         decide = DecideInput(plan=plan, decisions=decisions)
         return await self._activity("legato.decide", decide, settings)
+
+    async def _wait(self, plan: Plan, settings: ActivitySettings) -> bool:
+        """Wait for the decisions (True) or the approval TTL's end (False).
+
+        A history recorded before decisions were read from the store replays the old wait.
+        """
+        if workflow.patched(DECISIONS_FROM_STORE):
+            return await self._wait_or_poll(plan, settings)
+        ttl = plan.approval_ttl
+        timeout = None if ttl is None else timedelta(seconds=ttl)
+        try:
+            await workflow.wait_condition(self._all_decided, timeout=timeout)
+        except TimeoutError:
+            return False
+        return True
 
     async def _wait_or_poll(self, plan: Plan, settings: ActivitySettings) -> bool:
         """Wait until every open request is decided (True) or the approval TTL ends (False).
@@ -217,7 +237,7 @@ class LegatoRun:
         # recorded before any await: the validator of a concurrent update sees it
         self._decisions[decision.request_id] = decision
         plan = self._plan
-        if plan is not None:
+        if plan is not None and workflow.patched(DECISIONS_FROM_STORE):
             self._recording.add(decision.request_id)
             try:
                 recorded = await workflow.execute_activity(
