@@ -76,6 +76,10 @@ class Switches:
     """A child that parks parks its parent (off: the parent sees a failed child)."""
     resume_claim: bool = True
     """A resumed run first claims its journal's next position (`RunResumed`)."""
+    decide_once: bool = True
+    """A decision sent to a Temporal run's workflow is written to the approvals store (the
+    conditional write every door goes through) before the update returns; off: it is
+    written after the wait, and a decision another door stored first is silently kept."""
     hold_on_failure: bool = True
     """An ask that ends without a decision (its handler raised, its decision was claimed by
     another resumer) refuses the side-effecting calls it held instead of releasing them."""

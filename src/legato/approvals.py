@@ -553,6 +553,13 @@ class StoredApprovals:
             raise DecisionTokenInvalid(msg)
         verdict = cast(JsonValue, asdict(decision))
         if not await self._run(self._table.decide_approval, request_id, verdict):
+            record: ApprovalRecord | None = await self._run(self._table.approval, request_id)
+            if record is not None and record.state == "parked":  # its run has ended
+                msg = (
+                    f"request {request_id!r} belongs to run {request.run_id}, which has ended; "
+                    "a decision for it is refused (nothing was run)"
+                )
+                raise DecisionTokenInvalid(msg)
             msg = f"request {request_id!r} was already decided; a token is used once"
             raise DecisionAlreadyUsed(msg)
 

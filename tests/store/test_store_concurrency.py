@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from legato.events import RunStarted, UserPrompt
-from legato.exceptions import JournalConflict, StoreError
+from legato.exceptions import JournalConflict, StoreLocked
 from legato.messages import Message
 from legato.store import PostgresStore, SQLiteStore
 from pg_cluster import AnyStore
@@ -189,17 +189,21 @@ def test_a_writer_waits_for_another_writers_transaction_instead_of_interleaving(
     import pytest
 
     path = tmp_path / "legato.db"
-    first = SQLiteStore(path)
     second = SQLiteStore(path, timeout=0.2)
-    first.append_turn("s", [Message.user("one")], run_id=None)
-    with first.db.write() as conn:  # a turn half-written by the first process
-        conn.execute(
-            "INSERT INTO session_messages(session, position, turn, run_id, message) "
-            "SELECT session, 1, 1, NULL, message FROM session_messages WHERE position = 0"
-        )
-        with pytest.raises(StoreError, match="locked"):
-            second.append_turn("s", [Message.user("two")], run_id=None)
-        assert len(second.load_session("s")) == 1  # readers never see the half-written turn
+    second.append_turn("s", [Message.user("one")], run_id=None)
+    # another process's connection (legato objects in one process share one connection,
+    # so the other writer is a connection of its own, as another process has)
+    first = sqlite3.connect(path, isolation_level=None)
+    first.execute("BEGIN IMMEDIATE")  # a turn half-written by the first process
+    first.execute(
+        "INSERT INTO session_messages(session, position, turn, run_id, message) "
+        "SELECT session, 1, 1, NULL, message FROM session_messages WHERE position = 0"
+    )
+    with pytest.raises(StoreLocked, match="locked"):
+        second.append_turn("s", [Message.user("two")], run_id=None)
+    assert len(second.load_session("s")) == 1  # readers never see the half-written turn
+    first.execute("COMMIT")
+    first.close()
     assert len(second.load_session("s")) == 2
 
     # without a write transaction, two writers that read the next position and then insert

@@ -20,6 +20,7 @@ from temporalio.client import Client
 from temporalio.testing import WorkflowEnvironment
 from temporalio.worker import UnsandboxedWorkflowRunner, Worker
 
+from legato.effects import unsafe_switches
 from legato.events import ApprovalDecided, RunFinished, ToolCallFinished
 from legato.exceptions import DecisionAlreadyUsed, DecisionTokenInvalid
 from legato.store import SQLiteStore
@@ -99,15 +100,22 @@ async def test_twin_without_the_validator_more_than_one_decision_gets_in(
         activities=LegatoActivities({"shipper": agent}).all(),
         workflow_runner=UnsandboxedWorkflowRunner(),
     )
+    # the store's conditional write (`decide_once`) would still let only one in: off too
+    with unsafe_switches(decide_once=False):
+        verdicts = await _race_unvalidated(temporal_address, client, worker, queue)
+    assert verdicts.count("accepted") > 1
+
+
+async def _race_unvalidated(address: str, client: Client, worker: Worker, queue: str) -> list[str]:
     async with worker:
         runs = TemporalRuns(client, task_queue=queue)
         run_id = uuid.uuid4().hex
         run = RunInput(run_id=run_id, agent="shipper", prompt="Ship A1")
         await client.start_workflow("legato.run.unvalidated", run, id=run_id, task_queue=queue)
         request_id = await open_request(runs, run_id)
-        verdicts = await race(temporal_address, run_id, request_id, queue)
+        verdicts = await race(address, run_id, request_id, queue)
         await client.get_workflow_handle(run_id).result()
-    assert verdicts.count("accepted") > 1
+    return verdicts
 
 
 async def test_an_undecided_request_expires_after_24_hours_and_the_call_is_rejected(

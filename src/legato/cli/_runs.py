@@ -8,8 +8,10 @@ run parked by one process is decided here and resumed here or anywhere else.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import datetime
 import json
+from collections.abc import Generator
 from typing import Annotated, Any, cast
 
 import typer
@@ -94,6 +96,21 @@ def shown_status(store: Any, info: Any) -> str:
     return str(info.status)
 
 
+@contextlib.contextmanager
+def _opened(target: str) -> Generator[Any]:
+    """The store at `target`, closed when the command is done with it.
+
+    A SQLite file's handle shares the process's one connection to that file with every
+    other legato object on it (an agent's store, its approvals), so the command never opens
+    a second connection beside theirs.
+    """
+    store = open_store(target)
+    try:
+        yield store
+    finally:
+        store.close()
+
+
 def _approvals(store: Any) -> SQLiteApprovalStore | PostgresApprovalStore:
     from legato.store import SQLiteStore
 
@@ -151,8 +168,8 @@ def list_runs(
     """List stored runs, newest first."""
     console = Console()
     try:
-        opened = open_store(store)
-        infos = [(i, shown_status(opened, i)) for i in opened.list_runs(limit=limit)]
+        with _opened(store) as opened:
+            infos = [(i, shown_status(opened, i)) for i in opened.list_runs(limit=limit)]
     except LegatoError as exc:
         raise _fail(console, exc) from None
     infos = [(i, s) for i, s in infos if status is None or status in (i.status, s.split()[0])]
@@ -191,49 +208,49 @@ def show(
 
     console = Console()
     try:
-        opened = open_store(store)
-        run_id = resolve_run(opened, run_id)
-        info = opened.run_info(run_id)
-        assert info is not None  # resolve_run found it
-        console.print(
-            f"[bold]{info.run_id}[/] {escape(info.agent)} {escape(info.model)} "
-            f"[bold]{escape(shown_status(opened, info))}[/]",
-            highlight=False,
-        )
-        render_journal(console, opened.load_run(run_id))
-        for request in asyncio.run(_pending(opened, run_id)):
-            args = json.dumps(request.arguments, ensure_ascii=False)
+        with _opened(store) as opened:
+            run_id = resolve_run(opened, run_id)
+            info = opened.run_info(run_id)
+            assert info is not None  # resolve_run found it
             console.print(
-                f"[yellow]waiting:[/] request {request.id} (run {request.run_id}) "
-                f"{escape(request.tool)}({escape(args)}): {escape(request.rule)}"
+                f"[bold]{info.run_id}[/] {escape(info.agent)} {escape(info.model)} "
+                f"[bold]{escape(shown_status(opened, info))}[/]",
+                highlight=False,
             )
+            render_journal(console, opened.load_run(run_id))
+            for request in asyncio.run(_pending(opened, run_id)):
+                args = json.dumps(request.arguments, ensure_ascii=False)
+                console.print(
+                    f"[yellow]waiting:[/] request {request.id} (run {request.run_id}) "
+                    f"{escape(request.tool)}({escape(args)}): {escape(request.rule)}"
+                )
     except LegatoError as exc:
         raise _fail(console, exc) from None
 
 
 def _decide(target: str, store: str, decision: Decision, console: Console) -> None:
     try:
-        opened = open_store(store)
-        approvals = _approvals(opened)
+        with _opened(store) as opened:
+            approvals = _approvals(opened)
 
-        async def decide() -> list[ApprovalRequest]:
-            single = await approvals.get(target)
-            if single is not None:
-                requests = [single]
-            else:
-                try:
-                    run_id = resolve_run(opened, target)
-                except ConfigurationError as exc:
-                    if "run ids" in str(exc):
-                        raise  # an ambiguous prefix: the message lists the candidates
-                    msg = f"{target!r} is neither an approval request nor a stored run"
-                    raise ConfigurationError(msg) from None
-                requests = await _pending(opened, run_id)
-            for request in requests:
-                await approvals.decide(request.id, request.token, decision)
-            return requests
+            async def decide() -> list[ApprovalRequest]:
+                single = await approvals.get(target)
+                if single is not None:
+                    requests = [single]
+                else:
+                    try:
+                        run_id = resolve_run(opened, target)
+                    except ConfigurationError as exc:
+                        if "run ids" in str(exc):
+                            raise  # an ambiguous prefix: the message lists the candidates
+                        msg = f"{target!r} is neither an approval request nor a stored run"
+                        raise ConfigurationError(msg) from None
+                    requests = await _pending(opened, run_id)
+                for request in requests:
+                    await approvals.decide(request.id, request.token, decision)
+                return requests
 
-        decided = asyncio.run(decide())
+            decided = asyncio.run(decide())
     except LegatoError as exc:
         raise _fail(console, exc) from None
     if not decided:
@@ -346,8 +363,9 @@ def resume(
             msg = f"{agent!r} is not a legato Agent"
             raise ConfigurationError(msg)
         runner = cast("Agent[Any]", loaded)
-        runner.store = open_store(store)
-        result = runner.resume_sync(resolve_run(runner.store, run_id), takeover=takeover)
+        with _opened(store) as opened:
+            runner.store = opened  # a SQLite file: the same connection as the agent's own
+            result = runner.resume_sync(resolve_run(opened, run_id), takeover=takeover)
     except RunParked as parked:
         console.print(f"[yellow]parked again:[/] {escape(str(parked))}")
         raise typer.Exit(2) from None
@@ -369,9 +387,9 @@ def fork(
 
     console = Console(highlight=False)
     try:
-        opened = open_store(store)
-        run_id = resolve_run(opened, run_id)
-        new_id = fork_stored(opened, run_id, at)
+        with _opened(store) as opened:
+            run_id = resolve_run(opened, run_id)
+            new_id = fork_stored(opened, run_id, at)
     except LegatoError as exc:
         raise _fail(console, exc) from None
     if quiet:

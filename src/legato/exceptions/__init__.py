@@ -72,6 +72,7 @@ LegatoError
 ├── StoreError                    the store (sessions, journals, memory) cannot be used as asked
 │   ├── JournalConflict           another process wrote that journal position first (a losing resumer)
 │   ├── StoreCorrupted            the file is not a legato database, or it is damaged
+│   ├── StoreLocked               another program kept the database file locked too long
 │   ├── SchemaTooNew              the database was written by a newer legato
 │   ├── SessionNotFound           no session has that name
 │   ├── SessionExists             a session of that name already exists
@@ -146,6 +147,7 @@ from legato.exceptions._io import (
     SessionNotFound,
     StoreCorrupted,
     StoreError,
+    StoreLocked,
     WebError,
     WorkspaceQuotaExceeded,
 )
@@ -247,6 +249,7 @@ __all__ = [
     "StateValidationError",
     "StoreCorrupted",
     "StoreError",
+    "StoreLocked",
     "StreamInterrupted",
     "ToolArgumentsInvalid",
     "ToolDefinitionError",

@@ -32,6 +32,7 @@ __all__ = [
     "SessionNotFound",
     "StoreCorrupted",
     "StoreError",
+    "StoreLocked",
     "WebError",
     "WorkspaceQuotaExceeded",
 ]
@@ -165,6 +166,15 @@ class JournalConflict(StoreError):
 
 class StoreCorrupted(StoreError):
     """The database file is not a legato database, or SQLite reports it as damaged."""
+
+    def __init__(self, path: str, reason: str) -> None:
+        self.path = path
+        self.reason = reason
+        super().__init__(f"{path}: {reason}")
+
+
+class StoreLocked(StoreError):
+    """Another program kept the database file locked past the store's timeout; nothing was written."""
 
     def __init__(self, path: str, reason: str) -> None:
         self.path = path

@@ -279,6 +279,10 @@ class SQLiteMemory:
             sources.setdefault(item_id, []).append(source_id)
         return {r[0]: _item(r, tuple(sorted(sources.get(r[0], [])))) for r in rows}
 
+    def close(self) -> None:
+        """Close this handle on the database (the file's connection closes with the last)."""
+        self.db.close()
+
     def __repr__(self) -> str:
         return f"SQLiteMemory({self.db.path!r})"
 

@@ -16,6 +16,7 @@ import contextlib
 import errno
 import os
 import stat
+import sys
 import uuid
 from collections.abc import Generator, Iterator
 from dataclasses import dataclass, field
@@ -342,6 +343,7 @@ class Workspace:
                 raise IsADirectoryError(errno.EISDIR, "is a directory", path)
             if t.st is None:
                 raise FileNotFoundError(errno.ENOENT, "no such file", path)
+            _refuse_live_database(t.st, path)
             flags = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
             fd = _open_file(t.name, flags, t.dir_fd, path)
         finally:
@@ -458,6 +460,7 @@ class Workspace:
             mode = 0o644
             if t.st is not None:
                 _check_regular(t.st, path)
+                _refuse_live_database(t.st, path)
                 mode = stat.S_IMODE(t.st.st_mode)
             _replace(t.dir_fd, t.name, data, mode)
             return t.relative
@@ -523,6 +526,21 @@ def _open_file(name: str, flags: int, dir_fd: int, original: str) -> int:
             msg = f"{original!r} changed into a symbolic link while it was being opened"
             raise SandboxViolation(msg, path=original) from exc
         raise
+
+
+def _refuse_live_database(st: os.stat_result, path: str) -> None:
+    """Refuse a database file this process's store holds open (or its -wal, -shm).
+
+    Closing any descriptor of it would drop the store's SQLite locks, and another process
+    could then delete the write-ahead log under it: committed runs would be lost.
+    """
+    if "legato.store._db" not in sys.modules:
+        return  # no legato store was opened in this process
+    from legato.store._db import is_open_database
+
+    if is_open_database(st):
+        msg = f"{path!r} is a database file this process's store has open; refused"
+        raise SandboxViolation(msg, path=path)
 
 
 def _check_regular(st: os.stat_result, path: str) -> None:

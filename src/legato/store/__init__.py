@@ -18,7 +18,7 @@ from legato.store._base import (
     SessionTurn,
     Store,
 )
-from legato.store._db import DEFAULT_PATH, Database
+from legato.store._db import DEFAULT_PATH, Database, is_open_database, open_connections
 from legato.store._pg import ConnectionPool, PostgresDatabase, pg_schema_version
 from legato.store._postgres import PostgresStore
 from legato.store._schema import schema_version
@@ -40,6 +40,8 @@ __all__ = [
     "SessionStore",
     "SessionTurn",
     "Store",
+    "is_open_database",
+    "open_connections",
     "pg_schema_version",
     "schema_version",
 ]

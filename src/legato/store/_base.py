@@ -188,7 +188,10 @@ class ApprovalTable(Protocol):
         ...
 
     def decide_approval(self, request_id: str, decision: JsonValue) -> bool:
-        """Claim the request with a decision; True for exactly one caller, False after."""
+        """Decide the request once: True for exactly one caller, False after.
+
+        One conditional write; a request whose run has ended (finished, failed) is refused.
+        """
         ...
 
     def approvals(self, *, run_id: str | None = None) -> list[ApprovalRecord]:

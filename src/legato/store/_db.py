@@ -3,29 +3,132 @@
 Every write runs in a `BEGIN IMMEDIATE` transaction, so several processes can write the
 same file: SQLite serializes the writers (each waits up to `timeout` seconds for the lock)
 and a write is either wholly in the file or not at all.
+
+A process holds one connection per database file, however many legato objects open it
+(`SQLiteStore`, `SQLiteApprovalStore`, `SQLiteMemory`, the CLI's stores): `Database`
+objects are handles on a shared, reference-counted connection, keyed by the file's
+identity (device and inode), so two spellings of one path, or a symlink, share it too.
+The file is never opened outside SQLite, not even to read its header: on POSIX, closing
+*any* descriptor of a file drops every lock the process holds on it, and a SQLite
+connection whose locks were dropped that way can have its write-ahead log deleted under
+it by another process, losing every later commit (SQLite's "How To Corrupt" page, 2.2).
 """
 
 from __future__ import annotations
 
+import os
 import sqlite3
+import stat
 import threading
+import weakref
 from collections.abc import Generator
 from contextlib import contextmanager
 from pathlib import Path
 
-from legato.exceptions import SchemaTooNew, StoreCorrupted, StoreError
+from legato.exceptions import SchemaTooNew, StoreCorrupted, StoreError, StoreLocked
 from legato.store._schema import APPLICATION_ID, MIGRATIONS, schema_version
 
-__all__ = ["DEFAULT_PATH", "Database"]
+__all__ = ["DEFAULT_PATH", "Database", "is_open_database", "open_connections"]
 
 DEFAULT_PATH = Path(".legato") / "legato.db"
 """Where a project's store lives unless told otherwise (relative to the working directory)."""
 
-_HEADER = b"SQLite format 3\x00"
+_FileKey = tuple[int, int]  # (st_dev, st_ino)
+
+
+class _Shared:
+    """One SQLite connection to one file, shared by every `Database` handle on it."""
+
+    def __init__(self, key: _FileKey | None, path: str, conn: sqlite3.Connection) -> None:
+        self.key = key
+        self.path = path
+        self.conn = conn
+        self.lock = threading.RLock()
+        self.users = 0
+        self.busy_ms = -1
+        self.closed = False
+
+
+# reentrant: a handle collected by the garbage collector while this thread holds the lock
+# (inside `_acquire`) releases its share from within it
+_registry_lock = threading.RLock()
+_registry: dict[_FileKey, _Shared] = {}
+_registry_pid: list[int] = []  # the process the registry belongs to (a fork starts afresh)
+
+
+def _own_registry() -> dict[_FileKey, _Shared]:
+    """The registry of this process; a forked child never uses its parent's connections."""
+    pid = os.getpid()
+    if _registry_pid != [pid]:
+        _registry.clear()  # inherited from the parent: abandoned, never closed here
+        _registry_pid[:] = [pid]
+    return _registry
+
+
+def _identity(path: str) -> _FileKey | None:
+    """The file's (device, inode), from `stat` alone (no descriptor), or None if missing."""
+    try:
+        st = Path(path).stat()
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        raise StoreCorrupted(path, f"cannot open: {exc}") from exc
+    if stat.S_ISDIR(st.st_mode):
+        raise StoreCorrupted(path, "is a directory, not a database file")
+    return (st.st_dev, st.st_ino)
+
+
+def open_connections() -> dict[str, int]:
+    """Database files this process holds open, with how many handles share each (a probe)."""
+    with _registry_lock:
+        return {s.path: s.users for s in _own_registry().values()}
+
+
+_COMPANIONS = ("-wal", "-shm", "-journal")
+
+
+def is_open_database(st: os.stat_result) -> bool:
+    """Whether `st` is a database file this process holds open, or its -wal, -shm, -journal.
+
+    Opening and closing such a file outside SQLite would drop the connection's locks; the
+    workspace's file access asks this first and refuses (`legato.sandbox.Workspace`).
+    """
+    wanted = (st.st_dev, st.st_ino)
+    with _registry_lock:
+        shared = list(_own_registry().values())
+    for pool in shared:
+        if pool.key == wanted:
+            return True
+        for suffix in _COMPANIONS:
+            try:
+                other = Path(pool.path + suffix).stat()
+            except OSError:
+                continue
+            if (other.st_dev, other.st_ino) == wanted:
+                return True
+    return False
+
+
+def _release(shared: _Shared) -> None:
+    """Drop one handle; the last one closes the connection."""
+    with _registry_lock:
+        shared.users -= 1
+        if shared.users > 0:
+            return
+        if shared.key is not None and _registry.get(shared.key) is shared:
+            del _registry[shared.key]
+        shared.closed = True
+    with shared.lock:
+        shared.conn.close()
 
 
 class Database:
-    """A legato SQLite database; use one per process (it is safe across threads)."""
+    """A legato SQLite database: a handle on the process's one connection to the file.
+
+    Open it as often as you like (it is safe across threads); every handle on the same file
+    shares one connection, and the connection closes when the last handle is closed or
+    collected.
+    """
 
     def __init__(self, path: str | Path = DEFAULT_PATH, *, timeout: float = 30.0) -> None:
         """Open (creating if needed) and migrate the database at `path`.
@@ -38,55 +141,88 @@ class Database:
             StoreCorrupted: The file is not a SQLite database, belongs to another program,
                 or is damaged.
             SchemaTooNew: The file was written by a newer legato.
+            StoreLocked: Another program kept the file locked for `timeout` seconds.
         """
         self.path = str(path)
-        self._lock = threading.RLock()
-        memory = self.path == ":memory:"
-        if not memory:
-            _check_header(Path(self.path))
+        self.timeout = timeout
+        self._busy_ms = max(0, int(timeout * 1000))
+        shared = self._acquire()
+        self._shared = shared
+        self._closed = False
+        self._finalizer = weakref.finalize(self, _release, shared)
+
+    def _acquire(self) -> _Shared:
+        if self.path == ":memory:":
+            shared = _Shared(None, self.path, self._connect())
+            try:
+                self._setup(shared, memory=True)
+            except BaseException:
+                shared.conn.close()
+                raise
+            shared.users = 1
+            return shared
+        with _registry_lock:
+            registry = _own_registry()
+            key = _identity(self.path)
+            found = registry.get(key) if key is not None else None
+            if found is not None:
+                found.users += 1
+                if not found.closed:
+                    return found
             Path(self.path).parent.mkdir(parents=True, exist_ok=True)
+            conn = self._connect()
+            try:
+                key = _identity(self.path)  # the file exists now (SQLite created it)
+                shared = _Shared(key, self.path, conn)
+                self._setup(shared, memory=False)
+            except BaseException:
+                conn.close()
+                raise
+            shared.users = 1
+            if key is not None:
+                registry[key] = shared
+            return shared
+
+    def _connect(self) -> sqlite3.Connection:
         try:
-            self._conn = sqlite3.connect(
-                self.path, timeout=timeout, isolation_level=None, check_same_thread=False
+            return sqlite3.connect(
+                self.path, timeout=self.timeout, isolation_level=None, check_same_thread=False
             )
         except sqlite3.Error as exc:
             raise StoreCorrupted(self.path, f"cannot open: {exc}") from exc
-        try:
-            self._setup(memory=memory)
-        except BaseException:
-            self._conn.close()
-            raise
 
-    def _setup(self, *, memory: bool) -> None:
-        conn = self._conn
+    def _setup(self, shared: _Shared, *, memory: bool) -> None:
+        conn = shared.conn
+        shared.busy_ms = self._busy_ms
         try:
+            # identify the file through SQLite before anything is written to it: a file of
+            # another program is refused untouched (not even switched to WAL mode)
+            self._check_identity(conn)
             if not memory:
                 conn.execute("PRAGMA journal_mode=WAL")
                 conn.execute("PRAGMA synchronous=NORMAL")
             conn.execute("PRAGMA foreign_keys=ON")
-            self._migrate()
+            self._migrate(conn)
         except sqlite3.DatabaseError as exc:
             raise _translate(self.path, exc) from exc
 
-    def _migrate(self) -> None:
-        with self._lock:
-            version = self._check_identity()
-            if version == schema_version():
-                return
-            self._conn.execute("BEGIN IMMEDIATE")
-            try:
-                version = self._check_identity()  # another process may have migrated meanwhile
-                for step in MIGRATIONS[version:]:
-                    step(self._conn)
-                self._conn.execute(f"PRAGMA application_id={APPLICATION_ID}")
-                self._conn.execute(f"PRAGMA user_version={schema_version()}")
-                self._conn.execute("COMMIT")
-            except BaseException:
-                self._conn.execute("ROLLBACK")
-                raise
+    def _migrate(self, conn: sqlite3.Connection) -> None:
+        version = self._check_identity(conn)
+        if version == schema_version():
+            return
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            version = self._check_identity(conn)  # another process may have migrated meanwhile
+            for step in MIGRATIONS[version:]:
+                step(conn)
+            conn.execute(f"PRAGMA application_id={APPLICATION_ID}")
+            conn.execute(f"PRAGMA user_version={schema_version()}")
+            conn.execute("COMMIT")
+        except BaseException:
+            conn.execute("ROLLBACK")
+            raise
 
-    def _check_identity(self) -> int:
-        conn = self._conn
+    def _check_identity(self, conn: sqlite3.Connection) -> int:
         app_id = int(conn.execute("PRAGMA application_id").fetchone()[0])
         version = int(conn.execute("PRAGMA user_version").fetchone()[0])
         if app_id not in (0, APPLICATION_ID):
@@ -109,11 +245,33 @@ class Database:
         with self.read() as conn:
             return int(conn.execute("PRAGMA user_version").fetchone()[0])
 
+    def shares_connection_with(self, other: Database) -> bool:
+        """Whether this handle and `other` use the same connection (the same file)."""
+        return self._shared is other._shared
+
+    def _enter(self) -> sqlite3.Connection:
+        """The shared connection, under its lock, with this handle's busy timeout."""
+        if self._closed:
+            msg = f"{self.path}: this database handle was closed"
+            raise StoreError(msg)
+        shared = self._shared
+        conn = shared.conn
+        if conn.in_transaction:
+            msg = (
+                f"{self.path}: a transaction was opened inside another one on the same file "
+                "(legato objects on one file share one connection per process)"
+            )
+            raise StoreError(msg)
+        if shared.busy_ms != self._busy_ms:
+            conn.execute(f"PRAGMA busy_timeout={self._busy_ms}")
+            shared.busy_ms = self._busy_ms
+        return conn
+
     @contextmanager
     def write(self) -> Generator[sqlite3.Connection]:
         """A write transaction: committed when the block ends, rolled back if it raises."""
-        with self._lock:
-            conn = self._conn
+        with self._shared.lock:
+            conn = self._enter()
             try:
                 conn.execute("BEGIN IMMEDIATE")
             except sqlite3.DatabaseError as exc:
@@ -136,8 +294,8 @@ class Database:
     @contextmanager
     def read(self) -> Generator[sqlite3.Connection]:
         """A consistent read: every query in the block sees the same snapshot."""
-        with self._lock:
-            conn = self._conn
+        with self._shared.lock:
+            conn = self._enter()
             try:
                 conn.execute("BEGIN")
                 try:
@@ -148,27 +306,22 @@ class Database:
                 raise _translate(self.path, exc) from exc
 
     def close(self) -> None:
-        """Close the connection (the WAL is checkpointed by SQLite)."""
-        with self._lock:
-            self._conn.close()
+        """Close this handle; the last handle on the file closes the connection.
 
-
-def _check_header(path: Path) -> None:
-    try:
-        with path.open("rb") as fh:
-            head = fh.read(len(_HEADER))
-    except FileNotFoundError:
-        return
-    except IsADirectoryError as exc:
-        raise StoreCorrupted(str(path), "is a directory, not a database file") from exc
-    if head and head != _HEADER:
-        raise StoreCorrupted(str(path), "not a SQLite database (wrong file header)")
+        SQLite checkpoints the write-ahead log when the last connection of any process
+        closes.
+        """
+        with self._shared.lock:
+            self._closed = True
+        self._finalizer()
 
 
 def _translate(path: str, exc: sqlite3.DatabaseError) -> StoreError:
     text = str(exc)
     if type(exc) is sqlite3.DatabaseError or "malformed" in text or "not a database" in text:
+        if "not a database" in text:
+            return StoreCorrupted(path, f"not a SQLite database: {text}")
         return StoreCorrupted(path, f"damaged database: {text}")
     if "locked" in text or "busy" in text:
-        return StoreError(f"{path}: the database stayed locked by another writer: {text}")
+        return StoreLocked(path, f"the database stayed locked by another writer: {text}")
     return StoreError(f"{path}: {text}")

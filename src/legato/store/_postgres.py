@@ -303,12 +303,15 @@ class PostgresStore:
         """Claim a parked approval; exactly one caller gets True, across processes.
 
         One conditional `UPDATE`: a second decider waits on the row's lock, then finds the
-        row no longer parked and updates nothing.
+        row no longer parked and updates nothing. A request whose run has ended (finished or
+        failed) is not decided either.
         """
         with self.db.write() as conn:
             won = conn.execute(
                 f"UPDATE legato.approvals SET state = 'decided', decision = %s, decided_at = {NOW} "
-                "WHERE request_id = %s AND state = 'parked' RETURNING request_id",
+                "WHERE request_id = %s AND state = 'parked' AND NOT EXISTS ("
+                "SELECT 1 FROM legato.runs r WHERE r.run_id = legato.approvals.run_id "
+                "AND r.status IN ('finished', 'failed')) RETURNING request_id",
                 (json.dumps(decision), request_id),
             ).fetchone()
         return won is not None

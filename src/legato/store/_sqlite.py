@@ -55,7 +55,9 @@ class SQLiteStore:
     agent.run_sync("Hello", session="chat")
     ```
 
-    Safe for several threads and several processes writing the same file. When memory in
+    Safe for several threads and several processes writing the same file. Every legato
+    object on one file in a process (stores, approvals, memory) shares one connection to
+    it (see `Database`). When memory in
     the same file forgets an item a running run had seen, that run's later writes (journal
     events, its session turn) are redacted on the way in (see `SQLiteMemory.forget`).
     """
@@ -78,7 +80,7 @@ class SQLiteStore:
         return self.db.path
 
     def close(self) -> None:
-        """Close the database."""
+        """Close this store's handle; the file's connection closes with its last handle."""
         self.db.close()
 
     # -- runs ----------------------------------------------------------------------------------
@@ -321,11 +323,17 @@ class SQLiteStore:
             raise StoreError(msg) from exc
 
     def decide_approval(self, request_id: str, decision: JsonValue) -> bool:
-        """Claim a parked approval; exactly one caller gets True, across processes."""
+        """Decide a parked approval; exactly one caller gets True, across processes.
+
+        One conditional write: the request must still be undecided and its run must not
+        have ended (finished or failed), both checked in the transaction that decides.
+        """
         with self.db.write() as conn:
             cursor = conn.execute(
                 "UPDATE approvals SET state = 'decided', decision = ?, decided_at = ? "
-                "WHERE request_id = ? AND state = 'parked'",
+                "WHERE request_id = ? AND state = 'parked' AND NOT EXISTS ("
+                "SELECT 1 FROM runs r WHERE r.run_id = approvals.run_id "
+                "AND r.status IN ('finished', 'failed'))",
                 (json.dumps(decision), time.time(), request_id),
             )
             return cursor.rowcount == 1

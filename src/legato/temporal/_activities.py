@@ -43,7 +43,19 @@ from legato.run._loop import RunDriver, Unit
 from legato.spawn._as_tool import agent_of
 from legato.spawn._child import defer_children
 from legato.store import RunStore
-from legato.temporal._types import ChildLink, DecideInput, Plan, RunRef, StartInput, UnitInput
+from legato.temporal._types import (
+    ChildLink,
+    DecideInput,
+    DecisionInput,
+    Plan,
+    PollInput,
+    Recorded,
+    RecordInput,
+    RunRef,
+    StartInput,
+    StoredDecisions,
+    UnitInput,
+)
 
 __all__ = ["MAX_PROMPT_BYTES", "LegatoActivities", "journal_digest"]
 
@@ -159,7 +171,16 @@ class LegatoActivities:
 
     def all(self) -> list[Callable[..., Any]]:
         """The activity functions, to register with a worker."""
-        return [self.start, self.model, self.tool, self.tools, self.close, self.decide]
+        return [
+            self.start,
+            self.model,
+            self.tool,
+            self.tools,
+            self.close,
+            self.decide,
+            self.record,
+            self.stored_decisions,
+        ]
 
     def agent(self, name: str) -> Agent[Any]:
         """The agent registered as `name` (`EngineInputInvalid`, not retried, if none)."""
@@ -244,6 +265,73 @@ class LegatoActivities:
             with contextlib.suppress(DecisionAlreadyUsed, DecisionTokenInvalid):
                 await store.decide(request.id, request.token, verdict)
         return replace(decide.plan, kind="tool", request_ids=(), status="running")
+
+    @activity.defn(name="legato.record")
+    async def record(self, record: RecordInput) -> Recorded:
+        """Write one decision an update brought to the approvals store, before it returns.
+
+        The store's conditional write (decided only if still undecided) is the one arbiter
+        of every door: when another door (`legato runs approve --store`, a handler, the web
+        UI) decided the request first, this one lost and the workflow follows that decision.
+        """
+        from legato._effects_parts import current_switches
+        from legato.approvals import Approve, Reject
+
+        decision = record.decision
+        if not current_switches().decide_once:
+            return Recorded(outcome="won")  # the twin: the store is written after the wait
+        found = await self._request_store(record.plan, decision.request_id)
+        if found is None:
+            msg = f"no approval request {decision.request_id} in the approvals store"
+            raise ApplicationError(msg, type="DecisionTokenInvalid", non_retryable=True)
+        store, request = found
+        verdict = (
+            Approve(message=decision.message or "")
+            if decision.verdict == "approve"
+            else Reject(message=decision.message or "The user rejected this call.")
+        )
+        try:
+            await store.decide(request.id, request.token, verdict)
+        except DecisionTokenInvalid:
+            return Recorded(outcome="expired")
+        except DecisionAlreadyUsed:
+            stored = await store.decision(request.id)
+            if stored is None:  # claimed and gone: an older legato's row; nothing to follow
+                raise
+            mine = stored.verdict == verdict.verdict and stored.message == verdict.message
+            if mine and activity.info().attempt > 1:  # an earlier attempt of this one wrote it
+                return Recorded(outcome="won")
+            return Recorded(outcome="lost", decision=_decision_input(request.id, stored))
+        return Recorded(outcome="won")
+
+    @activity.defn(name="legato.stored_decisions")
+    async def stored_decisions(self, poll: PollInput) -> StoredDecisions:
+        """Decisions another door wrote to the approvals store for requests the run waits on."""
+        found: list[DecisionInput] = []
+        for request_id in poll.request_ids:
+            located = await self._request_store(poll.plan, request_id)
+            stored = await located[0].decision(request_id) if located is not None else None
+            if stored is not None:
+                found.append(_decision_input(request_id, stored))
+        return StoredDecisions(decisions=tuple(found))
+
+    async def _request_store(self, plan: Plan, request_id: str) -> tuple[Any, Any] | None:
+        """The approvals store holding a request, and the request.
+
+        The run's own policy's store first, else that of any agent the worker serves (a
+        request asked in a child run).
+        """
+        policies = [self._approvals(self.agent(plan.ref.agent), plan.link)]
+        policies += [a.approvals for a in self.agents.values()]
+        seen: set[int] = set()
+        for policy in policies:
+            if policy is None or id(policy.store) in seen:
+                continue
+            seen.add(id(policy.store))
+            request = await policy.store.get(request_id)
+            if request is not None:
+                return policy.store, request
+        return None
 
     # -- helpers ------------------------------------------------------------------------------
 
@@ -438,3 +526,9 @@ def _unit_kind(plan: Plan) -> Any:
 def _fatal(run_id: str, exc: Exception) -> ApplicationError:
     """The run failed (its journal ends with `RunFailed`): the workflow fails, no retry."""
     return ApplicationError(f"run {run_id}: {exc}", type=type(exc).__name__, non_retryable=True)
+
+
+def _decision_input(request_id: str, decision: Any) -> DecisionInput:
+    """A stored decision as the workflow holds it (approve or reject, with its message)."""
+    verdict: Literal["approve", "reject"] = "reject" if decision.verdict == "reject" else "approve"
+    return DecisionInput(request_id=request_id, verdict=verdict, message=decision.message or None)

@@ -18,10 +18,14 @@ __all__ = [
     "DecideInput",
     "DecisionInput",
     "Plan",
+    "PollInput",
+    "RecordInput",
+    "Recorded",
     "RunInput",
     "RunOutcome",
     "RunRef",
     "StartInput",
+    "StoredDecisions",
     "UnitInput",
 ]
 
@@ -101,6 +105,12 @@ class ActivitySettings:
     parallel_tools: bool = False
     """Run all the calls of one model response in one `legato.tools` activity, concurrently
     under the gate as `agent.run` does, instead of one `legato.tool` activity per call."""
+    decision_poll: float = 1.0
+    """Seconds a parked run waits before it first reads the approvals store for decisions
+    made through another door (`legato runs approve --store`, a handler, the web UI); the
+    wait doubles after each read, up to `decision_poll_max`."""
+    decision_poll_max: float = 300.0
+    """The longest wait between two reads of the approvals store while parked."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -146,6 +156,43 @@ class DecisionInput:
     verdict: Literal["approve", "reject"]
     message: str | None = None
     """A rejection's message, which the model is shown."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class RecordInput:
+    """The `record` activity's input: one decision an update brought, for the store."""
+
+    plan: Plan
+    """The plan of the workflow the update reached (whose approvals store is written)."""
+    decision: DecisionInput
+
+
+@dataclass(frozen=True, kw_only=True)
+class Recorded:
+    """What the approvals store holds for a request after the `record` activity.
+
+    `outcome` is `won` (this decision is the request's one decision), `lost` (another door,
+    such as `legato runs approve --store`, decided first: `decision` is that one) or
+    `expired` (the store refused it as expired).
+    """
+
+    outcome: Literal["won", "lost", "expired"]
+    decision: DecisionInput | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
+class PollInput:
+    """The `stored_decisions` activity's input: requests the workflow waits on."""
+
+    plan: Plan
+    request_ids: tuple[str, ...]
+
+
+@dataclass(frozen=True, kw_only=True)
+class StoredDecisions:
+    """Decisions other doors wrote to the approvals store for the requests asked about."""
+
+    decisions: tuple[DecisionInput, ...] = ()
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -28,13 +28,22 @@ with workflow.unsafe.imports_passed_through():
         DecideInput,
         DecisionInput,
         Plan,
+        PollInput,
+        Recorded,
+        RecordInput,
         RunInput,
         RunOutcome,
         StartInput,
+        StoredDecisions,
         UnitInput,
     )
 
 __all__ = ["LegatoRun"]
+
+DECISIONS_FROM_STORE = "legato-decisions-through-the-store"
+"""The patch under which a decision is written to the approvals store before its update
+returns, and a parked run reads the store for decisions made through other doors (histories
+recorded before it replay as they ran)."""
 
 NON_RETRYABLE = ["PayloadsTooLarge", "LegatoRunFailed"]
 """Error types no activity retries: an oversized payload, a run the store shows failed."""
@@ -53,6 +62,8 @@ class LegatoRun:
         self._below: dict[str, str] = {}
         """Requests a sub-agent's workflow waits on -> the child workflow to decide them in."""
         self._parent: str | None = None
+        self._recording: set[str] = set()
+        """Requests whose decision an update is writing to the approvals store now."""
 
     @workflow.run
     async def run(self, run: RunInput) -> RunOutcome:
@@ -74,12 +85,15 @@ class LegatoRun:
                 units += 1
                 continue
             if units >= run.continue_every or workflow.info().is_continue_as_new_suggested():
+                await workflow.wait_condition(workflow.all_handlers_finished)
                 workflow.continue_as_new(
                     replace(run, prompt=None, plan=plan, units=run.units + units)
                 )
             plan = await self._advance(plan, settings)
             units += 1
         self._plan = plan
+        # a decision still being written to the store gets its answer before the run ends
+        await workflow.wait_condition(workflow.all_handlers_finished)
         status = "failed" if plan.status == "failed" else "finished"
         return RunOutcome(ref=plan.ref, status=status, units=run.units + units)
 
@@ -138,12 +152,7 @@ class LegatoRun:
         if self._parent is not None:  # a parked child parks its parent
             parked = ChildParked(workflow_id=workflow.info().workflow_id, request_ids=self._open)
             await workflow.get_external_workflow_handle(self._parent).signal("child_parked", parked)
-        timeout = None if plan.approval_ttl is None else timedelta(seconds=plan.approval_ttl)
-        try:
-            await workflow.wait_condition(
-                lambda: all(r in self._decisions for r in self._open), timeout=timeout
-            )
-        except TimeoutError:
+        if not await self._wait(plan, settings):
             for request_id in self._open:
                 if request_id not in self._decisions:
                     self._expired.add(request_id)
@@ -157,11 +166,117 @@ class LegatoRun:
         decide = DecideInput(plan=plan, decisions=decisions)
         return await self._activity("legato.decide", decide, settings)
 
+    async def _wait(self, plan: Plan, settings: ActivitySettings) -> bool:
+        """Wait for the decisions (True) or the approval TTL's end (False).
+
+        A history recorded before decisions were read from the store replays the old wait.
+        """
+        if workflow.patched(DECISIONS_FROM_STORE):
+            return await self._wait_or_poll(plan, settings)
+        ttl = plan.approval_ttl
+        timeout = None if ttl is None else timedelta(seconds=ttl)
+        try:
+            await workflow.wait_condition(self._all_decided, timeout=timeout)
+        except TimeoutError:
+            return False
+        return True
+
+    async def _wait_or_poll(self, plan: Plan, settings: ActivitySettings) -> bool:
+        """Wait until every open request is decided (True) or the approval TTL ends (False).
+
+        Decisions come as updates, or through another door straight to the approvals store:
+        the store is read after `decision_poll` seconds, then at doubling intervals.
+        """
+        ttl = plan.approval_ttl
+        deadline = None if ttl is None else workflow.time() + ttl
+        interval = max(settings.decision_poll, 0.01)
+        while True:
+            wait = interval
+            if deadline is not None:
+                wait = min(wait, deadline - workflow.time())
+                if wait <= 0:
+                    return False
+            try:
+                await workflow.wait_condition(self._all_decided, timeout=timedelta(seconds=wait))
+            except TimeoutError:
+                pass
+            else:
+                return True
+            undecided = tuple(r for r in self._open if r not in self._decisions)
+            if undecided:
+                found = await self._stored(plan, undecided, settings)
+                for decision in found.decisions:
+                    self._decisions.setdefault(decision.request_id, decision)
+            if self._all_decided():
+                return True
+            interval = min(interval * 2, max(settings.decision_poll_max, interval))
+
+    def _all_decided(self) -> bool:
+        """Every open request has its decision, and none is being written to the store."""
+        return not self._recording and all(r in self._decisions for r in self._open)
+
+    async def _stored(
+        self, plan: Plan, request_ids: tuple[str, ...], settings: ActivitySettings
+    ) -> StoredDecisions:
+        return await workflow.execute_activity(
+            "legato.stored_decisions",
+            PollInput(plan=plan, request_ids=request_ids),
+            result_type=StoredDecisions,
+            start_to_close_timeout=timedelta(seconds=settings.start_to_close),
+            retry_policy=RetryPolicy(maximum_attempts=settings.max_attempts),
+        )
+
     @workflow.update(name="decide")
     async def decide(self, decision: DecisionInput) -> str:
-        """Decide one open approval request (exactly one decision per request gets in)."""
+        """Decide one open approval request (exactly one decision per request gets in).
+
+        The decision is written to the approvals store before the update returns, by the
+        conditional write every door goes through: when another door decided the request
+        first, this update fails with `DecisionAlreadyUsed` and the run follows that one.
+        """
         # recorded before any await: the validator of a concurrent update sees it
         self._decisions[decision.request_id] = decision
+        plan = self._plan
+        if plan is not None and workflow.patched(DECISIONS_FROM_STORE):
+            self._recording.add(decision.request_id)
+            try:
+                recorded = await workflow.execute_activity(
+                    "legato.record",
+                    RecordInput(plan=plan, decision=decision),
+                    result_type=Recorded,
+                    start_to_close_timeout=timedelta(seconds=60),
+                    retry_policy=RetryPolicy(
+                        maximum_attempts=5, non_retryable_error_types=["DecisionTokenInvalid"]
+                    ),
+                )
+            except ActivityError as exc:
+                # not stored: the request stays open for a decision that can be
+                del self._decisions[decision.request_id]
+                cause = exc.cause
+                text = cause.message if isinstance(cause, ApplicationError) else str(exc)
+                msg = f"the decision on {decision.request_id} could not be stored: {text}"
+                raise ApplicationError(msg, type="DecisionTokenInvalid") from exc
+            finally:
+                self._recording.discard(decision.request_id)
+            if recorded.outcome == "lost" and recorded.decision is not None:
+                self._decisions[decision.request_id] = recorded.decision
+                await self._forward(recorded.decision)
+                msg = (
+                    f"approval request {decision.request_id} was already decided "
+                    f"({recorded.decision.verdict}) through another door"
+                )
+                raise ApplicationError(msg, type="DecisionAlreadyUsed")
+            if recorded.outcome == "expired":
+                self._expired.add(decision.request_id)
+                expired = DecisionInput(
+                    request_id=decision.request_id,
+                    verdict="reject",
+                    message="expired: no decision before the request's expiry",
+                )
+                self._decisions[decision.request_id] = expired
+                await self._forward(expired)
+                msg = f"approval request {decision.request_id} expired before it was decided"
+                raise ApplicationError(msg, type="DecisionTokenInvalid")
         await self._forward(decision)
         return decision.verdict
 
