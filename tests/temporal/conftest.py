@@ -53,6 +53,27 @@ def _wait_listening(port: int, proc: subprocess.Popen[bytes], deadline: float) -
     raise RuntimeError(msg)
 
 
+def _wait_healthy(address: str, proc: subprocess.Popen[bytes], deadline: float) -> None:
+    """Until a client connects: the port listens before the frontend is healthy (under load
+    a test that connected then failed with "Frontend is not healthy yet")."""
+    import asyncio
+
+    from temporalio.client import Client
+
+    while True:
+        if proc.poll() is not None:
+            msg = f"the Temporal dev server exited with {proc.returncode}"
+            raise RuntimeError(msg)
+        try:
+            asyncio.run(Client.connect(address))
+        except RuntimeError:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.2)
+        else:
+            return
+
+
 @pytest.fixture(scope="session")
 def temporal_address() -> Iterator[str]:
     """host:port of a Temporal dev server (in-memory) for this test session."""
@@ -64,6 +85,7 @@ def temporal_address() -> Iterator[str]:
     proc = subprocess.Popen(args, stdout=log, stderr=log, start_new_session=True)
     try:
         _wait_listening(port, proc, time.monotonic() + 60)
+        _wait_healthy(f"127.0.0.1:{port}", proc, time.monotonic() + 60)
         yield f"127.0.0.1:{port}"
     finally:
         os.killpg(proc.pid, signal.SIGKILL)
