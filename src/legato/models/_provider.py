@@ -345,6 +345,25 @@ def error_text(body: object) -> str:
     return "" if body is None else str(body)
 
 
+_LINE_LIMIT = 300
+
+
+def one_line(text: str) -> str:
+    """A provider's error text as one line: its first line, and how much more the body holds.
+
+    Some servers put a whole validation report or a traceback in the message (llama-cpp-
+    python's server: thirty lines for a bad message); the error's `body` keeps it whole.
+    """
+    lines = [line.strip() for line in text.strip().splitlines() if line.strip()]
+    first = lines[0] if lines else ""
+    rest = len(lines) - 1
+    if len(first) > _LINE_LIMIT:
+        first = first[: _LINE_LIMIT - 1] + "…"
+    if rest:
+        first += f" (+{rest} more line{'s' if rest > 1 else ''} in the error's body)"
+    return first
+
+
 def error_from_status(
     status: int,
     *,
@@ -355,7 +374,7 @@ def error_from_status(
 ) -> ModelError:
     """The legato error for an HTTP error answer (status, body, headers)."""
     text = message or error_text(body) or f"HTTP {status}"
-    detail = f"{provider}: {text}"
+    detail = f"{provider}: {one_line(text)}"
     safe = redact(body)
     kwargs: dict[str, Any] = {"provider": provider, "status_code": status, "body": safe}
     if status == 429:

@@ -97,6 +97,14 @@ class ServerProfile:
     json_object_schema: bool = False
     """Structured output goes as `{"type": "json_object", "schema": ...}` (llama-cpp-python's
     server) instead of OpenAI's `{"type": "json_schema", "json_schema": {...}}`."""
+    null_content: bool = True
+    """An assistant message that only carries tool calls is sent with `content: null`, as
+    OpenAI documents it; False sends `""` (llama-cpp-python's server answers HTTP 500 to null)."""
+    usage_in_stream: bool = True
+    """The server reports usage in streams (at the end, when asked with `stream_options`).
+    False: it never does (llama-cpp-python's server), and sends one chunk per generated
+    token; legato then counts the output tokens from the chunks (the prompt's tokens stay
+    unknown, 0; unstreamed answers carry both)."""
 
 
 OPENAI = ServerProfile(
@@ -142,25 +150,26 @@ def _tool_messages(results: list[ToolResultPart]) -> list[Obj]:
     return out
 
 
-def chat_messages(request: ModelRequest) -> list[Obj]:
-    """The neutral conversation as Chat Completions messages."""
+def chat_messages(request: ModelRequest, *, server: ServerProfile | None = None) -> list[Obj]:
+    """The neutral conversation as Chat Completions messages, as `server` takes them."""
+    server = server or OPENAI
     out: list[Obj] = []
     if request.instructions:
         out.append({"role": "system", "content": request.instructions})
     for message in request.messages:
-        out.extend(_message(message))
+        out.extend(_message(message, null=server.null_content))
     return out
 
 
-def _message(message: Message) -> list[Obj]:
+def _message(message: Message, *, null: bool) -> list[Obj]:
     if message.role == "system":
         return [{"role": "system", "content": message.text}]
     if message.role == "tool" or message.tool_results:
         return _tool_messages(message.tool_results)
     if message.role == "user":
         return [{"role": "user", "content": _content(message.parts)}]
-    entry: Obj = {"role": "assistant", "content": message.text or None}
     calls = message.tool_calls
+    entry: Obj = {"role": "assistant", "content": message.text or (None if null else "")}
     if calls:
         entry["tool_calls"] = [
             {
@@ -182,7 +191,7 @@ def _tool_choice(choice: ToolChoice) -> str | Obj:
 def chat_body(request: ModelRequest, *, model: str, server: ServerProfile, stream: bool) -> Obj:
     """The whole request body."""
     s = request.settings
-    body: Obj = {"model": model, "messages": chat_messages(request)}
+    body: Obj = {"model": model, "messages": chat_messages(request, server=server)}
     if request.tools:
         tools: list[Obj] = []
         for t in request.tools:
@@ -321,7 +330,7 @@ class OpenAIChatModel(ProviderModel):
     def _chunk(
         self, chunk: Any, assembler: ResponseAssembler, state: _State
     ) -> list[ModelStreamEvent]:
-        state.seen = True
+        state.seen = state.streamed = True
         state.model = chunk.model or state.model
         state.response_id = chunk.id or state.response_id
         if chunk.usage is not None:
@@ -336,7 +345,9 @@ class OpenAIChatModel(ProviderModel):
                 continue
             delta = choice.delta
             if delta is not None:
-                events.extend(_feed(assembler, delta, streamed=True))
+                fed = _feed(assembler, delta, streamed=True)
+                state.token_chunks += 1 if fed else 0
+                events.extend(fed)
                 if getattr(delta, "refusal", None):
                     state.refusal.append(str(delta.refusal))
                 state.annotations.extend(_annotations(delta))
@@ -373,6 +384,8 @@ class OpenAIChatModel(ProviderModel):
             msg = f"{self.name}: the model refused to answer: {''.join(state.refusal)}"
             raise ContentFiltered(msg, provider=self.provider)
         usage = openai_usage(state.usage, input_key="prompt_tokens", output_key="completion_tokens")
+        if state.usage is None and state.streamed and not self.server.usage_in_stream:
+            usage = dataclasses.replace(usage, output_tokens=state.token_chunks)
         response = assembler.build(
             usage=usage,
             stop_reason=stop,
@@ -395,6 +408,9 @@ class _State:
     response_id: str | None = None
     finish: str | None = None
     usage: Any = None
+    streamed: bool = False
+    token_chunks: int = 0
+    """Streamed chunks that carried text, reasoning or a tool call's piece."""
     refusal: list[str] = field(default_factory=lambda: [])
     """The model's refusal (`message.refusal`), when it declined to answer."""
     annotations: list[dict[str, JsonValue]] = field(default_factory=lambda: [])

@@ -34,7 +34,8 @@ PROFILES: dict[str, ServerProfile] = {
     "llamacpp-server": ServerProfile(
         # llama-cpp-python's server: repeats the call's name in every streamed chunk (the
         # assembler ignores identical repeats) and, with tool_choice="auto" and stream=True,
-        # answers HTTP 200 with no chunks; such requests are sent unstreamed.
+        # answers HTTP 200 with no chunks; such requests are sent unstreamed. It rejects
+        # `content: null` beside tool calls (HTTP 500) and reports no usage in streams.
         name="llamacpp-server",
         base_url="http://127.0.0.1:8000/v1",
         model=ModelProfile(native_structured_output=True, parallel_tool_calls=False),
@@ -42,6 +43,8 @@ PROFILES: dict[str, ServerProfile] = {
         no_stream_with_auto_tools=True,
         send_strict=False,
         json_object_schema=True,
+        null_content=False,
+        usage_in_stream=False,
     ),
     "lmstudio": ServerProfile(
         name="lmstudio", base_url="http://127.0.0.1:1234/v1", model=_LOCAL, send_strict=False
