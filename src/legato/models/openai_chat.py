@@ -21,7 +21,7 @@ import dataclasses
 import functools
 from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass, field
-from typing import Any, cast
+from typing import Any, Literal, cast
 
 from legato.exceptions import ContentFiltered, ModelError, StreamInterrupted
 from legato.messages import (
@@ -32,6 +32,7 @@ from legato.messages import (
     ModelResponse,
     StopReason,
     TextPart,
+    ThinkingPart,
     ToolResultPart,
 )
 from legato.models._base import (
@@ -97,6 +98,17 @@ class ServerProfile:
     json_object_schema: bool = False
     """Structured output goes as `{"type": "json_object", "schema": ...}` (llama-cpp-python's
     server) instead of OpenAI's `{"type": "json_schema", "json_schema": {...}}`."""
+    reasoning_field: str | None = None
+    """The assistant message field in which the server returns reasoning and expects it back
+    (`reasoning_content`: DeepSeek, z.ai; `reasoning`: Cerebras). None: reasoning is read
+    (from either field) and not sent back."""
+    reasoning_chunks: bool = False
+    """Reasoning goes back as a `thinking` content chunk before the text (Mistral), the shape
+    in which the server returns it."""
+    reasoning_back: Literal["tool_loop", "always"] = "tool_loop"
+    """Which assistant messages carry their reasoning back: those after the last user
+    message (the current turn's tool loop, which DeepSeek requires and is all it wants), or
+    every one (z.ai's preserved thinking)."""
     null_content: bool = True
     """An assistant message that only carries tool calls is sent with `content: null`, as
     OpenAI documents it; False sends `""` (llama-cpp-python's server answers HTTP 500 to null)."""
@@ -156,9 +168,34 @@ def chat_messages(request: ModelRequest, *, server: ServerProfile | None = None)
     out: list[Obj] = []
     if request.instructions:
         out.append({"role": "system", "content": request.instructions})
-    for message in request.messages:
-        out.extend(_message(message, null=server.null_content))
+    last_user = max(
+        (i for i, m in enumerate(request.messages) if m.role == "user" and not m.tool_results),
+        default=-1,
+    )
+    for index, message in enumerate(request.messages):
+        entries = _message(message, null=server.null_content)
+        if message.role == "assistant" and (server.reasoning_back == "always" or index > last_user):
+            _reasoning_back(entries, message, server)
+        out.extend(entries)
     return out
+
+
+def _reasoning_back(entries: list[Obj], message: Message, server: ServerProfile) -> None:
+    """Put the message's reasoning (this server's own) where the server expects it back."""
+    thinking = "".join(
+        p.text
+        for p in message.parts
+        if isinstance(p, ThinkingPart) and p.provider == server.name and not p.redacted
+    )
+    if not thinking or not entries:
+        return
+    entry = entries[0]
+    if server.reasoning_field is not None:
+        entry[server.reasoning_field] = thinking
+    elif server.reasoning_chunks:
+        chunk: Obj = {"type": "thinking", "thinking": [{"type": "text", "text": thinking}]}
+        text = entry.get("content")
+        entry["content"] = [chunk] + ([{"type": "text", "text": text}] if text else [])
 
 
 def _message(message: Message, *, null: bool) -> list[Obj]:

@@ -68,9 +68,10 @@ PROFILES: dict[str, ServerProfile] = {
         base_url="https://api.mistral.ai/v1",
         env_var="MISTRAL_API_KEY",
         price_provider="mistral",
-        model=ModelProfile(native_structured_output=True),
+        model=ModelProfile(native_structured_output=True, supports_thinking=True),
         stream_usage=False,
         send_strict=False,
+        reasoning_chunks=True,
     ),
     "openrouter": ServerProfile(
         name="openrouter",
@@ -94,6 +95,25 @@ PROFILES: dict[str, ServerProfile] = {
         price_provider="deepseek",
         model=ModelProfile(native_structured_output=False, supports_thinking=True),
         send_strict=False,
+        reasoning_field="reasoning_content",
+    ),
+    "zai": ServerProfile(
+        name="zai",
+        base_url="https://api.z.ai/api/paas/v4",
+        env_var="ZAI_API_KEY",
+        price_provider="zai",
+        model=ModelProfile(native_structured_output=False, supports_thinking=True),
+        send_strict=False,
+        reasoning_field="reasoning_content",
+        reasoning_back="always",
+    ),
+    "cerebras": ServerProfile(
+        name="cerebras",
+        base_url="https://api.cerebras.ai/v1",
+        env_var="CEREBRAS_API_KEY",
+        price_provider="cerebras",
+        model=ModelProfile(native_structured_output=True, supports_thinking=True),
+        reasoning_field="reasoning",
     ),
 }
 """Every known server, by provider prefix."""
@@ -146,3 +166,5 @@ mistral = ProfileFactory("mistral")
 openrouter = ProfileFactory("openrouter")
 together = ProfileFactory("together")
 deepseek = ProfileFactory("deepseek")
+zai = ProfileFactory("zai")
+cerebras = ProfileFactory("cerebras")

@@ -58,6 +58,9 @@ __all__ = ["OpenAIResponsesModel", "from_name", "responses_input"]
 
 Obj = dict[str, Any]
 _REASONING_IDS = "openai_reasoning_ids"
+_CLEAR_REASONING_IDS = "openai_reasoning_text_ids"
+"""Reasoning items that came with their text in clear (`reasoning_text` content) and no
+encrypted content (DeepSeek, gpt-oss servers): sent back as they came."""
 _BUILTIN_ITEMS = "openai_builtin_items"
 _OWN_ITEMS = frozenset({"message", "reasoning", "function_call"})
 
@@ -89,6 +92,7 @@ def _message_items(message: Message) -> list[Obj]:
     items: list[Obj] = []
     details = message.provider_details or {}
     reasoning_ids = iter(cast(list[str], details.get(_REASONING_IDS) or []))
+    clear_ids = set(cast(list[str], details.get(_CLEAR_REASONING_IDS) or []))
     for part in message.parts:
         if isinstance(part, TextPart) and part.text:
             items.append({"role": "assistant", "content": _content((part,), role="assistant")})
@@ -105,6 +109,11 @@ def _message_items(message: Message) -> list[Obj]:
                         "summary": summary,
                         "encrypted_content": part.signature,
                     }
+                )
+            elif item_id in clear_ids and part.text:
+                content = [{"type": "reasoning_text", "text": part.text}]
+                items.append(
+                    {"type": "reasoning", "id": item_id, "summary": [], "content": content}
                 )
         elif part.kind == "tool_call":
             items.append(
@@ -361,8 +370,7 @@ class OpenAIResponsesModel(ProviderModel):
                 state.refusal.extend(_refusals(item))
                 assembler.close_part()
             elif item.type == "reasoning":
-                summary: list[Any] = list(item.summary or [])
-                text = "".join(str(s.text) for s in summary)
+                text = _reasoning_text(item)
                 out.append(assembler.add_thinking(text or None, signature=item.encrypted_content))
                 assembler.close_part()
             elif item.type == "function_call":
@@ -398,10 +406,13 @@ class OpenAIResponsesModel(ProviderModel):
         searches = sum(1 for item in output if item.type == "web_search_call")
         if searches:
             usage = dataclasses.replace(usage, web_searches=searches)
-        ids = [str(item.id) for item in output if item.type == "reasoning"]
+        reasoning = [item for item in output if item.type == "reasoning"]
         details: dict[str, JsonValue] = {k: list(v) for k, v in state.details.items()}
-        if ids:
-            details[_REASONING_IDS] = list[JsonValue](ids)
+        if reasoning:
+            details[_REASONING_IDS] = [str(item.id) for item in reasoning]
+        clear = [str(r.id) for r in reasoning if r.content and not r.encrypted_content]
+        if clear:
+            details[_CLEAR_REASONING_IDS] = list[JsonValue](clear)
         built = assembler.build(
             provider_details=details or None,
             usage=usage,
@@ -425,6 +436,17 @@ def _annotations(item: Any) -> list[Any]:
             annotations: list[Any] = list(content.annotations or [])
             found.extend(a for a in annotations if a is not None)
     return found
+
+
+def _reasoning_text(item: Any) -> str:
+    """A reasoning item's text: its `reasoning_text` content, else its summary.
+
+    Some servers (DeepSeek, gpt-oss servers) return the reasoning in clear as content.
+    """
+    contents: list[Any] = list(getattr(item, "content", None) or [])
+    clear = "".join(str(c.text) for c in contents if c.type == "reasoning_text")
+    summary: list[Any] = list(item.summary or [])
+    return clear or "".join(str(s.text) for s in summary)
 
 
 def _has_text(item: Any) -> bool:
