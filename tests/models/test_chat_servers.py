@@ -12,14 +12,14 @@ from typing import Any
 
 import pytest
 
-from legato.exceptions import ProviderServerError
-from legato.messages import Message, TextPart, ToolCallPart, ToolResultPart
+from legato.exceptions import ProviderServerError, StreamInterrupted
+from legato.messages import Message, StopReason, TextPart, ToolCallPart, ToolResultPart
 from legato.models._base import ModelRequest, ResponseCompleted
 from legato.models._provider import ProviderSettings, error_from_status, one_line
 from legato.models.openai_chat import OPENAI, ServerProfile, chat_body
 from legato.models.openai_compatible import PROFILES, compatible_model
 from legato.models.retry import RetryPolicy
-from legato.simulator import SimTurn, SimUsage, WireSimulator
+from legato.simulator import Fault, SimCall, SimTurn, SimUsage, WireSimulator
 
 CALL = ToolCallPart.from_arguments(id="call_1", name="get_weather", arguments={"city": "Paris"})
 TOOL_LOOP = ModelRequest(
@@ -126,3 +126,34 @@ async def test_the_tool_loop_goes_out_with_string_content(sim: WireSimulator, st
     sent = sim.requests[0].body["messages"]
     assert [m["role"] for m in sent] == ["user", "assistant", "tool"]
     assert all(isinstance(m["content"], str) for m in sent)
+
+
+async def test_a_stream_ending_with_done_but_no_finish_reason_is_complete(
+    sim: WireSimulator,
+) -> None:
+    sim.enqueue(SimTurn(text="All done.", send_finish_reason=False))
+    sim.enqueue(
+        SimTurn(
+            calls=(SimCall(name="get_weather", arguments={"city": "Rome"}),),
+            send_finish_reason=False,
+        )
+    )
+    model = _model(sim, "vllm")
+    text = await _complete(model, TOOL_LOOP)
+    calls = await _complete(_model(sim, "vllm"), TOOL_LOOP)
+    assert text.message.text == "All done."
+    assert text.stop_reason is StopReason.END_TURN
+    assert calls.stop_reason is StopReason.TOOL_CALLS
+    assert calls.message.tool_calls[0].arguments == {"city": "Rome"}
+
+
+async def test_twin_a_stream_cut_off_before_done_is_interrupted(sim: WireSimulator) -> None:
+    sim.enqueue(
+        SimTurn(
+            text="All done, and then some.",
+            send_finish_reason=False,
+            fault=Fault(disconnect_after=3),
+        )
+    )
+    with pytest.raises(StreamInterrupted):
+        await _complete(_model(sim, "vllm"), TOOL_LOOP)

@@ -189,8 +189,8 @@ def gemini_contents(messages: tuple[Message, ...]) -> tuple[list[str], list[Obj]
                 )
         else:
             role, parts = "user", _user_parts(message.parts)
-        if not parts:
-            continue
+        if not parts:  # an empty prompt or model turn: Gemini takes (and answers) an empty text
+            parts = [{"text": ""}]
         if out and out[-1]["role"] == role:
             out[-1]["parts"].extend(parts)
         else:
@@ -343,6 +343,8 @@ class GeminiModel(ProviderModel):
         """A function declaration's schema field: JSON Schema where the model takes it."""
         if self.profile.native_json_schema:
             return {"parameters_json_schema": to_gemini_json_schema(schema)}
+        if not schema.get("properties"):  # no parameters: the field is left out, as documented
+            return {}  # (an OBJECT without properties is refused)
         return {"parameters": apply_dialect(schema, self.profile.schema_dialect)}
 
     async def _stream_once(self, request: ModelRequest) -> AsyncIterator[ModelStreamEvent]:
@@ -381,8 +383,8 @@ class GeminiModel(ProviderModel):
         """Refuse what Gemini would refuse with a bare SDK error, before sending it."""
         if not contents:
             msg = (
-                f"{self.name}: the request has no user content (an empty prompt?); Gemini "
-                "needs at least one non-empty user turn besides the system instruction"
+                f"{self.name}: the request has no messages; Gemini needs at least one user "
+                "turn besides the system instruction"
             )
             raise InvalidRequest(msg, provider=self.provider)
         if contents[0]["role"] != "user":

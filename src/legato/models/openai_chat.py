@@ -359,8 +359,10 @@ class OpenAIChatModel(ProviderModel):
             if not state.seen:
                 msg = f"{self.name}: HTTP 200 but the stream had no events"
                 raise StreamInterrupted(msg, provider=self.provider)
+            if state.finish is None and getattr(chunks, "done", False):
+                state.finish = "stop"  # complete; the calls, if any, make it TOOL_CALLS
             if state.finish is None:
-                msg = f"{self.name}: the stream ended without a finish reason"
+                msg = f"{self.name}: the stream ended without a finish reason or [DONE]"
                 raise StreamInterrupted(msg, provider=self.provider)
         yield self._completed(assembler, state)
 
@@ -561,11 +563,26 @@ def _chunk_text(value: object) -> str:
 
 @functools.cache
 def _sdk_types() -> tuple[type[Any], type[Any]]:
-    """The SDK's completion type and its stream of chunks (imported on first use)."""
+    """The SDK's completion type and its stream of chunks (imported on first use).
+
+    The stream notes whether the server ended it with `data: [DONE]`: a stream that did
+    is complete even without a `finish_reason` (some servers send none); one that stopped
+    without either was cut off. (The SDK reads and drops that line; the one method that
+    sees it is overridden; were it renamed, no stream would count as ended, as before.)
+    """
     from openai import AsyncStream
     from openai.types.chat import ChatCompletion, ChatCompletionChunk
 
-    return ChatCompletion, AsyncStream[ChatCompletionChunk]
+    class ChunkStream(AsyncStream[ChatCompletionChunk]):
+        done = False
+
+        async def _iter_events(self) -> AsyncIterator[Any]:
+            async for event in super()._iter_events():
+                if str(getattr(event, "data", "")).startswith("[DONE]"):
+                    self.done = True
+                yield event
+
+    return ChatCompletion, ChunkStream
 
 
 def from_name(model: str) -> OpenAIChatModel:
