@@ -16,7 +16,9 @@ Thinking blocks keep their signature and are sent back only to Anthropic (a sign
 nothing to another provider). Blocks of the tools Anthropic runs itself (`server_tool_use`,
 `web_search_tool_result`, `code_execution_tool_result`, ...) are kept whole, in their place,
 in the message's `provider_details` and sent back to Anthropic with the turn (it needs them
-to continue a `pause_turn`); other providers never see them. Citations on text blocks are
+to continue a `pause_turn`); so are `compaction` blocks (context management's summary of
+the turns before it, which the server needs back in its place); other providers never see
+them. Citations on text blocks are
 kept in `provider_details["citations"]`, each with the index of the text part it supports.
 Structured output rides on a forced tool whose arguments are returned as the answer text.
 """
@@ -150,9 +152,8 @@ def _content(parts: tuple[Any, ...]) -> list[Obj]:
 
 def _kept(block_type: str) -> bool:
     """Whether a block legato cannot represent is kept to be sent back (server-tool blocks)."""
-    return block_type in ("server_tool_use", "mcp_tool_use", "container_upload") or (
-        block_type.endswith("_tool_result")
-    )
+    kept = ("server_tool_use", "mcp_tool_use", "container_upload", "compaction")
+    return block_type in kept or block_type.endswith("_tool_result")
 
 
 def _raw(block: Any) -> Obj:
@@ -564,6 +565,12 @@ class AnthropicModel(ProviderModel):
             return assembler.add_thinking(delta.thinking)
         if kind == "signature_delta":
             return assembler.add_thinking(signature=delta.signature)
+        if kind == "compaction_delta" and event.index in state.opaque:
+            block = state.opaque[event.index]  # the summary (or its encrypted form) arrives here
+            for name, piece in _raw(delta).items():
+                if name in ("content", "encrypted_content") and isinstance(piece, str):
+                    block[name] = (block.get(name) or "") + piece
+            return None
         if kind == "input_json_delta":
             if state.kinds.get(event.index) == "server":
                 state.partial.setdefault(event.index, []).append(delta.partial_json)

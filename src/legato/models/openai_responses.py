@@ -62,6 +62,9 @@ _CLEAR_REASONING_IDS = "openai_reasoning_text_ids"
 """Reasoning items that came with their text in clear (`reasoning_text` content) and no
 encrypted content (DeepSeek, gpt-oss servers): sent back as they came."""
 _BUILTIN_ITEMS = "openai_builtin_items"
+_COMPACTION = "openai_compaction_items"
+"""Compaction items (the server's encrypted summary of the turns before them): kept whole
+and sent back first with their turn."""
 _OWN_ITEMS = frozenset({"message", "reasoning", "function_call"})
 
 PROFILE = ModelProfile(
@@ -89,8 +92,10 @@ def _content(parts: tuple[Any, ...], *, role: str) -> list[Obj]:
 def _message_items(message: Message) -> list[Obj]:
     if message.role in ("system", "user") and not message.tool_results:
         return [{"role": message.role, "content": _content(message.parts, role=message.role)}]
-    items: list[Obj] = []
     details = message.provider_details or {}
+    items: list[Obj] = [
+        cast(Obj, item) for item in cast(list[Any], details.get(_COMPACTION) or []) if item
+    ]
     reasoning_ids = iter(cast(list[str], details.get(_REASONING_IDS) or []))
     clear_ids = set(cast(list[str], details.get(_CLEAR_REASONING_IDS) or []))
     for part in message.parts:
@@ -218,8 +223,14 @@ class _State:
             self.details.setdefault(CITATIONS, []).append({"part": part, **annotation})
 
     def keep(self, item: Any) -> None:
-        """Keep a built-in tool's item as metadata."""
-        self.details.setdefault(_BUILTIN_ITEMS, []).append(_raw(item))
+        """Keep a built-in tool's item as metadata (a compaction item to send back), once."""
+        raw = _raw(item)
+        key = _COMPACTION if raw.get("type") == "compaction" else _BUILTIN_ITEMS
+        kept = self.details.setdefault(key, [])
+        if raw.get("id") is None or all(
+            cast(Obj, k).get("id") != raw["id"] for k in kept if isinstance(k, dict)
+        ):
+            kept.append(raw)
 
 
 class OpenAIResponsesModel(ProviderModel):
@@ -403,6 +414,9 @@ class OpenAIResponsesModel(ProviderModel):
             stop = StopReason.OTHER  # an incomplete answer for a reason not documented yet
         model_name = str(getattr(response, "model", "") or "")
         output: list[Any] = list(getattr(response, "output", None) or [])
+        for item in output:  # built-in items a stream announced only in response.completed
+            if item.type not in _OWN_ITEMS:
+                state.keep(item)
         searches = sum(1 for item in output if item.type == "web_search_call")
         if searches:
             usage = dataclasses.replace(usage, web_searches=searches)
