@@ -201,3 +201,20 @@ def _request(messages: tuple[Message, ...]) -> Any:
     from legato.models._base import ModelRequest
 
     return ModelRequest(messages=messages)
+
+
+def test_an_anthropic_system_message_after_the_start_is_sent_in_its_place() -> None:
+    # The Messages API takes `{"role": "system", ...}` among the messages (the SDK's
+    # `SystemMessageParam`); leading system messages still go to the top-level field.
+    system, wire = anthropic_messages(
+        (
+            Message.system("Be brief."),
+            Message.user("Hi"),
+            Message.assistant("Hello!"),
+            Message.system("From now on, answer in French."),
+            Message.user("Weather?"),
+        )
+    )
+    assert system == [{"type": "text", "text": "Be brief."}]
+    assert [m["role"] for m in wire] == ["user", "assistant", "system", "user"]
+    assert wire[2]["content"] == [{"type": "text", "text": "From now on, answer in French."}]

@@ -81,12 +81,27 @@ class ModelSettings:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class OutputSpec:
-    """Ask the provider for JSON matching a schema (native structured output)."""
+    """Ask the provider for JSON matching a schema (native structured output).
+
+    A schema of `{"type": "object"}` alone asks for any JSON object ("JSON mode"): it goes
+    as OpenAI's `json_object` format, Gemini's JSON MIME type without a schema, Ollama's
+    `format: "json"` (see `OutputSpec.any_object`).
+    """
 
     name: str
     schema: dict[str, JsonValue]
     description: str = ""
     strict: bool = True
+
+    @classmethod
+    def any_object(cls, name: str = "json_object") -> OutputSpec:
+        """Any JSON object, no schema (JSON mode)."""
+        return cls(name=name, schema={"type": "object"}, strict=False)
+
+    @property
+    def free_form(self) -> bool:
+        """Whether any JSON object will do (the schema says nothing but `object`)."""
+        return self.schema == {"type": "object"}
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -206,14 +206,21 @@ def _result(result: ToolResultPart) -> Obj:
 
 
 def anthropic_messages(messages: tuple[Message, ...]) -> tuple[list[Obj], list[Obj]]:
-    """(system blocks, messages) for the Messages API; consecutive same-role turns merge."""
+    """(system blocks, messages) for the Messages API; consecutive same-role turns merge.
+
+    System messages before the conversation starts go to the top-level `system`; one that
+    comes later is sent in its place (`{"role": "system", ...}`), where it applies from
+    that point on and leaves the cached prefix before it intact.
+    """
     system: list[Obj] = []
     out: list[Obj] = []
     for message in messages:
-        if message.role == "system":
+        if message.role == "system" and not out:
             system.append({"type": "text", "text": message.text})
             continue
-        if message.role == "assistant":
+        if message.role == "system":
+            role, blocks = "system", [{"type": "text", "text": message.text}]
+        elif message.role == "assistant":
             role, blocks = "assistant", _assistant(message)
         elif message.tool_results:
             role = "user"

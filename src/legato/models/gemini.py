@@ -310,7 +310,9 @@ class GeminiModel(ProviderModel):
             config["tool_config"] = {"function_calling_config": mode}
         if request.output is not None:
             config["response_mime_type"] = "application/json"
-            if self.profile.native_json_schema:
+            if request.output.free_form:
+                pass  # any JSON object: the MIME type alone
+            elif self.profile.native_json_schema:
                 config["response_json_schema"] = to_gemini_json_schema(request.output.schema)
             else:
                 config["response_schema"] = apply_dialect(request.output.schema, "gemini")

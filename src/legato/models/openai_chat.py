@@ -248,7 +248,9 @@ def chat_body(request: ModelRequest, *, model: str, server: ServerProfile, strea
         body["tool_choice"] = _tool_choice(request.tool_choice)
         if s.parallel_tool_calls is not None and server.send_parallel_tool_calls:
             body["parallel_tool_calls"] = s.parallel_tool_calls
-    if request.output is not None:
+    if request.output is not None and request.output.free_form:
+        body["response_format"] = {"type": "json_object"}
+    elif request.output is not None:
         if request.output.strict and server.send_strict:
             schema, strict = strict_or_plain(request.output.name, request.output.schema)
         else:

@@ -172,7 +172,9 @@ def responses_body(request: ModelRequest, *, model: str, stream: bool) -> Obj:
         body["tool_choice"] = _tool_choice(request.tool_choice)
         if s.parallel_tool_calls is not None:
             body["parallel_tool_calls"] = s.parallel_tool_calls
-    if request.output is not None:
+    if request.output is not None and request.output.free_form:
+        body["text"] = {"format": {"type": "json_object"}}
+    elif request.output is not None:
         if request.output.strict:
             schema, strict = strict_or_plain(request.output.name, request.output.schema)
         else:
