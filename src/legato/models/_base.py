@@ -17,6 +17,7 @@ from legato.messages import (
     ToolDefinition,
     Usage,
 )
+from legato.models.builtin import BuiltinKind, BuiltinTool
 
 __all__ = [
     "Model",
@@ -63,6 +64,10 @@ class ModelSettings:
     """Mark the request's stable prefix for the provider's prompt cache where it must be
     asked for (Anthropic: the instructions, the tools and a rolling breakpoint on the
     history). None means the model's default, which is on; False turns it off."""
+    builtin_tools: tuple[BuiltinTool, ...] | None = None
+    """Tools the provider runs itself (`legato.models.builtin`: web search, web fetch, code
+    execution, file search, MCP connectors); a provider without one raises
+    `UnsupportedFeature` before sending."""
     extra_headers: Mapping[str, str] | None = None
     extra_body: Mapping[str, JsonValue] | None = None
     """Provider-specific request fields, merged into the wire body unchanged."""
@@ -139,6 +144,8 @@ class ModelProfile:
     max_output_tokens: int | None = None
     tokenizer: str | None = None
     """The tiktoken encoding of this model family (`o200k_base`, `cl100k_base`), if it has one."""
+    builtin_tools: frozenset[BuiltinKind] = frozenset()
+    """The tools the provider runs itself (`legato.models.builtin`), by kind."""
 
 
 # -- stream events --------------------------------------------------------------------------

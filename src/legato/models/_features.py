@@ -19,3 +19,9 @@ def check_request(provider: str, profile: ModelProfile, request: ModelRequest) -
         raise UnsupportedFeature(
             provider, "thinking_budget", "its models do not reason on request (profile)"
         )
+    for tool in request.settings.builtin_tools or ():
+        if tool.kind not in profile.builtin_tools:
+            offered = ", ".join(sorted(profile.builtin_tools)) or "none"
+            raise UnsupportedFeature(
+                provider, f"the built-in tool {tool.kind!r}", f"it runs: {offered}"
+            )

@@ -51,6 +51,7 @@ from legato.messages import (
     Usage,
 )
 from legato.models._base import ModelProfile, ModelRequest, ModelStreamEvent, ResponseCompleted
+from legato.models._builtin_wire import ANTHROPIC_MCP_BETA, anthropic_builtin
 from legato.models._provider import (
     LoopClients,
     ProviderModel,
@@ -77,6 +78,7 @@ PROFILE = ModelProfile(
     native_structured_output=True,
     supports_documents=True,
     supports_thinking=True,
+    builtin_tools=frozenset({"web_search", "web_fetch", "code_execution", "mcp"}),
     schema_dialect="anthropic",
 )
 _STOP: dict[str, StopReason] = {
@@ -384,6 +386,9 @@ class AnthropicModel(ProviderModel):
             }
             for t in request.tools
         ]
+        builtin, servers = anthropic_builtin(s.builtin_tools or ())
+        tools.extend(builtin)
+        body.update({"mcp_servers": servers} if servers else {})
         choice: Obj | None = None
         if request.tool_choice == "none":
             choice = {"type": "none"} if tools else None
@@ -461,8 +466,11 @@ class AnthropicModel(ProviderModel):
         """One response of the API, translated into `assembler` and `state`."""
         body = self.body(request)
         options: Obj = {}
-        if request.settings.extra_headers:
-            options["extra_headers"] = dict(request.settings.extra_headers)
+        headers = dict(request.settings.extra_headers or {})
+        if "mcp_servers" in body:  # the MCP connector is a beta
+            headers.setdefault("anthropic-beta", ANTHROPIC_MCP_BETA)
+        if headers:
+            options["extra_headers"] = headers
         if request.settings.timeout is not None:
             options["timeout"] = request.settings.timeout
         if not self.settings.stream:

@@ -51,7 +51,14 @@ from legato.messages import (
     ToolResultPart,
     Usage,
 )
-from legato.models._base import ModelProfile, ModelRequest, ModelStreamEvent, ResponseCompleted
+from legato.models._base import (
+    ModelProfile,
+    ModelRequest,
+    ModelStreamEvent,
+    OutputSpec,
+    ResponseCompleted,
+)
+from legato.models._builtin_wire import gemini_builtin
 from legato.models._provider import (
     LoopClients,
     ProviderModel,
@@ -76,6 +83,7 @@ PROFILE = ModelProfile(
     supports_thinking=True,
     schema_dialect="gemini",
     native_json_schema=True,
+    builtin_tools=frozenset({"web_search", "web_fetch", "code_execution", "file_search"}),
 )
 _STOP: dict[str, StopReason] = {
     "STOP": StopReason.END_TURN,
@@ -308,14 +316,10 @@ class GeminiModel(ProviderModel):
             elif request.tool_choice != "auto":
                 mode = {"mode": "ANY", "allowed_function_names": [request.tool_choice]}
             config["tool_config"] = {"function_calling_config": mode}
+        if s.builtin_tools:
+            config["tools"] = config.get("tools", []) + gemini_builtin(s.builtin_tools)
         if request.output is not None:
-            config["response_mime_type"] = "application/json"
-            if request.output.free_form:
-                pass  # any JSON object: the MIME type alone
-            elif self.profile.native_json_schema:
-                config["response_json_schema"] = to_gemini_json_schema(request.output.schema)
-            else:
-                config["response_schema"] = apply_dialect(request.output.schema, "gemini")
+            config.update(self._output(request.output))
         if s.thinking_budget is not None:
             config["thinking_config"] = {
                 "thinking_budget": s.thinking_budget,
@@ -339,6 +343,17 @@ class GeminiModel(ProviderModel):
             http["timeout"] = int(request.settings.timeout * 1000)
         if http:
             config["http_options"] = http
+        return config
+
+    def _output(self, output: OutputSpec) -> Obj:
+        """The config fields that ask for JSON (any object: the MIME type alone)."""
+        config: Obj = {"response_mime_type": "application/json"}
+        if output.free_form:
+            return config
+        if self.profile.native_json_schema:
+            config["response_json_schema"] = to_gemini_json_schema(output.schema)
+        else:
+            config["response_schema"] = apply_dialect(output.schema, "gemini")
         return config
 
     def _parameters(self, schema: dict[str, JsonValue]) -> Obj:

@@ -40,6 +40,7 @@ from legato.models._base import (
     ResponseCompleted,
     ToolChoice,
 )
+from legato.models._builtin_wire import responses_builtin
 from legato.models._openai_common import (
     CITATIONS,
     data_url,
@@ -68,7 +69,10 @@ and sent back first with their turn."""
 _OWN_ITEMS = frozenset({"message", "reasoning", "function_call"})
 
 PROFILE = ModelProfile(
-    native_structured_output=True, supports_documents=True, supports_thinking=True
+    native_structured_output=True,
+    supports_documents=True,
+    supports_thinking=True,
+    builtin_tools=frozenset({"web_search", "code_execution", "file_search", "mcp"}),
 )
 
 
@@ -172,6 +176,8 @@ def responses_body(request: ModelRequest, *, model: str, stream: bool) -> Obj:
         body["tool_choice"] = _tool_choice(request.tool_choice)
         if s.parallel_tool_calls is not None:
             body["parallel_tool_calls"] = s.parallel_tool_calls
+    if s.builtin_tools:
+        body["tools"] = body.get("tools", []) + responses_builtin(s.builtin_tools)
     if request.output is not None and request.output.free_form:
         body["text"] = {"format": {"type": "json_object"}}
     elif request.output is not None:
