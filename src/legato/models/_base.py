@@ -146,6 +146,8 @@ class ModelProfile:
     """The tiktoken encoding of this model family (`o200k_base`, `cl100k_base`), if it has one."""
     builtin_tools: frozenset[BuiltinKind] = frozenset()
     """The tools the provider runs itself (`legato.models.builtin`), by kind."""
+    tool_search: bool = False
+    """The provider searches deferred tools itself (`ToolDefinition.defer_loading`)."""
 
 
 # -- stream events --------------------------------------------------------------------------

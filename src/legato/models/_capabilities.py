@@ -53,6 +53,7 @@ def capabilities_table() -> str:
         "thinking budget",
         "reasoning sent back",
         *(f"`{kind}`" for kind in BUILTIN_KINDS),
+        "tool search",
         "priced",
     ]
     lines = [START, "| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
@@ -67,6 +68,7 @@ def capabilities_table() -> str:
             _yes(profile.supports_thinking),
             back,
             *(_yes(kind in profile.builtin_tools) for kind in BUILTIN_KINDS),
+            "provider's" if profile.tool_search else "legato's catalog",
             "yes" if priced else "free / unpriced",
         ]
         lines.append("| " + " | ".join(row) + " |")

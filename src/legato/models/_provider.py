@@ -37,7 +37,7 @@ from legato.exceptions import (
 )
 from legato.messages import JsonValue, Usage
 from legato.models._base import ModelProfile, ModelRequest, ModelStreamEvent, ResponseCompleted
-from legato.models._features import check_request
+from legato.models._features import check_request, tools_for
 from legato.models._prices import Counts, price, prices_installed
 from legato.models.retry import RetryPolicy, retrying_stream
 
@@ -534,6 +534,7 @@ class ProviderModel:
 
     async def _checked(self, request: ModelRequest) -> AsyncIterator[ModelStreamEvent]:
         check_request(self.provider, self.profile, request)  # before anything is sent
+        request = tools_for(request, self.profile)
         completed = False
         async for event in self._stream_once(request):
             if isinstance(event, ResponseCompleted):

@@ -79,6 +79,7 @@ PROFILE = ModelProfile(
     supports_documents=True,
     supports_thinking=True,
     builtin_tools=frozenset({"web_search", "web_fetch", "code_execution", "mcp"}),
+    tool_search=True,
     schema_dialect="anthropic",
 )
 _STOP: dict[str, StopReason] = {
@@ -359,6 +360,27 @@ class AnthropicModel(ProviderModel):
         """Close the client of the running event loop."""
         await self._clients.aclose()
 
+    def _tools(self, request: ModelRequest) -> tuple[list[Obj], list[Obj]]:
+        """The `tools` list and the `mcp_servers` list.
+
+        Function tools (deferred ones marked, the tool search tool beside them), then the
+        built-in tools.
+        """
+        tools: list[Obj] = []
+        for t in request.tools:
+            tool: Obj = {
+                "name": t.name,
+                "description": t.description,
+                "input_schema": apply_dialect(t.parameters, self.profile.schema_dialect),
+            }
+            tools.append({**tool, "defer_loading": True} if t.defer_loading else tool)
+        if any(t.defer_loading for t in request.tools):  # the profile's tool search
+            tools.append(
+                {"type": "tool_search_tool_bm25_20251119", "name": "tool_search_tool_bm25"}
+            )
+        builtin, servers = anthropic_builtin(request.settings.builtin_tools or ())
+        return tools + builtin, servers
+
     def body(self, request: ModelRequest) -> Obj:
         """The request body (without `stream`)."""
         s = request.settings
@@ -378,16 +400,7 @@ class AnthropicModel(ProviderModel):
         }
         if system:
             body["system"] = system
-        tools: list[Obj] = [
-            {
-                "name": t.name,
-                "description": t.description,
-                "input_schema": apply_dialect(t.parameters, self.profile.schema_dialect),
-            }
-            for t in request.tools
-        ]
-        builtin, servers = anthropic_builtin(s.builtin_tools or ())
-        tools.extend(builtin)
+        tools, servers = self._tools(request)
         body.update({"mcp_servers": servers} if servers else {})
         choice: Obj | None = None
         if request.tool_choice == "none":

@@ -64,8 +64,11 @@ _CLEAR_REASONING_IDS = "openai_reasoning_text_ids"
 encrypted content (DeepSeek, gpt-oss servers): sent back as they came."""
 _BUILTIN_ITEMS = "openai_builtin_items"
 _COMPACTION = "openai_compaction_items"
-"""Compaction items (the server's encrypted summary of the turns before them): kept whole
-and sent back first with their turn."""
+"""Compaction items (the server's encrypted summary of the turns before them) and tool
+search calls and outputs: kept whole and sent back first with their turn."""
+_SENT_BACK = frozenset({"compaction", "tool_search_call", "tool_search_output"})
+"""Items that carry their content (not references to stored ones): sent back with their
+turn, first, in their order."""
 _OWN_ITEMS = frozenset({"message", "reasoning", "function_call"})
 
 PROFILE = ModelProfile(
@@ -73,6 +76,7 @@ PROFILE = ModelProfile(
     supports_documents=True,
     supports_thinking=True,
     builtin_tools=frozenset({"web_search", "code_execution", "file_search", "mcp"}),
+    tool_search=True,
 )
 
 
@@ -171,7 +175,11 @@ def responses_body(request: ModelRequest, *, model: str, stream: bool) -> Obj:
             tool: Obj = {"type": "function", "name": t.name, "parameters": schema, "strict": strict}
             if t.description:
                 tool["description"] = t.description
+            if t.defer_loading:
+                tool["defer_loading"] = True
             tools.append(tool)
+        if any(t.defer_loading for t in request.tools):  # the profile's tool search
+            tools.append({"type": "tool_search"})
         body["tools"] = tools
         body["tool_choice"] = _tool_choice(request.tool_choice)
         if s.parallel_tool_calls is not None:
@@ -233,7 +241,7 @@ class _State:
     def keep(self, item: Any) -> None:
         """Keep a built-in tool's item as metadata (a compaction item to send back), once."""
         raw = _raw(item)
-        key = _COMPACTION if raw.get("type") == "compaction" else _BUILTIN_ITEMS
+        key = _COMPACTION if raw.get("type") in _SENT_BACK else _BUILTIN_ITEMS
         kept = self.details.setdefault(key, [])
         if raw.get("id") is None or all(
             cast(Obj, k).get("id") != raw["id"] for k in kept if isinstance(k, dict)
