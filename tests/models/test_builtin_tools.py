@@ -181,3 +181,51 @@ async def test_the_mcp_connector_sends_its_beta_header(sim: WireSimulator) -> No
 def test_responses_body_keeps_function_tools_and_adds_builtin_ones() -> None:
     body = responses_body(_request(CodeExecution()), model="gpt-5", stream=False)
     assert body["tools"] == [{"type": "code_interpreter", "container": {"type": "auto"}}]
+
+
+def test_gemini_code_and_search_results_are_kept_and_code_goes_back_in_place() -> None:
+    from google.genai.types import GenerateContentResponse
+
+    from legato.models.assembly import ResponseAssembler
+    from legato.models.gemini import _State, gemini_contents
+
+    wire = {
+        "candidates": [
+            {
+                "content": {
+                    "role": "model",
+                    "parts": [
+                        {"text": "Let me compute."},
+                        {"executable_code": {"language": "PYTHON", "code": "print(6 * 7)"}},
+                        {"code_execution_result": {"outcome": "OUTCOME_OK", "output": "42\n"}},
+                        {"text": "It is 42."},
+                    ],
+                },
+                "finish_reason": "STOP",
+                "grounding_metadata": {"web_search_queries": ["six times seven"]},
+            }
+        ],
+        "usage_metadata": {"prompt_token_count": 9, "candidates_token_count": 12},
+        "model_version": "gemini-2.5-flash",
+    }
+    chunk = GenerateContentResponse.model_validate(wire)
+    model = GeminiModel("gemini-2.5-flash", api_key="k")
+    assembler, state = ResponseAssembler(provider="gemini"), _State()
+    model._chunk(chunk, assembler, state)
+    response = model._completed(assembler, state).response
+    details: Any = response.message.provider_details
+    assert [e["part"] for e in details["gemini_builtin_parts"]] == [
+        {"executable_code": {"language": "PYTHON", "code": "print(6 * 7)"}},
+        {"code_execution_result": {"outcome": "OUTCOME_OK", "output": "42\n"}},
+    ]
+    assert details["gemini_grounding"]["grounding_metadata"]["web_search_queries"] == [
+        "six times seven"
+    ]
+    assert response.usage.web_searches == 1
+    _, contents = gemini_contents((Message.user("6 x 7?"), response.message))
+    assert contents[1]["parts"] == [
+        {"text": "Let me compute."},
+        {"executable_code": {"language": "PYTHON", "code": "print(6 * 7)"}},
+        {"code_execution_result": {"outcome": "OUTCOME_OK", "output": "42\n"}},
+        {"text": "It is 42."},
+    ]
