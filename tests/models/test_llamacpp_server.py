@@ -556,3 +556,54 @@ async def test_provider_context_overflow_is_a_typed_one_line_error(server: Serve
     # reported as such, never as an empty answer.
     with pytest.raises(StreamInterrupted, match="HTTP 200 but the stream had no events"):
         await _provider_complete(server, request)
+
+
+@dataclass
+class _Steered:
+    """The provider model, with the tool choice of each step set by the test: a 135M model
+    does not choose tools reliably on its own (forced choices are grammar-constrained)."""
+
+    inner: Any
+    choices: list[str]
+
+    @property
+    def name(self) -> str:
+        return str(self.inner.name)
+
+    @property
+    def profile(self) -> ModelProfile:
+        return cast(ModelProfile, self.inner.profile)
+
+    def stream(self, request: ModelRequest) -> AsyncIterator[ModelStreamEvent]:
+        import dataclasses
+
+        choice = self.choices.pop(0) if self.choices else "none"
+        return cast(
+            AsyncIterator[ModelStreamEvent],
+            self.inner.stream(dataclasses.replace(request, tool_choice=choice)),
+        )
+
+
+async def test_an_agent_completes_a_tool_round_trip_on_the_server(server: Server) -> None:
+    # What `legato run "Use get_weather for Paris" -m llamacpp-server:smollm2 --tools ...`
+    # does: the call, the tool's result sent back, the final answer, all in the journal.
+    from legato import Agent
+    from legato.events import ToolCallFinished
+
+    inner = provider_model(server)
+    model = _Steered(inner=inner, choices=["get_weather"])
+    agent = Agent(
+        model,
+        tools=[get_weather],
+        model_settings=ModelSettings(temperature=0.0, max_tokens=32),
+        max_steps=3,
+    )
+    try:
+        result = await agent.run("Use get_weather for Paris")
+    finally:
+        await inner.aclose()
+    finished = [e for e in result.journal if isinstance(e, ToolCallFinished)]
+    assert [e.call.name for e in finished] == ["get_weather"]
+    assert not finished[0].result.is_error
+    assert isinstance(result.output, str) and result.output.strip()
+    assert result.usage.requests == 2 and result.usage.output_tokens > 0
