@@ -352,6 +352,13 @@ class ToolDefinition:
     """JSON schema of the arguments object."""
     strict: bool | None = None
     """Ask for strict schema adherence where the provider supports it."""
+    defer_loading: bool = False
+    """Keep the tool out of the model's context until the provider's own tool search finds
+    it (Anthropic's tool search, OpenAI's `defer_loading`); a provider without one is not
+    sent the tool (legato's catalog search, below, loads it there)."""
+    search_fallback: bool = False
+    """legato's own tool search (`ToolCatalog`'s `search_tools`): sent only to providers
+    without a tool search of their own, when deferred tools are in the request."""
 
 
 def parse_arguments(raw: str) -> JsonValue:

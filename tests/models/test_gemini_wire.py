@@ -171,13 +171,34 @@ async def test_the_old_form_is_kept_where_the_profile_says_so(sim: WireSimulator
     assert declaration["parameters"]["properties"]["city"]["type"] == "STRING"
 
 
+async def test_a_tool_without_parameters_has_no_parameters_field_in_the_old_form(
+    sim: WireSimulator,
+) -> None:
+    # Gemini's OpenAPI-subset `parameters` is optional ("omitted if the function has no
+    # parameters"); an OBJECT without properties is refused with HTTP 400.
+    from dataclasses import replace
+
+    sim.enqueue(SimTurn(text="ok"))
+    model = _model(sim, stream=False, profile=replace(PROFILE, native_json_schema=False))
+    empty: dict[str, JsonValue] = {"type": "object", "properties": {}}
+    plain: dict[str, JsonValue] = {"type": "object", "properties": {"city": {"type": "string"}}}
+    tools = (
+        ToolDefinition(name="now", description="The time.", parameters=empty),
+        ToolDefinition(name="w", parameters=plain),
+    )
+    try:
+        await _complete(model, ModelRequest(messages=(Message.user("x"),), tools=tools))
+    finally:
+        await model.aclose()
+    now, weather = sim.requests[0].body["tools"][0]["functionDeclarations"]
+    assert now == {"name": "now", "description": "The time."}
+    assert weather["parameters"]["properties"]["city"]["type"] == "STRING"  # twin: kept
+
+
 @pytest.mark.parametrize(
     "messages",
-    [
-        (Message.user(""),),
-        (Message.user(""), Message.assistant("Hello."), Message.user("")),
-    ],
-    ids=["empty-prompt", "leading-model-turn"],
+    [(), (Message.assistant("Hello."), Message.user("Hi"))],
+    ids=["no-messages", "leading-model-turn"],
 )
 async def test_conversations_gemini_cannot_take_are_typed_errors(
     sim: WireSimulator, messages: tuple[Message, ...]
@@ -189,6 +210,36 @@ async def test_conversations_gemini_cannot_take_are_typed_errors(
     finally:
         await model.aclose()
     assert sim.requests == []  # refused before sending
+
+
+async def test_an_empty_prompt_goes_out_and_is_answered(sim: WireSimulator) -> None:
+    # Recorded Gemini traffic: `contents: [{"role": "user", "parts": [{"text": ""}]}]` beside a
+    # system instruction gets an answer.
+    sim.enqueue(SimTurn(text="Hello! How can I help?"))
+    model = _model(sim)
+    try:
+        out = await _complete(
+            model, ModelRequest(messages=(Message.user(""),), instructions="Be brief.")
+        )
+    finally:
+        await model.aclose()
+    assert sim.requests[0].body["contents"] == [{"role": "user", "parts": [{"text": ""}]}]
+    assert out.message.text == "Hello! How can I help?"
+
+
+async def test_an_empty_model_turn_keeps_its_place(sim: WireSimulator) -> None:
+    sim.enqueue(SimTurn(text="Again: hello."))
+    model = _model(sim)
+    messages = (Message.user("Hi"), Message(role="assistant", parts=()), Message.user("Hi?"))
+    try:
+        await _complete(model, ModelRequest(messages=messages))
+    finally:
+        await model.aclose()
+    assert sim.requests[0].body["contents"] == [
+        {"role": "user", "parts": [{"text": "Hi"}]},
+        {"role": "model", "parts": [{"text": ""}]},
+        {"role": "user", "parts": [{"text": "Hi?"}]},
+    ]
 
 
 async def test_twin_a_non_empty_prompt_goes_out(sim: WireSimulator) -> None:

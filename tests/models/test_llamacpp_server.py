@@ -425,3 +425,185 @@ async def test_provider_profile_avoids_the_silent_auto_stream_failure(server: Se
     assert response.message.text.strip() or response.message.tool_calls
     for call in response.message.tool_calls:
         assert call.name == "get_weather"
+
+
+# -- every path a user takes, through the provider, on the real server --------------------------
+
+
+async def _provider_complete(server: Server, request: ModelRequest, *, stream: bool = True) -> Any:
+    model = provider_model(server, stream=stream)
+    try:
+        return await complete(model, request)
+    finally:
+        await model.aclose()
+
+
+def _tool_loop(*calls: Any, tool_choice: str = "none") -> ModelRequest:
+    """The user's question, the model's calls and their results: the request that sends them back."""
+    from legato.messages import ToolResultPart
+
+    results = tuple(
+        ToolResultPart.text_result(call_id=c.id, name=c.name, text=f"{c.arguments['city']}: 18 C")
+        for c in calls
+    )
+    return ModelRequest(
+        messages=(
+            Message.user("What is the weather in Paris?"),
+            Message(role="assistant", parts=tuple(calls)),
+            Message(role="tool", parts=results),
+        ),
+        tools=(get_weather.definition,),
+        tool_choice=tool_choice,
+        settings=ModelSettings(temperature=0.0, max_tokens=24),
+    )
+
+
+@pytest.mark.parametrize("stream", [True, False], ids=["streamed", "whole"])
+async def test_provider_tool_round_trip_sends_the_result_back(server: Server, stream: bool) -> None:
+    # The model's forced call, then its result sent back: the assistant message that carries
+    # the call goes with `content: ""` (this server answers HTTP 500 to `content: null`).
+    asked = await _provider_complete(server, WEATHER_CALL, stream=stream)
+    [call] = asked.message.tool_calls
+    answer = await _provider_complete(server, _tool_loop(call), stream=stream)
+    assert answer.message.text.strip()
+    assert answer.message.tool_calls == []
+    assert answer.usage.output_tokens > 0
+    if not stream:
+        assert answer.usage.input_tokens > 0
+
+
+async def test_twin_content_null_beside_tool_calls_is_refused_by_this_server(
+    server: Server,
+) -> None:
+    import dataclasses
+
+    from legato.exceptions import ProviderServerError
+    from legato.messages import ToolCallPart
+    from legato.models.openai_compatible import PROFILES
+
+    call = ToolCallPart.from_arguments(
+        id="call_1", name="get_weather", arguments={"city": "Paris", "unit": "C"}
+    )
+    compatible = importlib.import_module("legato.models.openai_compatible")
+    provider = importlib.import_module("legato.models._provider")
+    null = dataclasses.replace(PROFILES["llamacpp-server"], null_content=True)
+    settings = provider.ProviderSettings(base_url=server.base_url, retry=None, timeout=60)
+    model = compatible.compatible_model(null, "smollm2", settings=settings)
+    try:
+        with pytest.raises(ProviderServerError) as caught:
+            await complete(model, _tool_loop(call))
+    finally:
+        await model.aclose()
+    assert caught.value.status_code == 500
+    assert "\n" not in str(caught.value)  # one line; the whole report stays in the body
+    assert "validation error" in str(caught.value)
+    body = cast(dict[str, Any], caught.value.body)  # the SDK hands over the inner error object
+    assert str(body["message"]).count("\n") > 5
+
+
+async def test_provider_parallel_calls_and_their_results_go_back(server: Server) -> None:
+    # This server makes one call per answer; a history with two calls (another model's, or
+    # a resumed run's) and their two results is still accepted.
+    from legato.messages import ToolCallPart
+
+    calls = [
+        ToolCallPart.from_arguments(
+            id=f"call_{i}", name="get_weather", arguments={"city": city, "unit": "C"}
+        )
+        for i, city in enumerate(("Paris", "Rome"))
+    ]
+    answer = await _provider_complete(server, _tool_loop(*calls))
+    assert answer.message.text.strip()
+
+
+async def test_provider_streamed_text_counts_its_tokens(server: Server) -> None:
+    # The server sends no usage in streams; legato counts its one-chunk-per-token stream.
+    streamed = await _provider_complete(server, ask("Name three colours."))
+    assert 0 < streamed.usage.output_tokens <= 24
+    whole = await _provider_complete(server, ask("Name three colours."), stream=False)
+    assert whole.usage.input_tokens > 0 and 0 < whole.usage.output_tokens <= 24
+
+
+@pytest.mark.parametrize("stream", [True, False], ids=["streamed", "whole"])
+async def test_provider_structured_output(server: Server, stream: bool) -> None:
+    from legato.models import OutputSpec
+
+    schema: dict[str, Any] = {
+        "type": "object",
+        "properties": {"city": {"type": "string"}, "sunny": {"type": "boolean"}},
+        "required": ["city", "sunny"],
+    }
+    request = ask(
+        "Is it sunny in Paris? Answer in JSON.",
+        output=OutputSpec(name="weather", schema=schema),
+        settings=ModelSettings(temperature=0.0, max_tokens=48),
+    )
+    response = await _provider_complete(server, request, stream=stream)
+    answer = json.loads(response.message.text)
+    assert isinstance(answer["city"], str) and isinstance(answer["sunny"], bool)
+
+
+async def test_provider_context_overflow_is_a_typed_one_line_error(server: Server) -> None:
+    from legato.exceptions import ContextLengthExceeded
+
+    request = ask("word " * 3000)  # the server runs with a 2,048-token window
+    with pytest.raises(ContextLengthExceeded) as caught:
+        await _provider_complete(server, request, stream=False)
+    assert caught.value.status_code == 400
+    assert "\n" not in str(caught.value)
+    assert not caught.value.retryable
+    # Streamed, the server has sent HTTP 200 before it finds out, then closes the stream:
+    # reported as such, never as an empty answer.
+    with pytest.raises(StreamInterrupted, match="HTTP 200 but the stream had no events"):
+        await _provider_complete(server, request)
+
+
+@dataclass
+class _Steered:
+    """The provider model, with the tool choice of each step set by the test: a 135M model
+    does not choose tools reliably on its own (forced choices are grammar-constrained)."""
+
+    inner: Any
+    choices: list[str]
+
+    @property
+    def name(self) -> str:
+        return str(self.inner.name)
+
+    @property
+    def profile(self) -> ModelProfile:
+        return cast(ModelProfile, self.inner.profile)
+
+    def stream(self, request: ModelRequest) -> AsyncIterator[ModelStreamEvent]:
+        import dataclasses
+
+        choice = self.choices.pop(0) if self.choices else "none"
+        return cast(
+            AsyncIterator[ModelStreamEvent],
+            self.inner.stream(dataclasses.replace(request, tool_choice=choice)),
+        )
+
+
+async def test_an_agent_completes_a_tool_round_trip_on_the_server(server: Server) -> None:
+    # What `legato run "Use get_weather for Paris" -m llamacpp-server:smollm2 --tools ...`
+    # does: the call, the tool's result sent back, the final answer, all in the journal.
+    from legato import Agent
+    from legato.events import ToolCallFinished
+
+    inner = provider_model(server)
+    model = _Steered(inner=inner, choices=["get_weather"])
+    agent = Agent(
+        model,
+        tools=[get_weather],
+        model_settings=ModelSettings(temperature=0.0, max_tokens=32),
+        max_steps=3,
+    )
+    try:
+        result = await agent.run("Use get_weather for Paris")
+    finally:
+        await inner.aclose()
+    finished = [e for e in result.journal if isinstance(e, ToolCallFinished)]
+    assert [e.call.name for e in finished] == ["get_weather"]
+    assert not finished[0].result.is_error
+    assert isinstance(result.output, str) and result.output.strip()
+    assert result.usage.requests == 2 and result.usage.output_tokens > 0

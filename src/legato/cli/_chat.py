@@ -30,7 +30,7 @@ from legato.cli._options import AskOption, AutoOption, BaseUrlOption, ModelOptio
 from legato.cli._render import render_journal
 from legato.cli._run import AgentRequest, build_agent
 from legato.cli._turn import ConsoleApprover, TurnOutcome, TurnView, drive_turn
-from legato.events import Journal, StateCommitted, StateLoaded
+from legato.events import Journal, RunFailed, StateCommitted, StateLoaded
 from legato.exceptions import LegatoError
 from legato.messages import Usage
 from legato.store import Store
@@ -118,7 +118,8 @@ class ChatSession:
                 run_id=handle.run_id, status=outcome.status, usage=outcome.usage, cost=outcome.cost
             )
         )
-        if outcome.status == "failed" and outcome.error is not None:
+        shown = any(isinstance(e, RunFailed) for e in outcome.events)  # the view printed it
+        if outcome.status == "failed" and outcome.error is not None and not shown:
             self.console.print(f"[bold red]error:[/] {escape(str(outcome.error))}")
         elif outcome.status == "cancelled":
             self.console.print("[yellow]turn cancelled[/]")

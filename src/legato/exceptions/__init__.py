@@ -4,6 +4,7 @@
 LegatoError
 ├── ConfigurationError            the program was set up wrongly; fix the code or the config
 │   ├── UnknownModel              a "provider:model" string nothing can resolve
+│   ├── UnsupportedFeature        a provider asked for a tool or option it does not offer (names both)
 │   ├── MissingDependency         an optional extra is not installed (names the extra)
 │   ├── MissingCredentials        a provider key is missing (names the environment variable)
 │   ├── ToolDefinitionError       a function that cannot become a tool, or duplicate tool names
@@ -117,6 +118,7 @@ from legato.exceptions._base import (
     StreamInterrupted,
     ToolDefinitionError,
     UnknownModel,
+    UnsupportedFeature,
     WorkspaceNotFound,
 )
 from legato.exceptions._io import (
@@ -259,6 +261,7 @@ __all__ = [
     "UndeclaredStateKey",
     "UnexpectedModelBehavior",
     "UnknownModel",
+    "UnsupportedFeature",
     "WebError",
     "WorkspaceNotFound",
     "WorkspaceQuotaExceeded",

@@ -67,6 +67,20 @@ class UnknownModel(ConfigurationError):
         )
 
 
+class UnsupportedFeature(ConfigurationError):
+    """A request asks a provider for something it does not offer (raised before it is sent).
+
+    Names the provider and the option: a built-in tool the provider does not run, an option
+    it does not accept, a reasoning setting the model does not support.
+    """
+
+    def __init__(self, provider: str, option: str, reason: str = "") -> None:
+        self.provider = provider
+        self.option = option
+        detail = f": {reason}" if reason else ""
+        super().__init__(f"{provider} does not support {option}{detail}")
+
+
 class MissingDependency(ConfigurationError):
     """An optional dependency is not installed."""
 

@@ -17,6 +17,7 @@ from legato.messages import (
     ToolDefinition,
     Usage,
 )
+from legato.models.builtin import BuiltinKind, BuiltinTool
 
 __all__ = [
     "Model",
@@ -63,6 +64,10 @@ class ModelSettings:
     """Mark the request's stable prefix for the provider's prompt cache where it must be
     asked for (Anthropic: the instructions, the tools and a rolling breakpoint on the
     history). None means the model's default, which is on; False turns it off."""
+    builtin_tools: tuple[BuiltinTool, ...] | None = None
+    """Tools the provider runs itself (`legato.models.builtin`: web search, web fetch, code
+    execution, file search, MCP connectors); a provider without one raises
+    `UnsupportedFeature` before sending."""
     extra_headers: Mapping[str, str] | None = None
     extra_body: Mapping[str, JsonValue] | None = None
     """Provider-specific request fields, merged into the wire body unchanged."""
@@ -81,12 +86,27 @@ class ModelSettings:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class OutputSpec:
-    """Ask the provider for JSON matching a schema (native structured output)."""
+    """Ask the provider for JSON matching a schema (native structured output).
+
+    A schema of `{"type": "object"}` alone asks for any JSON object ("JSON mode"): it goes
+    as OpenAI's `json_object` format, Gemini's JSON MIME type without a schema, Ollama's
+    `format: "json"` (see `OutputSpec.any_object`).
+    """
 
     name: str
     schema: dict[str, JsonValue]
     description: str = ""
     strict: bool = True
+
+    @classmethod
+    def any_object(cls, name: str = "json_object") -> OutputSpec:
+        """Any JSON object, no schema (JSON mode)."""
+        return cls(name=name, schema={"type": "object"}, strict=False)
+
+    @property
+    def free_form(self) -> bool:
+        """Whether any JSON object will do (the schema says nothing but `object`)."""
+        return self.schema == {"type": "object"}
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -124,6 +144,10 @@ class ModelProfile:
     max_output_tokens: int | None = None
     tokenizer: str | None = None
     """The tiktoken encoding of this model family (`o200k_base`, `cl100k_base`), if it has one."""
+    builtin_tools: frozenset[BuiltinKind] = frozenset()
+    """The tools the provider runs itself (`legato.models.builtin`), by kind."""
+    tool_search: bool = False
+    """The provider searches deferred tools itself (`ToolDefinition.defer_loading`)."""
 
 
 # -- stream events --------------------------------------------------------------------------

@@ -37,6 +37,7 @@ from legato.exceptions import (
 )
 from legato.messages import JsonValue, Usage
 from legato.models._base import ModelProfile, ModelRequest, ModelStreamEvent, ResponseCompleted
+from legato.models._features import check_request, tools_for
 from legato.models._prices import Counts, price, prices_installed
 from legato.models.retry import RetryPolicy, retrying_stream
 
@@ -345,6 +346,25 @@ def error_text(body: object) -> str:
     return "" if body is None else str(body)
 
 
+_LINE_LIMIT = 300
+
+
+def one_line(text: str) -> str:
+    """A provider's error text as one line: its first line, and how much more the body holds.
+
+    Some servers put a whole validation report or a traceback in the message (llama-cpp-
+    python's server: thirty lines for a bad message); the error's `body` keeps it whole.
+    """
+    lines = [line.strip() for line in text.strip().splitlines() if line.strip()]
+    first = lines[0] if lines else ""
+    rest = len(lines) - 1
+    if len(first) > _LINE_LIMIT:
+        first = first[: _LINE_LIMIT - 1] + "…"
+    if rest:
+        first += f" (+{rest} more line{'s' if rest > 1 else ''} in the error's body)"
+    return first
+
+
 def error_from_status(
     status: int,
     *,
@@ -355,7 +375,7 @@ def error_from_status(
 ) -> ModelError:
     """The legato error for an HTTP error answer (status, body, headers)."""
     text = message or error_text(body) or f"HTTP {status}"
-    detail = f"{provider}: {text}"
+    detail = f"{provider}: {one_line(text)}"
     safe = redact(body)
     kwargs: dict[str, Any] = {"provider": provider, "status_code": status, "body": safe}
     if status == 429:
@@ -513,6 +533,8 @@ class ProviderModel:
         )
 
     async def _checked(self, request: ModelRequest) -> AsyncIterator[ModelStreamEvent]:
+        check_request(self.provider, self.profile, request)  # before anything is sent
+        request = tools_for(request, self.profile)
         completed = False
         async for event in self._stream_once(request):
             if isinstance(event, ResponseCompleted):

@@ -36,6 +36,8 @@ _BUILTIN: dict[str, str] = {
     "openrouter": "legato.models.openai_compatible:openrouter",
     "together": "legato.models.openai_compatible:together",
     "deepseek": "legato.models.openai_compatible:deepseek",
+    "zai": "legato.models.openai_compatible:zai",
+    "cerebras": "legato.models.openai_compatible:cerebras",
     "llamacpp": "legato.models.llamacpp:model_from_name",
 }
 _REGISTERED: dict[str, ModelFactory] = {}

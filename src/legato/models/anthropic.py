@@ -16,7 +16,9 @@ Thinking blocks keep their signature and are sent back only to Anthropic (a sign
 nothing to another provider). Blocks of the tools Anthropic runs itself (`server_tool_use`,
 `web_search_tool_result`, `code_execution_tool_result`, ...) are kept whole, in their place,
 in the message's `provider_details` and sent back to Anthropic with the turn (it needs them
-to continue a `pause_turn`); other providers never see them. Citations on text blocks are
+to continue a `pause_turn`); so are `compaction` blocks (context management's summary of
+the turns before it, which the server needs back in its place); other providers never see
+them. Citations on text blocks are
 kept in `provider_details["citations"]`, each with the index of the text part it supports.
 Structured output rides on a forced tool whose arguments are returned as the answer text.
 """
@@ -49,6 +51,7 @@ from legato.messages import (
     Usage,
 )
 from legato.models._base import ModelProfile, ModelRequest, ModelStreamEvent, ResponseCompleted
+from legato.models._builtin_wire import ANTHROPIC_MCP_BETA, anthropic_builtin
 from legato.models._provider import (
     LoopClients,
     ProviderModel,
@@ -75,6 +78,8 @@ PROFILE = ModelProfile(
     native_structured_output=True,
     supports_documents=True,
     supports_thinking=True,
+    builtin_tools=frozenset({"web_search", "web_fetch", "code_execution", "mcp"}),
+    tool_search=True,
     schema_dialect="anthropic",
 )
 _STOP: dict[str, StopReason] = {
@@ -150,9 +155,8 @@ def _content(parts: tuple[Any, ...]) -> list[Obj]:
 
 def _kept(block_type: str) -> bool:
     """Whether a block legato cannot represent is kept to be sent back (server-tool blocks)."""
-    return block_type in ("server_tool_use", "mcp_tool_use", "container_upload") or (
-        block_type.endswith("_tool_result")
-    )
+    kept = ("server_tool_use", "mcp_tool_use", "container_upload", "compaction")
+    return block_type in kept or block_type.endswith("_tool_result")
 
 
 def _raw(block: Any) -> Obj:
@@ -205,14 +209,21 @@ def _result(result: ToolResultPart) -> Obj:
 
 
 def anthropic_messages(messages: tuple[Message, ...]) -> tuple[list[Obj], list[Obj]]:
-    """(system blocks, messages) for the Messages API; consecutive same-role turns merge."""
+    """(system blocks, messages) for the Messages API; consecutive same-role turns merge.
+
+    System messages before the conversation starts go to the top-level `system`; one that
+    comes later is sent in its place (`{"role": "system", ...}`), where it applies from
+    that point on and leaves the cached prefix before it intact.
+    """
     system: list[Obj] = []
     out: list[Obj] = []
     for message in messages:
-        if message.role == "system":
+        if message.role == "system" and not out:
             system.append({"type": "text", "text": message.text})
             continue
-        if message.role == "assistant":
+        if message.role == "system":
+            role, blocks = "system", [{"type": "text", "text": message.text}]
+        elif message.role == "assistant":
             role, blocks = "assistant", _assistant(message)
         elif message.tool_results:
             role = "user"
@@ -349,6 +360,27 @@ class AnthropicModel(ProviderModel):
         """Close the client of the running event loop."""
         await self._clients.aclose()
 
+    def _tools(self, request: ModelRequest) -> tuple[list[Obj], list[Obj]]:
+        """The `tools` list and the `mcp_servers` list.
+
+        Function tools (deferred ones marked, the tool search tool beside them), then the
+        built-in tools.
+        """
+        tools: list[Obj] = []
+        for t in request.tools:
+            tool: Obj = {
+                "name": t.name,
+                "description": t.description,
+                "input_schema": apply_dialect(t.parameters, self.profile.schema_dialect),
+            }
+            tools.append({**tool, "defer_loading": True} if t.defer_loading else tool)
+        if any(t.defer_loading for t in request.tools):  # the profile's tool search
+            tools.append(
+                {"type": "tool_search_tool_bm25_20251119", "name": "tool_search_tool_bm25"}
+            )
+        builtin, servers = anthropic_builtin(request.settings.builtin_tools or ())
+        return tools + builtin, servers
+
     def body(self, request: ModelRequest) -> Obj:
         """The request body (without `stream`)."""
         s = request.settings
@@ -368,14 +400,8 @@ class AnthropicModel(ProviderModel):
         }
         if system:
             body["system"] = system
-        tools: list[Obj] = [
-            {
-                "name": t.name,
-                "description": t.description,
-                "input_schema": apply_dialect(t.parameters, self.profile.schema_dialect),
-            }
-            for t in request.tools
-        ]
+        tools, servers = self._tools(request)
+        body.update({"mcp_servers": servers} if servers else {})
         choice: Obj | None = None
         if request.tool_choice == "none":
             choice = {"type": "none"} if tools else None
@@ -453,8 +479,11 @@ class AnthropicModel(ProviderModel):
         """One response of the API, translated into `assembler` and `state`."""
         body = self.body(request)
         options: Obj = {}
-        if request.settings.extra_headers:
-            options["extra_headers"] = dict(request.settings.extra_headers)
+        headers = dict(request.settings.extra_headers or {})
+        if "mcp_servers" in body:  # the MCP connector is a beta
+            headers.setdefault("anthropic-beta", ANTHROPIC_MCP_BETA)
+        if headers:
+            options["extra_headers"] = headers
         if request.settings.timeout is not None:
             options["timeout"] = request.settings.timeout
         if not self.settings.stream:
@@ -564,6 +593,12 @@ class AnthropicModel(ProviderModel):
             return assembler.add_thinking(delta.thinking)
         if kind == "signature_delta":
             return assembler.add_thinking(signature=delta.signature)
+        if kind == "compaction_delta" and event.index in state.opaque:
+            block = state.opaque[event.index]  # the summary (or its encrypted form) arrives here
+            for name, piece in _raw(delta).items():
+                if name in ("content", "encrypted_content") and isinstance(piece, str):
+                    block[name] = (block.get(name) or "") + piece
+            return None
         if kind == "input_json_delta":
             if state.kinds.get(event.index) == "server":
                 state.partial.setdefault(event.index, []).append(delta.partial_json)

@@ -51,7 +51,14 @@ from legato.messages import (
     ToolResultPart,
     Usage,
 )
-from legato.models._base import ModelProfile, ModelRequest, ModelStreamEvent, ResponseCompleted
+from legato.models._base import (
+    ModelProfile,
+    ModelRequest,
+    ModelStreamEvent,
+    OutputSpec,
+    ResponseCompleted,
+)
+from legato.models._builtin_wire import gemini_builtin
 from legato.models._provider import (
     LoopClients,
     ProviderModel,
@@ -76,6 +83,7 @@ PROFILE = ModelProfile(
     supports_thinking=True,
     schema_dialect="gemini",
     native_json_schema=True,
+    builtin_tools=frozenset({"web_search", "web_fetch", "code_execution", "file_search"}),
 )
 _STOP: dict[str, StopReason] = {
     "STOP": StopReason.END_TURN,
@@ -88,6 +96,11 @@ _STOP: dict[str, StopReason] = {
     "IMAGE_SAFETY": StopReason.CONTENT_FILTER,
 }
 """Documented finish reasons that are not OTHER (`LANGUAGE`, `MALFORMED_FUNCTION_CALL`, ...)."""
+_BUILTIN_PARTS = "gemini_builtin_parts"
+"""`[{"at": n, "part": {...}}]`: parts of the tools Gemini runs itself (`executable_code`,
+`code_execution_result`), kept whole before the n-th part and sent back in place."""
+_GROUNDING = "gemini_grounding"
+"""The candidate's `grounding_metadata` / `url_context_metadata` (Google Search, URL context)."""
 _SIGNATURES = "gemini_signatures"
 _TEXT_SIGNATURES = "gemini_text_signatures"
 """`[{"run": n, "signature": s, "empty": bool}]`: the signature of the n-th text part of the
@@ -139,9 +152,11 @@ def _model_parts(message: Message) -> list[Obj]:
     details = message.provider_details or {}
     signatures = cast(dict[str, str], details.get(_SIGNATURES) or {})
     on_text, empty = _text_signatures(details)
+    builtin = _builtin_parts(details)
     out: list[Obj] = []
     run = 0
-    for part in message.parts:
+    for index, part in enumerate(message.parts):
+        out.extend(builtin.pop(index, []))
         if isinstance(part, TextPart) and part.text:
             text: Obj = {"text": part.text}
             if run in on_text:
@@ -161,7 +176,20 @@ def _model_parts(message: Message) -> list[Obj]:
                 entry["thought_signature"] = base64.b64decode(signatures[part.id])
             out.append(entry)
     out.extend(_signed_empty(sig) for at, sig in empty if at >= run)
+    for rest in sorted(builtin):  # after the last part
+        out.extend(builtin[rest])
     return out
+
+
+def _builtin_parts(details: Mapping[str, JsonValue]) -> dict[int, list[Obj]]:
+    """The kept built-in tool parts of a model turn, by the part index they precede."""
+    found: dict[int, list[Obj]] = {}
+    for raw in cast(list[Any], details.get(_BUILTIN_PARTS) or []):
+        entry = cast(dict[str, Any], raw) if isinstance(raw, dict) else {}
+        part, at = entry.get("part"), entry.get("at")
+        if isinstance(part, dict):
+            found.setdefault(at if isinstance(at, int) else 0, []).append(cast(Obj, part))
+    return found
 
 
 def _response_part(result: ToolResultPart) -> Obj:
@@ -189,8 +217,8 @@ def gemini_contents(messages: tuple[Message, ...]) -> tuple[list[str], list[Obj]
                 )
         else:
             role, parts = "user", _user_parts(message.parts)
-        if not parts:
-            continue
+        if not parts:  # an empty prompt or model turn: Gemini takes (and answers) an empty text
+            parts = [{"text": ""}]
         if out and out[-1]["role"] == role:
             out[-1]["parts"].extend(parts)
         else:
@@ -221,6 +249,8 @@ class _State:
     """Text parts of the response so far (consecutive text merges into one)."""
     in_text: bool = False
     text_signatures: list[JsonValue] = dataclasses.field(default_factory=lambda: [])
+    builtin: list[JsonValue] = dataclasses.field(default_factory=lambda: [])
+    grounding: dict[str, JsonValue] = dataclasses.field(default_factory=lambda: {})
 
 
 class GeminiModel(ProviderModel):
@@ -308,12 +338,10 @@ class GeminiModel(ProviderModel):
             elif request.tool_choice != "auto":
                 mode = {"mode": "ANY", "allowed_function_names": [request.tool_choice]}
             config["tool_config"] = {"function_calling_config": mode}
+        if s.builtin_tools:
+            config["tools"] = config.get("tools", []) + gemini_builtin(s.builtin_tools)
         if request.output is not None:
-            config["response_mime_type"] = "application/json"
-            if self.profile.native_json_schema:
-                config["response_json_schema"] = to_gemini_json_schema(request.output.schema)
-            else:
-                config["response_schema"] = apply_dialect(request.output.schema, "gemini")
+            config.update(self._output(request.output))
         if s.thinking_budget is not None:
             config["thinking_config"] = {
                 "thinking_budget": s.thinking_budget,
@@ -339,10 +367,23 @@ class GeminiModel(ProviderModel):
             config["http_options"] = http
         return config
 
+    def _output(self, output: OutputSpec) -> Obj:
+        """The config fields that ask for JSON (any object: the MIME type alone)."""
+        config: Obj = {"response_mime_type": "application/json"}
+        if output.free_form:
+            return config
+        if self.profile.native_json_schema:
+            config["response_json_schema"] = to_gemini_json_schema(output.schema)
+        else:
+            config["response_schema"] = apply_dialect(output.schema, "gemini")
+        return config
+
     def _parameters(self, schema: dict[str, JsonValue]) -> Obj:
         """A function declaration's schema field: JSON Schema where the model takes it."""
         if self.profile.native_json_schema:
             return {"parameters_json_schema": to_gemini_json_schema(schema)}
+        if not schema.get("properties"):  # no parameters: the field is left out, as documented
+            return {}  # (an OBJECT without properties is refused)
         return {"parameters": apply_dialect(schema, self.profile.schema_dialect)}
 
     async def _stream_once(self, request: ModelRequest) -> AsyncIterator[ModelStreamEvent]:
@@ -381,8 +422,8 @@ class GeminiModel(ProviderModel):
         """Refuse what Gemini would refuse with a bare SDK error, before sending it."""
         if not contents:
             msg = (
-                f"{self.name}: the request has no user content (an empty prompt?); Gemini "
-                "needs at least one non-empty user turn besides the system instruction"
+                f"{self.name}: the request has no messages; Gemini needs at least one user "
+                "turn besides the system instruction"
             )
             raise InvalidRequest(msg, provider=self.provider)
         if contents[0]["role"] != "user":
@@ -403,7 +444,6 @@ class GeminiModel(ProviderModel):
         feedback = chunk.prompt_feedback
         if feedback is not None and feedback.block_reason is not None:
             state.blocked = str(feedback.block_reason)
-        out: list[ModelStreamEvent | None] = []
         candidates: list[Any] = list(chunk.candidates or [])
         if not candidates:
             return []
@@ -411,7 +451,17 @@ class GeminiModel(ProviderModel):
         if candidate.finish_reason is not None:
             reason = candidate.finish_reason
             state.finish = str(getattr(reason, "value", reason))
+        for key in ("grounding_metadata", "url_context_metadata"):
+            found = getattr(candidate, key, None)
+            if found is not None:  # the last chunk's is the whole
+                state.grounding[key] = found.model_dump(mode="json", exclude_none=True)
         parts: list[Any] = list(candidate.content.parts or []) if candidate.content else []
+        return self._parts(parts, assembler, state)
+
+    def _parts(
+        self, parts: list[Any], assembler: ResponseAssembler, state: _State
+    ) -> list[ModelStreamEvent]:
+        out: list[ModelStreamEvent | None] = []
         for part in parts:
             signature = part.thought_signature
             sig_text = base64.b64encode(signature).decode() if signature else None
@@ -438,6 +488,11 @@ class GeminiModel(ProviderModel):
                     state.text_signatures.append(
                         {"run": state.text_runs - 1, "signature": sig_text, "empty": False}
                     )
+            elif part.executable_code is not None or part.code_execution_result is not None:
+                assembler.close_part()
+                raw = part.model_dump(mode="json", exclude_none=True)
+                state.builtin.append({"at": assembler.part_count(), "part": raw})
+                state.in_text = False
             elif sig_text:
                 # An empty text part that only carries a signature (it can end a stream).
                 run = state.text_runs - 1 if state.in_text else state.text_runs
@@ -464,6 +519,14 @@ class GeminiModel(ProviderModel):
             details[_SIGNATURES] = dict(state.signatures)
         if state.text_signatures:
             details[_TEXT_SIGNATURES] = list(state.text_signatures)
+        if state.builtin:
+            details[_BUILTIN_PARTS] = list(state.builtin)
+        if state.grounding:
+            details[_GROUNDING] = dict(state.grounding)
+            metadata = state.grounding.get("grounding_metadata")
+            queries = metadata.get("web_search_queries") if isinstance(metadata, dict) else None
+            if isinstance(queries, list) and queries:  # searches Google ran for the answer
+                usage = dataclasses.replace(usage, web_searches=len(queries))
         response = assembler.build(
             usage=usage,
             stop_reason=stop,

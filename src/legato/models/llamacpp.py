@@ -63,6 +63,7 @@ from legato.models._base import (
     ModelStreamEvent,
     ResponseCompleted,
 )
+from legato.models._features import check_request, tools_for
 from legato.models._llamacpp_prompt import (
     ARGS_PREFIX,
     CALL_CLOSE,
@@ -585,6 +586,8 @@ class LlamaCppModel:
 
     async def stream(self, request: ModelRequest) -> AsyncIterator[ModelStreamEvent]:
         """Generate an answer in a worker thread and stream it as neutral events."""
+        check_request("llamacpp", self.profile, request)  # before any work
+        request = tools_for(request, self.profile)
         settings = self._settings.merged(request.settings)
         deadline = None if settings.timeout is None else time.monotonic() + settings.timeout
         loop = asyncio.get_running_loop()

@@ -198,7 +198,8 @@ class OllamaModel(ProviderModel):
                 for t in tools
             ]
         if request.output is not None:
-            body["format"] = apply_dialect(request.output.schema, "json_schema")
+            free = request.output.free_form
+            body["format"] = "json" if free else apply_dialect(request.output.schema, "json_schema")
         if s.thinking_budget is not None:
             body["think"] = s.thinking_budget > 0
         options: dict[str, object] = {

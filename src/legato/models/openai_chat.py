@@ -21,7 +21,7 @@ import dataclasses
 import functools
 from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass, field
-from typing import Any, cast
+from typing import Any, Literal, cast
 
 from legato.exceptions import ContentFiltered, ModelError, StreamInterrupted
 from legato.messages import (
@@ -32,6 +32,7 @@ from legato.messages import (
     ModelResponse,
     StopReason,
     TextPart,
+    ThinkingPart,
     ToolResultPart,
 )
 from legato.models._base import (
@@ -97,6 +98,25 @@ class ServerProfile:
     json_object_schema: bool = False
     """Structured output goes as `{"type": "json_object", "schema": ...}` (llama-cpp-python's
     server) instead of OpenAI's `{"type": "json_schema", "json_schema": {...}}`."""
+    reasoning_field: str | None = None
+    """The assistant message field in which the server returns reasoning and expects it back
+    (`reasoning_content`: DeepSeek, z.ai; `reasoning`: Cerebras). None: reasoning is read
+    (from either field) and not sent back."""
+    reasoning_chunks: bool = False
+    """Reasoning goes back as a `thinking` content chunk before the text (Mistral), the shape
+    in which the server returns it."""
+    reasoning_back: Literal["tool_loop", "always"] = "tool_loop"
+    """Which assistant messages carry their reasoning back: those after the last user
+    message (the current turn's tool loop, which DeepSeek requires and is all it wants), or
+    every one (z.ai's preserved thinking)."""
+    null_content: bool = True
+    """An assistant message that only carries tool calls is sent with `content: null`, as
+    OpenAI documents it; False sends `""` (llama-cpp-python's server answers HTTP 500 to null)."""
+    usage_in_stream: bool = True
+    """The server reports usage in streams (at the end, when asked with `stream_options`).
+    False: it never does (llama-cpp-python's server), and sends one chunk per generated
+    token; legato then counts the output tokens from the chunks (the prompt's tokens stay
+    unknown, 0; unstreamed answers carry both)."""
 
 
 OPENAI = ServerProfile(
@@ -142,25 +162,51 @@ def _tool_messages(results: list[ToolResultPart]) -> list[Obj]:
     return out
 
 
-def chat_messages(request: ModelRequest) -> list[Obj]:
-    """The neutral conversation as Chat Completions messages."""
+def chat_messages(request: ModelRequest, *, server: ServerProfile | None = None) -> list[Obj]:
+    """The neutral conversation as Chat Completions messages, as `server` takes them."""
+    server = server or OPENAI
     out: list[Obj] = []
     if request.instructions:
         out.append({"role": "system", "content": request.instructions})
-    for message in request.messages:
-        out.extend(_message(message))
+    last_user = max(
+        (i for i, m in enumerate(request.messages) if m.role == "user" and not m.tool_results),
+        default=-1,
+    )
+    for index, message in enumerate(request.messages):
+        entries = _message(message, null=server.null_content)
+        if message.role == "assistant" and (server.reasoning_back == "always" or index > last_user):
+            _reasoning_back(entries, message, server)
+        out.extend(entries)
     return out
 
 
-def _message(message: Message) -> list[Obj]:
+def _reasoning_back(entries: list[Obj], message: Message, server: ServerProfile) -> None:
+    """Put the message's reasoning (this server's own) where the server expects it back."""
+    thinking = "".join(
+        p.text
+        for p in message.parts
+        if isinstance(p, ThinkingPart) and p.provider == server.name and not p.redacted
+    )
+    if not thinking or not entries:
+        return
+    entry = entries[0]
+    if server.reasoning_field is not None:
+        entry[server.reasoning_field] = thinking
+    elif server.reasoning_chunks:
+        chunk: Obj = {"type": "thinking", "thinking": [{"type": "text", "text": thinking}]}
+        text = entry.get("content")
+        entry["content"] = [chunk] + ([{"type": "text", "text": text}] if text else [])
+
+
+def _message(message: Message, *, null: bool) -> list[Obj]:
     if message.role == "system":
         return [{"role": "system", "content": message.text}]
     if message.role == "tool" or message.tool_results:
         return _tool_messages(message.tool_results)
     if message.role == "user":
         return [{"role": "user", "content": _content(message.parts)}]
-    entry: Obj = {"role": "assistant", "content": message.text or None}
     calls = message.tool_calls
+    entry: Obj = {"role": "assistant", "content": message.text or (None if null else "")}
     if calls:
         entry["tool_calls"] = [
             {
@@ -182,7 +228,7 @@ def _tool_choice(choice: ToolChoice) -> str | Obj:
 def chat_body(request: ModelRequest, *, model: str, server: ServerProfile, stream: bool) -> Obj:
     """The whole request body."""
     s = request.settings
-    body: Obj = {"model": model, "messages": chat_messages(request)}
+    body: Obj = {"model": model, "messages": chat_messages(request, server=server)}
     if request.tools:
         tools: list[Obj] = []
         for t in request.tools:
@@ -202,7 +248,9 @@ def chat_body(request: ModelRequest, *, model: str, server: ServerProfile, strea
         body["tool_choice"] = _tool_choice(request.tool_choice)
         if s.parallel_tool_calls is not None and server.send_parallel_tool_calls:
             body["parallel_tool_calls"] = s.parallel_tool_calls
-    if request.output is not None:
+    if request.output is not None and request.output.free_form:
+        body["response_format"] = {"type": "json_object"}
+    elif request.output is not None:
         if request.output.strict and server.send_strict:
             schema, strict = strict_or_plain(request.output.name, request.output.schema)
         else:
@@ -313,15 +361,17 @@ class OpenAIChatModel(ProviderModel):
             if not state.seen:
                 msg = f"{self.name}: HTTP 200 but the stream had no events"
                 raise StreamInterrupted(msg, provider=self.provider)
+            if state.finish is None and getattr(chunks, "done", False):
+                state.finish = "stop"  # complete; the calls, if any, make it TOOL_CALLS
             if state.finish is None:
-                msg = f"{self.name}: the stream ended without a finish reason"
+                msg = f"{self.name}: the stream ended without a finish reason or [DONE]"
                 raise StreamInterrupted(msg, provider=self.provider)
         yield self._completed(assembler, state)
 
     def _chunk(
         self, chunk: Any, assembler: ResponseAssembler, state: _State
     ) -> list[ModelStreamEvent]:
-        state.seen = True
+        state.seen = state.streamed = True
         state.model = chunk.model or state.model
         state.response_id = chunk.id or state.response_id
         if chunk.usage is not None:
@@ -336,7 +386,9 @@ class OpenAIChatModel(ProviderModel):
                 continue
             delta = choice.delta
             if delta is not None:
-                events.extend(_feed(assembler, delta, streamed=True))
+                fed = _feed(assembler, delta, streamed=True)
+                state.token_chunks += 1 if fed else 0
+                events.extend(fed)
                 if getattr(delta, "refusal", None):
                     state.refusal.append(str(delta.refusal))
                 state.annotations.extend(_annotations(delta))
@@ -373,6 +425,8 @@ class OpenAIChatModel(ProviderModel):
             msg = f"{self.name}: the model refused to answer: {''.join(state.refusal)}"
             raise ContentFiltered(msg, provider=self.provider)
         usage = openai_usage(state.usage, input_key="prompt_tokens", output_key="completion_tokens")
+        if state.usage is None and state.streamed and not self.server.usage_in_stream:
+            usage = dataclasses.replace(usage, output_tokens=state.token_chunks)
         response = assembler.build(
             usage=usage,
             stop_reason=stop,
@@ -395,6 +449,9 @@ class _State:
     response_id: str | None = None
     finish: str | None = None
     usage: Any = None
+    streamed: bool = False
+    token_chunks: int = 0
+    """Streamed chunks that carried text, reasoning or a tool call's piece."""
     refusal: list[str] = field(default_factory=lambda: [])
     """The model's refusal (`message.refusal`), when it declined to answer."""
     annotations: list[dict[str, JsonValue]] = field(default_factory=lambda: [])
@@ -508,11 +565,26 @@ def _chunk_text(value: object) -> str:
 
 @functools.cache
 def _sdk_types() -> tuple[type[Any], type[Any]]:
-    """The SDK's completion type and its stream of chunks (imported on first use)."""
+    """The SDK's completion type and its stream of chunks (imported on first use).
+
+    The stream notes whether the server ended it with `data: [DONE]`: a stream that did
+    is complete even without a `finish_reason` (some servers send none); one that stopped
+    without either was cut off. (The SDK reads and drops that line; the one method that
+    sees it is overridden; were it renamed, no stream would count as ended, as before.)
+    """
     from openai import AsyncStream
     from openai.types.chat import ChatCompletion, ChatCompletionChunk
 
-    return ChatCompletion, AsyncStream[ChatCompletionChunk]
+    class ChunkStream(AsyncStream[ChatCompletionChunk]):
+        done = False
+
+        async def _iter_events(self) -> AsyncIterator[Any]:
+            async for event in super()._iter_events():
+                if str(getattr(event, "data", "")).startswith("[DONE]"):
+                    self.done = True
+                yield event
+
+    return ChatCompletion, ChunkStream
 
 
 def from_name(model: str) -> OpenAIChatModel:

@@ -34,7 +34,8 @@ PROFILES: dict[str, ServerProfile] = {
     "llamacpp-server": ServerProfile(
         # llama-cpp-python's server: repeats the call's name in every streamed chunk (the
         # assembler ignores identical repeats) and, with tool_choice="auto" and stream=True,
-        # answers HTTP 200 with no chunks; such requests are sent unstreamed.
+        # answers HTTP 200 with no chunks; such requests are sent unstreamed. It rejects
+        # `content: null` beside tool calls (HTTP 500) and reports no usage in streams.
         name="llamacpp-server",
         base_url="http://127.0.0.1:8000/v1",
         model=ModelProfile(native_structured_output=True, parallel_tool_calls=False),
@@ -42,6 +43,8 @@ PROFILES: dict[str, ServerProfile] = {
         no_stream_with_auto_tools=True,
         send_strict=False,
         json_object_schema=True,
+        null_content=False,
+        usage_in_stream=False,
     ),
     "lmstudio": ServerProfile(
         name="lmstudio", base_url="http://127.0.0.1:1234/v1", model=_LOCAL, send_strict=False
@@ -65,9 +68,10 @@ PROFILES: dict[str, ServerProfile] = {
         base_url="https://api.mistral.ai/v1",
         env_var="MISTRAL_API_KEY",
         price_provider="mistral",
-        model=ModelProfile(native_structured_output=True),
+        model=ModelProfile(native_structured_output=True, supports_thinking=True),
         stream_usage=False,
         send_strict=False,
+        reasoning_chunks=True,
     ),
     "openrouter": ServerProfile(
         name="openrouter",
@@ -91,6 +95,25 @@ PROFILES: dict[str, ServerProfile] = {
         price_provider="deepseek",
         model=ModelProfile(native_structured_output=False, supports_thinking=True),
         send_strict=False,
+        reasoning_field="reasoning_content",
+    ),
+    "zai": ServerProfile(
+        name="zai",
+        base_url="https://api.z.ai/api/paas/v4",
+        env_var="ZAI_API_KEY",
+        price_provider="zai",
+        model=ModelProfile(native_structured_output=False, supports_thinking=True),
+        send_strict=False,
+        reasoning_field="reasoning_content",
+        reasoning_back="always",
+    ),
+    "cerebras": ServerProfile(
+        name="cerebras",
+        base_url="https://api.cerebras.ai/v1",
+        env_var="CEREBRAS_API_KEY",
+        price_provider="cerebras",
+        model=ModelProfile(native_structured_output=True, supports_thinking=True),
+        reasoning_field="reasoning",
     ),
 }
 """Every known server, by provider prefix."""
@@ -143,3 +166,5 @@ mistral = ProfileFactory("mistral")
 openrouter = ProfileFactory("openrouter")
 together = ProfileFactory("together")
 deepseek = ProfileFactory("deepseek")
+zai = ProfileFactory("zai")
+cerebras = ProfileFactory("cerebras")

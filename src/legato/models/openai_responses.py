@@ -40,6 +40,7 @@ from legato.models._base import (
     ResponseCompleted,
     ToolChoice,
 )
+from legato.models._builtin_wire import responses_builtin
 from legato.models._openai_common import (
     CITATIONS,
     data_url,
@@ -58,11 +59,24 @@ __all__ = ["OpenAIResponsesModel", "from_name", "responses_input"]
 
 Obj = dict[str, Any]
 _REASONING_IDS = "openai_reasoning_ids"
+_CLEAR_REASONING_IDS = "openai_reasoning_text_ids"
+"""Reasoning items that came with their text in clear (`reasoning_text` content) and no
+encrypted content (DeepSeek, gpt-oss servers): sent back as they came."""
 _BUILTIN_ITEMS = "openai_builtin_items"
+_COMPACTION = "openai_compaction_items"
+"""Compaction items (the server's encrypted summary of the turns before them) and tool
+search calls and outputs: kept whole and sent back first with their turn."""
+_SENT_BACK = frozenset({"compaction", "tool_search_call", "tool_search_output"})
+"""Items that carry their content (not references to stored ones): sent back with their
+turn, first, in their order."""
 _OWN_ITEMS = frozenset({"message", "reasoning", "function_call"})
 
 PROFILE = ModelProfile(
-    native_structured_output=True, supports_documents=True, supports_thinking=True
+    native_structured_output=True,
+    supports_documents=True,
+    supports_thinking=True,
+    builtin_tools=frozenset({"web_search", "code_execution", "file_search", "mcp"}),
+    tool_search=True,
 )
 
 
@@ -86,9 +100,12 @@ def _content(parts: tuple[Any, ...], *, role: str) -> list[Obj]:
 def _message_items(message: Message) -> list[Obj]:
     if message.role in ("system", "user") and not message.tool_results:
         return [{"role": message.role, "content": _content(message.parts, role=message.role)}]
-    items: list[Obj] = []
     details = message.provider_details or {}
+    items: list[Obj] = [
+        cast(Obj, item) for item in cast(list[Any], details.get(_COMPACTION) or []) if item
+    ]
     reasoning_ids = iter(cast(list[str], details.get(_REASONING_IDS) or []))
+    clear_ids = set(cast(list[str], details.get(_CLEAR_REASONING_IDS) or []))
     for part in message.parts:
         if isinstance(part, TextPart) and part.text:
             items.append({"role": "assistant", "content": _content((part,), role="assistant")})
@@ -105,6 +122,11 @@ def _message_items(message: Message) -> list[Obj]:
                         "summary": summary,
                         "encrypted_content": part.signature,
                     }
+                )
+            elif item_id in clear_ids and part.text:
+                content = [{"type": "reasoning_text", "text": part.text}]
+                items.append(
+                    {"type": "reasoning", "id": item_id, "summary": [], "content": content}
                 )
         elif part.kind == "tool_call":
             items.append(
@@ -153,12 +175,20 @@ def responses_body(request: ModelRequest, *, model: str, stream: bool) -> Obj:
             tool: Obj = {"type": "function", "name": t.name, "parameters": schema, "strict": strict}
             if t.description:
                 tool["description"] = t.description
+            if t.defer_loading:
+                tool["defer_loading"] = True
             tools.append(tool)
+        if any(t.defer_loading for t in request.tools):  # the profile's tool search
+            tools.append({"type": "tool_search"})
         body["tools"] = tools
         body["tool_choice"] = _tool_choice(request.tool_choice)
         if s.parallel_tool_calls is not None:
             body["parallel_tool_calls"] = s.parallel_tool_calls
-    if request.output is not None:
+    if s.builtin_tools:
+        body["tools"] = body.get("tools", []) + responses_builtin(s.builtin_tools)
+    if request.output is not None and request.output.free_form:
+        body["text"] = {"format": {"type": "json_object"}}
+    elif request.output is not None:
         if request.output.strict:
             schema, strict = strict_or_plain(request.output.name, request.output.schema)
         else:
@@ -209,8 +239,14 @@ class _State:
             self.details.setdefault(CITATIONS, []).append({"part": part, **annotation})
 
     def keep(self, item: Any) -> None:
-        """Keep a built-in tool's item as metadata."""
-        self.details.setdefault(_BUILTIN_ITEMS, []).append(_raw(item))
+        """Keep a built-in tool's item as metadata (a compaction item to send back), once."""
+        raw = _raw(item)
+        key = _COMPACTION if raw.get("type") in _SENT_BACK else _BUILTIN_ITEMS
+        kept = self.details.setdefault(key, [])
+        if raw.get("id") is None or all(
+            cast(Obj, k).get("id") != raw["id"] for k in kept if isinstance(k, dict)
+        ):
+            kept.append(raw)
 
 
 class OpenAIResponsesModel(ProviderModel):
@@ -361,8 +397,7 @@ class OpenAIResponsesModel(ProviderModel):
                 state.refusal.extend(_refusals(item))
                 assembler.close_part()
             elif item.type == "reasoning":
-                summary: list[Any] = list(item.summary or [])
-                text = "".join(str(s.text) for s in summary)
+                text = _reasoning_text(item)
                 out.append(assembler.add_thinking(text or None, signature=item.encrypted_content))
                 assembler.close_part()
             elif item.type == "function_call":
@@ -395,13 +430,19 @@ class OpenAIResponsesModel(ProviderModel):
             stop = StopReason.OTHER  # an incomplete answer for a reason not documented yet
         model_name = str(getattr(response, "model", "") or "")
         output: list[Any] = list(getattr(response, "output", None) or [])
+        for item in output:  # built-in items a stream announced only in response.completed
+            if item.type not in _OWN_ITEMS:
+                state.keep(item)
         searches = sum(1 for item in output if item.type == "web_search_call")
         if searches:
             usage = dataclasses.replace(usage, web_searches=searches)
-        ids = [str(item.id) for item in output if item.type == "reasoning"]
+        reasoning = [item for item in output if item.type == "reasoning"]
         details: dict[str, JsonValue] = {k: list(v) for k, v in state.details.items()}
-        if ids:
-            details[_REASONING_IDS] = list[JsonValue](ids)
+        if reasoning:
+            details[_REASONING_IDS] = [str(item.id) for item in reasoning]
+        clear = [str(r.id) for r in reasoning if r.content and not r.encrypted_content]
+        if clear:
+            details[_CLEAR_REASONING_IDS] = list[JsonValue](clear)
         built = assembler.build(
             provider_details=details or None,
             usage=usage,
@@ -425,6 +466,17 @@ def _annotations(item: Any) -> list[Any]:
             annotations: list[Any] = list(content.annotations or [])
             found.extend(a for a in annotations if a is not None)
     return found
+
+
+def _reasoning_text(item: Any) -> str:
+    """A reasoning item's text: its `reasoning_text` content, else its summary.
+
+    Some servers (DeepSeek, gpt-oss servers) return the reasoning in clear as content.
+    """
+    contents: list[Any] = list(getattr(item, "content", None) or [])
+    clear = "".join(str(c.text) for c in contents if c.type == "reasoning_text")
+    summary: list[Any] = list(item.summary or [])
+    return clear or "".join(str(s.text) for s in summary)
 
 
 def _has_text(item: Any) -> bool:

@@ -202,7 +202,7 @@ class ChatWire:
             done = {**head, "object": "chat.completion.chunk", "choices": [choice]}
             events.append(sse({**done, "usage": self._usage(turn)}))
         else:
-            chunk({}, _finish(turn))
+            chunk({}, _finish(turn) if turn.send_finish_reason else None)
         options: Obj = request.get("stream_options") or {}
         last: Obj = {**head, "object": "chat.completion.chunk", "choices": []}
         if self.flavor == "groq":  # usage rides on the last chunk, under x_groq

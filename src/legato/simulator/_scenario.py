@@ -190,6 +190,9 @@ class SimTurn:
     raw_finish: str | None = None
     """The wire's own finish/stop reason, sent verbatim instead of the one `finish` gives
     (`"pause_turn"`, `"MALFORMED_FUNCTION_CALL"`, `"load"`, ...; any string, known or not)."""
+    send_finish_reason: bool = True
+    """False: a Chat Completions stream ends with `[DONE]` alone, every `finish_reason` null
+    (as Snowflake's and some other compatible servers send it)."""
     model: str | None = None
     """The model name reported; defaults to the one requested."""
     interleave_calls: bool = False

@@ -10,6 +10,7 @@ the next request on. Below the threshold the catalog is transparent.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import re
 from collections import Counter, OrderedDict
@@ -138,6 +139,10 @@ class ToolCatalog:
         index: `names` puts every tool name in the meta-tool's description (the model can
             load by name); `none` leaves it out (the model finds tools by query only).
         name: The catalog's name.
+        native: Let the provider search where it can: every tool not yet loaded goes
+            to the model deferred (Anthropic's tool search, OpenAI's `defer_loading`), and
+            `search_tools` goes only to providers without a tool search of their own
+            (where the deferred tools are left out, as without `native`).
 
     The loaded set belongs to the catalog, so give each agent (or conversation) its own
     catalog, or call `reset()` between runs.
@@ -151,6 +156,7 @@ class ToolCatalog:
         max_loaded: int = 30,
         index: Literal["names", "none"] = "names",
         name: str = "catalog",
+        native: bool = False,
     ) -> None:
         if threshold < 0 or max_results < 1 or max_loaded < 1:
             msg = "threshold must be >= 0 and max_results, max_loaded >= 1"
@@ -166,6 +172,7 @@ class ToolCatalog:
         self.max_results = max_results
         self.max_loaded = max_loaded
         self._index_mode = index
+        self.native = native
         self._loaded: OrderedDict[str, None] = OrderedDict()
         self._tools: dict[str, Tool] = {}
         self._index: _Index | None = None
@@ -204,7 +211,17 @@ class ToolCatalog:
         if len(tools) <= self.threshold:
             return tools
         loaded = [self._tools[n] for n in self._loaded if n in self._tools]
-        return [self._search_tool(), *loaded]
+        if not self.native:
+            return [self._search_tool(), *loaded]
+        # The provider's own tool search where it has one (the other tools go deferred);
+        # `search_tools` where it has none (the deferred tools are then not sent).
+        search = dataclasses.replace(self._search_tool(), search_fallback=True)
+        rest = [
+            dataclasses.replace(t, defer_loading=True)
+            for n, t in self._tools.items()
+            if n not in self._loaded
+        ]
+        return [search, *loaded, *rest]
 
     def search(self, query: str, limit: int | None = None) -> list[Tool]:
         """The tools best matching `query` (call `all_tools` or `list_tools` first)."""

@@ -86,6 +86,10 @@ class Tool:
     """Never run concurrently with other calls of the same response."""
     strict: bool | None = None
     """Ask providers for strict schema adherence."""
+    defer_loading: bool = False
+    """Loaded by the provider's own tool search (see `ToolCatalog(native=True)`)."""
+    search_fallback: bool = False
+    """legato's catalog search tool, for providers without their own tool search."""
     metadata: Mapping[str, JsonValue] = field(default_factory=lambda: {})
     contract: ToolContract | None = None
     """Pre/postconditions over the run's verified state (see `legato.contracts`)."""
@@ -254,6 +258,8 @@ class Tool:
             description=self.description,
             parameters=self.parameters,
             strict=self.strict,
+            defer_loading=self.defer_loading,
+            search_fallback=self.search_fallback,
         )
 
     def validate(self, arguments: JsonValue) -> dict[str, Any]:
