@@ -19,7 +19,10 @@ gate enforces four properties:
 The gate also reserves budget for model and tool calls (`legato.budgets`) and runs the
 security hooks (`legato.security`). Its decisions are journal events
 (`ToolCallAdmitted`, `ToolCallRefused`, `ApprovalRequested`, `ApprovalDecided`,
-`CancelRequested`), which are the audit record and what a resumed run is rebuilt from.
+`CancelRequested`), which are the audit record and what a resumed run is rebuilt from: the
+gate remembers its past only as `GateRecord`, a projection of those events, so a gate built
+on a resumed or forked journal decides exactly what the original did (a refused call stays
+refused, a rejection keeps holding back its response's other side-effecting calls).
 """
 
 from __future__ import annotations
