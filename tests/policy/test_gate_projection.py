@@ -179,3 +179,41 @@ def test_twin_without_the_projection_the_fork_charges(tmp_path: Path) -> None:
         bank, original, forked = _fork_after_the_held_refusal(tmp_path)
     assert bank.effects == ["charge 9"]
     assert forked != original
+
+
+def _unit_by_unit(tmp_path: Path) -> tuple[Bank, str]:
+    """Drive a stored run one unit at a time, each by a driver of its own resumed from the
+    store (as a durable engine's activities do, on any worker)."""
+    import asyncio
+
+    store = SQLiteStore(tmp_path / "units.db")
+    bank = Bank()
+    agent = bank.agent(_rejecting(SQLiteApprovalStore(store)), store=store)
+    first = agent.new_driver("go")
+    first.flush()
+    run_id = first.state.run_id
+
+    async def drive() -> str:
+        for _ in range(20):
+            ended = store.load_run(run_id).events[-1]
+            if isinstance(ended, RunFinished):
+                return str(ended.output)
+            driver = agent.resumed_driver(run_id, takeover=True)
+            async for _event in driver.advance(driver.next_unit()):
+                pass
+        raise AssertionError("the run did not end")
+
+    return bank, asyncio.run(drive())
+
+
+def test_units_driven_by_separate_drivers_decide_like_one_run(tmp_path: Path) -> None:
+    _, _, expected = _uninterrupted()
+    bank, output = _unit_by_unit(tmp_path)
+    assert bank.effects == []
+    assert output == expected
+
+
+def test_twin_without_the_projection_the_next_unit_runs_the_held_call(tmp_path: Path) -> None:
+    with unsafe_switches(project_decisions=False):
+        bank, _ = _unit_by_unit(tmp_path)
+    assert bank.effects == ["charge 9"]
