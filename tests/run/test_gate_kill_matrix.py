@@ -10,10 +10,11 @@ as often as it takes (a person decides each time it parks), until it finishes.
 
 Each cell is judged from outside the framework: the effects log counts every effect (the
 same as in the uninterrupted run: exactly once or never), the answer is the uninterrupted
-run's, what the store held at each kill is a prefix of the final journal, no call of any
-run of the tree was both refused and admitted, and every `SpawnStarted` of the parent is
-paired with a `SpawnFinished` before the parent's next end (`Parked` included). Twins
-switch one protection off and show its violation.
+run's, nothing held ran while its request was open (the effects log when the run parks),
+what the store held at each kill is a prefix of the final journal, no call of any run of
+the tree was both refused and admitted, and every `SpawnStarted` of the parent is paired
+with a `SpawnFinished` before the parent's next end (`Parked` included). Twins switch one
+protection off and show its violation.
 """
 
 from __future__ import annotations
@@ -140,6 +141,9 @@ class GateMatrix:
             if code in (0, 4):  # finished (4: it had finished, or was never stored)
                 break
             if code == 6:
+                early = _effects(cell_dir / "effects") if not decided else {}
+                if early:  # a held call ran while its request was open
+                    cell.violations.append(f"{', '.join(sorted(early))} ran before the decision")
                 asyncio.run(_decide(cell_dir, self._store_arg(cell_dir), store))
                 decided = True
             elif code not in (-9, 3):
@@ -354,6 +358,13 @@ def test_twin_without_the_projection_a_child_runs_its_held_call(workdir: Path) -
 def test_twin_without_the_hold_a_sibling_runs_before_the_person_decides(workdir: Path) -> None:
     found = _twin(workdir, "parked", "hold_run_wide")
     assert "charge ran 1 times, not 0" in found
+
+
+def test_twin_without_the_tree_hold_the_parent_runs_while_the_child_waits(
+    workdir: Path,
+) -> None:
+    found = _twin(workdir, "child-parked", "hold_tree")
+    assert "log ran before the decision" in found
 
 
 def test_twin_without_finish_children_a_parked_child_is_unpaired(workdir: Path) -> None:
