@@ -144,7 +144,7 @@ class GateMatrix:
                 early = _effects(cell_dir / "effects") if not decided else {}
                 if early:  # a held call ran while its request was open
                     cell.violations.append(f"{', '.join(sorted(early))} ran before the decision")
-                asyncio.run(_decide(cell_dir, self._store_arg(cell_dir), store))
+                asyncio.run(_decide(self._store_arg(cell_dir), store))
                 decided = True
             elif code not in (-9, 3):
                 cell.violations.append(f"a worker failed with exit code {code}")
@@ -202,7 +202,7 @@ def _effects(log: Path) -> dict[str, int]:
     return dict(counts)
 
 
-async def _decide(cell_dir: Path, target: str, store: Any) -> None:
+async def _decide(target: str, store: Any) -> None:
     """A person answers every open request from this process: reject `wire`."""
     approvals: Any
     if target.startswith("postgresql://"):
