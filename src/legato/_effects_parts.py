@@ -60,7 +60,8 @@ class Switches:
     rebuild_shares: bool = True
     """Rebuild a resumed run's children's budget shares from its journal."""
     finish_children: bool = True
-    """Record a `SpawnFinished` for a child cancelled because its parent stopped."""
+    """Record a `SpawnFinished` for a child that stopped with its parent: cancelled
+    because its parent stopped, or parked (which parks its parent)."""
     tree_budget: bool = True
     """Run children (spawned, or agents as tools) on their parent run's budget."""
     write_ahead: bool = True
@@ -80,6 +81,10 @@ class Switches:
     """A decision sent to a Temporal run's workflow is written to the approvals store (the
     conditional write every door goes through) before the update returns; off: it is
     written after the wait, and a decision another door stored first is silently kept."""
+    project_decisions: bool = True
+    """A gate built on a journal (a resumed or forked run) re-applies the refusals and
+    rejections it holds (off: they lived only in the memory of the process that made
+    them, so a call held behind a rejection may run after a resume)."""
     hold_on_failure: bool = True
     """An ask that ends without a decision (its handler raised, its decision was claimed by
     another resumer) refuses the side-effecting calls it held instead of releasing them."""
@@ -201,15 +206,15 @@ class GateTree:
 
 
 class StepState:
-    __slots__ = ("calls", "failed", "open", "park", "plans", "rejected", "step")
+    __slots__ = ("calls", "failed", "open", "park", "plans", "step")
 
     def __init__(self, *, step: int = 0) -> None:
         self.step = step
         self.plans: dict[str, Plan] = {}
         self.calls: dict[str, ToolCallPart] = {}
         self.open: set[str] = set()
-        """Calls of this step with an `ask` not decided yet."""
-        self.rejected = False
+        """Calls of this step with an `ask` not decided yet (its rejections are in the
+        gate's `GateRecord`, a projection of the journal)."""
         self.park: ParkedRun | None = None
         self.failed: str | None = None
         """Why an ask of this step ended without a decision (its handler raised, its

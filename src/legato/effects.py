@@ -19,7 +19,10 @@ gate enforces four properties:
 The gate also reserves budget for model and tool calls (`legato.budgets`) and runs the
 security hooks (`legato.security`). Its decisions are journal events
 (`ToolCallAdmitted`, `ToolCallRefused`, `ApprovalRequested`, `ApprovalDecided`,
-`CancelRequested`), which are the audit record and what a resumed run is rebuilt from.
+`CancelRequested`), which are the audit record and what a resumed run is rebuilt from: the
+gate remembers its past only as `GateRecord`, a projection of those events, so a gate built
+on a resumed or forked journal decides exactly what the original did (a refused call stays
+refused, a rejection keeps holding back its response's other side-effecting calls).
 """
 
 from __future__ import annotations
@@ -35,7 +38,6 @@ from typing import Any, Literal, assert_never
 from legato._effects_parts import (
     Cleared,
     GateTree,
-    LedgerEntry,
     Plan,
     StepState,
     Switches,
@@ -46,6 +48,7 @@ from legato._effects_parts import (
     reap,
     unsafe_switches,
 )
+from legato._gate_record import UNKNOWN_OUTCOME, GateRecord
 from legato.approvals import (
     ApprovalPolicy,
     ApprovalRequest,
@@ -103,6 +106,7 @@ from legato.tools import Tool, to_content
 from legato.tools._reconcile import reconcile_call
 
 __all__ = [
+    "UNKNOWN_OUTCOME",
     "Admitted",
     "EffectGate",
     "Refused",
@@ -111,14 +115,6 @@ __all__ = [
     "reap",
     "unsafe_switches",
 ]
-
-
-UNKNOWN_OUTCOME = (
-    "outcome unknown: this irreversible call was admitted before the run was interrupted and "
-    "never finished, so it may have taken effect. Approve to run it again (same idempotency "
-    "key); reject to not run it, saying what happened (e.g. 'it ran' or 'it did not run')."
-)
-"""The rule of the request a person answers for an effect whose outcome is unknown."""
 
 
 def effect_id(run_id: str, call: ToolCallPart) -> str:
@@ -148,6 +144,16 @@ class Refused:
     reason: RefusalReason
     outcome: ToolOutcome
     result: ToolResultPart
+
+
+def _refused(call: ToolCallPart, reason: RefusalReason, message: str) -> Refused:
+    return Refused(
+        reason=reason,
+        outcome="cancelled" if reason == "cancelled" else "refused",
+        result=ToolResultPart.text_result(
+            call_id=call.id, name=call.name, text=message, is_error=True
+        ),
+    )
 
 
 class EffectGate:
@@ -197,12 +203,8 @@ class EffectGate:
         """Also gets the events the gate recorded, for the stream (the journal has them)."""
         self.ctx = HookContext(run_id="", agent=agent)
         self.hooks = HookRunner(hooks, self.ctx, self._record) if hooks else None
-        self._ledger: dict[str, LedgerEntry] = {}
-        self._effect_of: dict[str, str] = {}
-        self._requests: dict[str, str] = {}
-        """Call id -> id of its undecided approval request (from the journal)."""
-        self._decided: dict[str, ApprovalDecided] = {}
-        """Call id -> the decision applied to it (from the journal; never claimed twice)."""
+        self.record = GateRecord()
+        """What the gate decided: a projection of the journal, and nothing else."""
         self._step = StepState()
         self._serial = asyncio.Lock()
         self._clear = asyncio.Event()
@@ -210,8 +212,9 @@ class EffectGate:
         self._checked: frozenset[str] | None = None
         self._fallback: ApprovalPolicy | None = None
         """Used when a hook asks in a run without a policy (made on first need)."""
+        remember = self.switches.project_decisions
         for event in self._journal:
-            self.observe(event)
+            self.observe(event, remember=remember)
 
     # -- the journal -------------------------------------------------------------------------------
 
@@ -229,33 +232,26 @@ class EffectGate:
         if self._stream is not None:
             self._stream(event)
 
-    def observe(self, event: JournalEvent) -> None:
-        """Learn from a journal event (the driver calls this for every event it records)."""
+    def observe(self, event: JournalEvent, *, remember: bool = True) -> None:
+        """Learn from a journal event (the driver calls this for every event it records).
+
+        `remember=False` only for the `project_decisions` twin (see `GateRecord.apply`).
+        """
+        self.record.apply(event, remember=remember)
         match event:
             case RunStarted():
                 self.ctx.run_id = event.run_id
-            case ToolCallAdmitted():
-                self._ledger[event.effect_id] = LedgerEntry(call_id=event.call_id)
-                self._effect_of[event.call_id] = event.effect_id
-            case ToolCallFinished():
-                eid = self._effect_of.get(event.call.id)
-                entry = self._ledger.get(eid) if eid is not None else None
-                if entry is not None:
-                    entry.finished, entry.outcome, entry.result = True, event.outcome, event.result
-                    if entry.done is not None:
-                        entry.done.set()
-            case ApprovalRequested():
-                self._requests[event.call.id] = event.request_id
-            case ApprovalDecided():
-                self._requests.pop(event.call_id, None)
-                self._decided[event.call_id] = event
             case CancelRequested():
                 self.epoch = max(self.epoch, event.epoch)
                 self.fenced = event.reason
             case HookApplied():
                 self.ctx.flags.update(event.flags)
             case (
-                UserPrompt()
+                ToolCallAdmitted()
+                | ToolCallFinished()
+                | ApprovalRequested()
+                | ApprovalDecided()
+                | UserPrompt()
                 | ModelRequested()
                 | ModelResponded()
                 | ToolCallStarted()
@@ -274,7 +270,7 @@ class EffectGate:
                 | Parked()
                 | RunResumed()
             ):
-                pass  # nothing the gate keeps
+                pass  # in the record, or nothing the gate keeps
             case _:
                 assert_never(event)
         if self.hooks is not None:
@@ -365,8 +361,9 @@ class EffectGate:
     ) -> Admitted | Refused:
         effectful = tool.side_effects != "none"
         eid = effect_id(self.run_id, call) if effectful else ""
-        if self.fenced is not None and self.switches.fence:
-            return self._cancelled(call, eid)
+        decided = self._decided_before(call, eid)
+        if decided is not None:
+            return decided
         if self.budget is not None:
             self.budget.charge(Spend(tool_calls=1))
         plan = self._step.plans.get(call.id) or await self._plan(call, tool)
@@ -419,12 +416,21 @@ class EffectGate:
                     arguments=go.edited,
                 )
             )
-            entry = self._ledger.get(eid)
+            entry = self.record.ledger.get(eid)
             if entry is not None:
                 entry.done = asyncio.Event()
         return Admitted(
             arguments=go.arguments, effect_id=eid, epoch=self.epoch, pending_decision=go.pending
         )
+
+    def _decided_before(self, call: ToolCallPart, eid: str) -> Refused | None:
+        """A refusal the journal already holds (before a resume or a fork), or the fence's."""
+        refused = self.record.refusal(self._step.step, call.id, call.name)
+        if refused is not None:  # decided the same way again, and not recorded twice
+            return _refused(call, refused.reason, refused.message)
+        if self.fenced is not None and self.switches.fence:
+            return self._cancelled(call, eid)
+        return None
 
     async def _asked(
         self, call: ToolCallPart, tool: Tool, eid: str, plan: Plan, arguments: dict[str, Any]
@@ -433,9 +439,7 @@ class EffectGate:
             pending = asyncio.ensure_future(self._decide(call, plan))
             return Cleared(arguments=arguments, pending=pending)
         decision = await self._decide(call, plan)
-        if isinstance(decision, Reject):
-            if plan.rule != UNKNOWN_OUTCOME:  # "do not run it again" holds nothing else back
-                self._step.rejected = True
+        if isinstance(decision, Reject):  # its `ApprovalDecided` holds the siblings back
             return self._refuse(call, eid, "rejected", f"Not run: {decision.message}")
         if tool.side_effects != "none" and self.switches.hold_run_wide:
             # approved, but other requests of the run are still pending
@@ -460,7 +464,7 @@ class EffectGate:
                 if held is not None:
                     return self._refuse(call, eid, "held", held)
             holds = self.policy is None or self.policy.reject_holds_siblings
-            if self._step.rejected and holds:
+            if self._step.step in self.record.rejected_steps and holds:
                 text = (
                     "Not run: another call of the same response was rejected; "
                     "call this again if it is still wanted."
@@ -484,13 +488,7 @@ class EffectGate:
                 message=message,
             )
         )
-        return Refused(
-            reason=reason,
-            outcome="cancelled" if reason == "cancelled" else "refused",
-            result=ToolResultPart.text_result(
-                call_id=call.id, name=call.name, text=message, is_error=True
-            ),
-        )
+        return _refused(call, reason, message)
 
     async def _deduplicate(
         self, call: ToolCallPart, tool: Tool, eid: str, arguments: dict[str, Any]
@@ -500,7 +498,7 @@ class EffectGate:
         None: the call may be admitted (first time, or safe to run again); "ask": a person
         must say what happened to an irreversible effect whose outcome is unknown.
         """
-        entry = self._ledger.get(eid)
+        entry = self.record.ledger.get(eid)
         if entry is None:
             return None
         if not entry.finished and entry.done is not None:
@@ -572,7 +570,7 @@ class EffectGate:
         policy = self.policy or self._fallback
         assert policy is not None
         state = self._step
-        earlier = self._decided.get(call.id)
+        earlier = self.record.decided.get(call.id)
         if plan.rule == UNKNOWN_OUTCOME:
             earlier = None  # a decision made before the crash never covers running it again
         if earlier is not None and await self._confirmed(earlier, call, plan, policy):
@@ -616,7 +614,7 @@ class EffectGate:
     async def _request(
         self, call: ToolCallPart, plan: Plan, policy: ApprovalPolicy, *, fresh: bool = False
     ) -> ApprovalRequest:
-        existing = self._requests.get(call.id)
+        existing = self.record.requests.get(call.id)
         if existing is not None and not fresh:
             found = await policy.store.get(existing)
             if found is not None and self._binds(found, call, plan):
@@ -669,7 +667,7 @@ class EffectGate:
         try:
             return await store.claim(request.id)
         except DecisionAlreadyUsed:
-            if not self.sole_driver or self._decided.get(request.call_id) is not None:
+            if not self.sole_driver or self.record.decided.get(request.call_id) is not None:
                 raise
             decision = await store.decision(request.id)
             if decision is None:

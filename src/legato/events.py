@@ -505,11 +505,13 @@ class SpawnStarted:
     kind: Literal["spawn_started"] = "spawn_started"
 
 
-SpawnOutcome: TypeAlias = Literal["ok", "error", "timeout", "budget", "cancelled"]
+SpawnOutcome: TypeAlias = Literal["ok", "error", "timeout", "budget", "cancelled", "parked"]
 """How a child run ended: `budget` means its budget share could not pay for its next model
 call; `cancelled` means this run stopped (finished, failed, parked or was cancelled) while
-the child was still running. A cancelled child's own journal is left where it stopped, so
-resuming this run resumes the child."""
+the child was still running; `parked` means the child stopped for an approval decision
+(its journal ends with `Parked`), which parks this run too. A cancelled or parked child's
+own journal is left where it stopped, so resuming this run resumes the child, and its
+next `SpawnFinished` supersedes this one."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

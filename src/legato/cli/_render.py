@@ -101,7 +101,7 @@ def _spawn_line(event: SpawnStarted | SpawnFinished | ContextSliced | SpawnDecid
             again = " (resumed)" if event.resumed else ""
             return f"[blue]⑂ child {escape(event.lineage.run_id)}{again}:[/] {escape(_short(event.task))}"
         case SpawnFinished():
-            style = "blue" if event.outcome == "ok" else "red"
+            style = {"ok": "blue", "parked": "yellow"}.get(event.outcome, "red")
             detail = event.error or json.dumps(event.output)
             return f"[{style}]⑂ child {escape(event.lineage.run_id)} \\[{event.outcome}][/] {escape(_short(detail))}"
         case ContextSliced():

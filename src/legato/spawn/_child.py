@@ -4,7 +4,7 @@ A child is a full legato run (`RunDriver`) with its own journal, stored event by
 `JournalStore`. Its events reach the parent's stream as `ChildEvent`s tagged with its
 `Lineage` (a grandchild's events pass through unchanged, already tagged deeper). The
 parent's journal records `SpawnStarted` and, however the child ends (cancelled with its
-parent included), one `SpawnFinished`. A child found in the store is resumed from its
+parent, or parked, included), one `SpawnFinished`. A child found in the store is resumed from its
 journal, or, when it had finished, its result is read back without running anything.
 """
 
@@ -421,8 +421,9 @@ async def execute_child(
     before it is made; a call the budget cannot pay for ends the child (outcome `budget`). Cancellation (the parent stopping) still propagates, after the
     child's own children were stopped and a `SpawnFinished` with outcome `cancelled` was
     emitted; `stopping` tells why the parent stopped. The child's journal is left open.
-    A child that parks (an approval nobody has given yet) parks its parent: `RunParked`
-    propagates, and resuming the parent resumes the child where it stopped.
+    A child that parks (an approval nobody has given yet) parks its parent: a
+    `SpawnFinished` with outcome `parked` is emitted, `RunParked` propagates, and resuming
+    the parent resumes the child where it stopped.
     """
     if prepared.finished is not None:
         return prepared.finished
@@ -455,9 +456,15 @@ async def execute_child(
             ended = _outcome(prepared, driver, "cancelled", error=f"RunCancelled: {message}")
             emit(ended.finished_event())
         raise
-    except RunParked:
+    except RunParked as parked:
         relay.rest()
         if current_switches().park_parent:
+            if current_switches().finish_children:  # the parent's journal says where it stopped
+                emit(
+                    _outcome(
+                        prepared, driver, "parked", error=f"RunParked: {parked}"
+                    ).finished_event()
+                )
             raise
         failure = ("error", "RunParked", "the child is waiting for an approval")
     except Exception as exc:

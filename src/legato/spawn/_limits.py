@@ -15,7 +15,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
 
 from legato.budgets import Budget, BudgetLimits, Spend
-from legato.events import JournalEvent, SpawnFinished, SpawnStarted
+from legato.events import JournalEvent, SpawnFinished, SpawnOutcome, SpawnStarted
 from legato.exceptions import BudgetExceeded, ConfigurationError, SpawnRefused
 from legato.models import ModelSettings
 
@@ -184,13 +184,18 @@ def split_share(
     return child
 
 
+_STOPPED: tuple[SpawnOutcome, ...] = ("cancelled", "parked")
+"""Outcomes of a child that stopped with its parent and is resumed with it."""
+
+
 def journal_spent(events: Iterable[JournalEvent]) -> Spend:
     """The steps and tokens a run's journal shows it spent, its children's subtrees included.
 
-    A child whose last record says it was `cancelled` (its parent stopped) is left out: it
-    is resumed with its parent, and its share is then rebuilt from its own journal.
+    A child whose last record says it was `cancelled` (its parent stopped) or `parked` is
+    left out: it is resumed with its parent, and its share is then rebuilt from its own
+    journal.
     """
-    kept = [e for e in events if not (isinstance(e, SpawnFinished) and e.outcome == "cancelled")]
+    kept = [e for e in events if not (isinstance(e, SpawnFinished) and e.outcome in _STOPPED)]
     spent = Budget().spent_in(kept)
     return Spend(steps=spent.steps, tokens=spent.tokens)
 
@@ -201,7 +206,7 @@ def finished_children(
     """The children a run started (by run id), and what each one that ended spent.
 
     What the run's children pool counts again when the run resumes: a child that ended
-    (not `cancelled` because the run stopped) spent its subtree's steps and tokens.
+    (not `cancelled` because the run stopped, nor `parked`) spent its subtree's steps and tokens.
     """
     started: set[str] = set()
     ended: dict[str, Spend] = {}
@@ -213,7 +218,7 @@ def finished_children(
             continue
         started.add(lineage.run_id)
         if isinstance(event, SpawnFinished):
-            if event.outcome == "cancelled":
+            if event.outcome in _STOPPED:
                 ended.pop(lineage.run_id, None)
             else:
                 steps = event.tree_steps if event.tree_steps is not None else event.steps

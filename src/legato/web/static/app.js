@@ -371,7 +371,7 @@ function subagent(event) {
     node.querySelector(".label").textContent = `${event.name}: ${event.description}`;
   }
   if (event.type === "SUBAGENT_FINISHED") node.className = "done";
-  if (event.type === "SUBAGENT_ERROR") node.className = "failed";
+  if (event.type === "SUBAGENT_ERROR") node.className = event.code === "parked" ? "parked" : "failed";
 }
 
 function addRunOption(runId) {
