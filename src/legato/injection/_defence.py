@@ -45,6 +45,7 @@ from legato.security._hooks import (
     ToolAdmission,
 )
 from legato.tools import Tool
+from legato.tools._tool import SINK_KINDS
 
 __all__ = ["InjectionDefence", "Layers", "Rule", "SinkDecision"]
 
@@ -452,7 +453,7 @@ class InjectionDefence(Hook):
         return state.grant.from_data.get(tool, frozenset())
 
 
-_KINDS = frozenset(("recipient", "account", "url", "path", "command", "credential", "text"))
+_KINDS = SINK_KINDS
 
 
 def _sinks_of(t: Tool) -> Mapping[str, str]:
