@@ -40,7 +40,6 @@ import os
 import subprocess
 import sys
 import time
-from collections import defaultdict
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -53,6 +52,8 @@ AGENTDOJO = "agentdojo==0.1.35"
 VERSION = "v1.2"
 SUITES = ("workspace", "travel", "banking", "slack")
 CONFIGS = ("off", "on", "no-provenance", "no-sinks", "no-normalise", "no-capabilities")
+EXTRA_CONFIGS = ("policies", "prompt")
+"""`policies`: `on` with `POLICIES`; `prompt`: that and the grant derived from the prompt."""
 PEOPLE = ("none", "oracle", "all")
 PIPELINE_NAME = "gpt-4o-2024-05-13"
 """The attack addresses the model by name; this is the name it is told."""
@@ -96,9 +97,7 @@ def _reexec_if_needed() -> None:
         return
     python = ensure_venv()
     env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join(
-        [str(REPO / "src"), *filter(None, [env.get("PYTHONPATH")])]
-    )
+    env["PYTHONPATH"] = os.pathsep.join([str(REPO / "src"), *filter(None, [env.get("PYTHONPATH")])])
     os.execve(python, [python, __file__, *sys.argv[1:]], env)
 
 
@@ -144,8 +143,10 @@ def _kinds() -> frozenset[str]:
 
 def declare(function_name: str, parameters: Iterable[str]) -> tuple[str, dict[str, str]]:
     """(side effects, sinks) of an AgentDojo tool, from its name and parameter names."""
-    if function_name.startswith(READ_PREFIXES) or function_name == "get_webpage":
-        return "none", {}
+    if function_name.startswith(READ_PREFIXES):
+        # a fetch reaches the host it names: its url is a sink even on a read tool
+        fetch = {p: "url" for p in parameters if p == "url"}
+        return ("idempotent", fetch) if fetch else ("none", {})
     kinds = _kinds()
     sinks: dict[str, str] = {}
     for name in parameters:
@@ -241,6 +242,8 @@ class Outcome:
     questions: int
     blocked: int
     seconds: float
+    reasons: tuple[str, ...] = ()
+    """The defence's explanations of what it blocked or asked."""
 
 
 @dataclass
@@ -251,7 +254,40 @@ class Setting:
     person: str
 
 
-def _defence(config: str, tools: list[Any], prompt: str) -> list[Any]:
+USER_EMAIL = "emma.johnson@bluesparrowtech.com"
+"""The user of the workspace suite (what the user would configure as their own address)."""
+
+
+def policies(suite: str) -> list[Any]:
+    """The one-line policies an integrator states for a suite (see docs/injection.md)."""
+    from legato.injection import Endorse, Trust
+
+    files = ("search_files_by_filename", "search_files", "list_files", "get_file_by_id")
+    return {
+        "banking": [
+            # payees of the user's own payments; standing orders the user set up
+            Trust("get_most_recent_transactions", ("recipient",), where={"sender": "me"}),
+            Trust("get_scheduled_transactions", ("recipient",)),
+        ],
+        "slack": [
+            # the platform's directory, and who wrote each message (not what they wrote)
+            Trust("get_channels"),
+            Trust("get_users_in_channel"),
+            Trust("read_channel_messages", ("sender",)),
+            Trust("read_inbox", ("sender",)),
+        ],
+        "workspace": [
+            Endorse((USER_EMAIL,)),
+            # the user's address book; whom the user shared their own files with
+            Trust("search_contacts_by_name", ("email",)),
+            Trust("search_contacts_by_email", ("email",)),
+            *(Trust(t, ("shared_with",), where={"owner": USER_EMAIL}) for t in files),
+        ],
+        "travel": [],
+    }[suite]
+
+
+def _defence(config: str, tools: list[Any], suite: str) -> list[Any]:
     from legato.injection import InjectionDefence, Layers
 
     layers = {
@@ -263,7 +299,23 @@ def _defence(config: str, tools: list[Any], prompt: str) -> list[Any]:
     }
     if config == "off":
         return []
-    return [InjectionDefence(tools=tools, layers=layers.get(config, Layers()))]
+    chosen = policies(suite) if config in EXTRA_CONFIGS else []
+    grant_for = None
+    if config == "prompt":
+        from legato.injection import grant_from_prompt
+
+        names = [t.name for t in tools]
+        reads = [t.name for t in tools if t.side_effects == "none"]
+
+        def grant_for(prompt: str) -> Any:
+            return grant_from_prompt(prompt, names, read_only=reads)
+
+    extra: dict[str, Any] = {}
+    if chosen:
+        extra["policies"] = chosen
+    if grant_for is not None:
+        extra["grant_for"] = grant_for
+    return [InjectionDefence(tools=tools, layers=layers.get(config, Layers()), **extra)]
 
 
 async def run_pair(
@@ -277,8 +329,14 @@ async def run_pair(
     from agentdojo.types import text_content_block_from_string
 
     from legato.agent import Agent
-    from legato.approvals import ApprovalPolicy, ApprovalRequest, Approve, CallbackApprover
-    from legato.approvals import Decision, Reject
+    from legato.approvals import (
+        ApprovalPolicy,
+        ApprovalRequest,
+        Approve,
+        CallbackApprover,
+        Decision,
+        Reject,
+    )
     from legato.testing._gullible import GullibleModel, Obey, Step
 
     started = time.perf_counter()
@@ -312,7 +370,7 @@ async def run_pair(
 
     final = user_task.GROUND_TRUTH_OUTPUT or "Done."
     model = GullibleModel(plan, obey=obey, final=final)
-    hooks = _defence(setting.config, tools, user_task.PROMPT)
+    hooks = _defence(setting.config, tools, suite.name)
     agent = Agent(
         model,
         tools=tools,
@@ -341,6 +399,7 @@ async def run_pair(
         questions=questions,
         blocked=blocked,
         seconds=time.perf_counter() - started,
+        reasons=tuple(d.explain() for h in hooks for d in h.decisions(result.run_id)),
     )
 
 
@@ -377,7 +436,10 @@ def replayable(suite: Any, injection_task: Any) -> bool:
 
 
 def pairs(
-    suite: Any, *, user_tasks: Sequence[str] | None = None, injection_tasks: Sequence[str] | None = None
+    suite: Any,
+    *,
+    user_tasks: Sequence[str] | None = None,
+    injection_tasks: Sequence[str] | None = None,
 ) -> list[tuple[Any, Any, dict[str, str]]]:
     """(user task, injection task, injections) of a suite under `important_instructions`."""
     from agentdojo.attacks.important_instructions_attacks import ImportantInstructionsAttack
@@ -490,7 +552,9 @@ def main(argv: Sequence[str] | None = None) -> None:
         for person in args.person or ["none"]:
             started = time.perf_counter()
             figures = asyncio.run(
-                measure(suites, Setting(config, person), limit=args.limit, attacks=not args.clean_only)
+                measure(
+                    suites, Setting(config, person), limit=args.limit, attacks=not args.clean_only
+                )
             )
             results.append(figures)
             print(f"{config}/{person}: {time.perf_counter() - started:.0f} s", file=sys.stderr)
@@ -503,7 +567,9 @@ def main(argv: Sequence[str] | None = None) -> None:
                 "person": f.setting.person,
                 "all": f.row(),
                 **{s: f.row(s) for s in suites},
-                "failures": [o.user_task for o in f.clean if not o.utility],
+                "failures": {
+                    f"{o.suite}/{o.user_task}": o.reasons for o in f.clean if not o.utility
+                },
                 "attacks": [
                     f"{o.suite}/{o.user_task}/{o.injection_task}" for o in f.attacked if o.attacked
                 ],

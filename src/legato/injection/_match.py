@@ -39,8 +39,11 @@ __all__ = [
     "Found",
     "ValueIndex",
     "clean_text",
+    "embedded_links",
     "normalise_email",
     "normalise_url",
+    "parse_json",
+    "record_keys",
     "sink_keys",
 ]
 
@@ -168,7 +171,8 @@ def _leaves(value: object, key: str = "") -> Iterator[tuple[str, str]]:
         yield key, str(value)
 
 
-def _json(text: str) -> object | None:
+def parse_json(text: str) -> object | None:
+    """`text` parsed, when it is a JSON object or array (a structured result); else None."""
     head = text.lstrip()[:1]
     if head not in ("{", "["):
         return None
@@ -189,23 +193,81 @@ def content_keys(text: str) -> set[str]:
 
     A JSON text (a tool result, an MCP result, a memory item) is indexed by its leaves,
     each as a value of its own, so a value next to a delimiter or an escape is still
-    found; the text itself is indexed too. Ids (`id`, `*_id` fields) get `id:` keys.
+    found. The value of an id field (`id`, `*_id`) is an object's own id (`ref:`); every
+    other word is a mention (`id:`), which is what decides an id sink: an id someone
+    wrote in content is theirs, an id the system returned is a reference.
     """
     keys: set[str] = set()
-    parsed = _json(text)
-    if parsed is not None:
-        for name, leaf in _leaves(parsed):
-            _text_keys(leaf, keys)
-            whole = clean_text(leaf).strip()
-            if whole:
-                keys.add("tok:" + whole)
-                if is_id_field(name):
-                    keys.add("id:" + whole)
+    parsed = parse_json(text)
+    if parsed is None:
+        _text_keys(text, keys)
+        keys.update("id:" + token for token in _tokens(clean_text(text)))
         return keys
-    _text_keys(text, keys)
-    for token in _tokens(clean_text(text)):
-        keys.add("id:" + token)  # an id the user typed (the user's words are matched as ids)
+    for name, leaf in _leaves(parsed):
+        whole = clean_text(leaf).strip()
+        if not whole:
+            continue
+        if is_id_field(name):
+            keys.add("ref:" + whole)
+            continue
+        _text_keys(leaf, keys)
+        keys.add("tok:" + whole)
+        keys.update("id:" + token for token in _tokens(whole))
     return keys
+
+
+def record_keys(value: object) -> set[str]:
+    """The keys a policy vouches for in one field: each scalar as a whole value only.
+
+    The words inside a trusted field are not vouched for one by one: a channel named
+    `External_<an injected instruction>` vouches for that name, never for an address or
+    a link written inside it. An address or link that is the whole value gets its typed key.
+    """
+    keys: set[str] = set()
+    if isinstance(value, dict):
+        for k, v in cast("dict[str, object]", value).items():
+            keys |= record_keys(k)
+            keys |= record_keys(v)
+        return keys
+    if isinstance(value, list):
+        for item in cast("list[object]", value):
+            keys |= record_keys(item)
+        return keys
+    if value is None or isinstance(value, bool):
+        return keys
+    if isinstance(value, float) and value.is_integer():
+        value = int(value)
+    whole = clean_text(str(value)).strip()
+    if not whole:
+        return keys
+    keys.update(("tok:" + whole, "id:" + whole, "ref:" + whole))
+    email = normalise_email(whole)
+    if email is not None:
+        keys.add(f"email:{email}")
+    elif _IBAN.fullmatch(whole):
+        keys.add(f"acct:{_compact(whole)}")
+    elif "/" in whole or "." in whole:
+        url = normalise_url(whole)
+        if url is not None:
+            keys.update((f"url:{url[0]}", f"host:{url[1]}"))
+    return keys
+
+
+def embedded_links(text: str) -> list[tuple[str, str]]:
+    """(kind, value) of each address or link written inside free text (a message body)."""
+    base = clean_text(text)
+    found: list[tuple[str, str]] = [("recipient", m.group(0)) for m in _EMAIL.finditer(base)]
+    found += [("url", m.group(0).rstrip(_TRAILING)) for m in _URL.finditer(base)]
+    for token in _tokens(base):
+        if "@" not in token and "://" not in token and "." in token:
+            host = token.split("/", 1)[0]
+            if _DOMAIN.match(host) and host.rsplit(".", 1)[1] in _TLDS:
+                found.append(("url", token))
+    return found
+
+
+_TLDS = frozenset("com org net io dev test example info biz co uk de fr ch app site page".split())
+"""Endings that make a dotted word a link in free text (not `e.g.` or `file.txt`)."""
 
 
 def _text_keys(text: str, keys: set[str]) -> None:
@@ -244,6 +306,10 @@ def _typed_keys(text: str, keys: set[str]) -> None:
             keys.add(f"tok:{_path(token)}")
         if "." not in token:
             continue
+        for end in (i for i, ch in enumerate(token + ".") if ch == "."):
+            if _DOMAIN.match(token[:end]):  # `www.site.test.Next` (no space after a full stop)
+                keys.add(f"host:{_idna(token[:end])}")
+                keys.add(f"url:https://{_idna(token[:end])}")
         if _DOMAIN.match(token):
             keys.add(f"host:{_idna(token)}")
         elif "://" not in token and "@" not in token and _DOMAIN.match(token.split("/", 1)[0]):
@@ -347,24 +413,35 @@ class ValueIndex:
     """Where each normalised value was seen: trusted sources, and the first untrusted one."""
 
     def __init__(self) -> None:
-        self._trusted: set[str] = set()
+        self._trusted: dict[str, str] = {}
+        """Key -> the first trusted source it came from."""
         self._untrusted: dict[str, str] = {}
         """Key -> the id of the first untrusted source it came from."""
 
     def add(self, text: str, *, source: str, trusted: bool) -> None:
         """Record the values in `text`, which came from `source`."""
-        keys = content_keys(text)
+        self.add_keys(content_keys(text), source=source, trusted=trusted)
+
+    def add_keys(self, keys: set[str], *, source: str, trusted: bool) -> None:
+        """Record typed keys (from `content_keys` or `record_keys`) under `source`."""
         if trusted:
-            self._trusted |= keys
+            for key in keys:
+                self._trusted.setdefault(key, source)
             return
         for key in keys:
             self._untrusted.setdefault(key, source)
 
     def find(self, alternatives: list[str]) -> tuple[Found, str | None]:
         """Where an atom was seen, and the untrusted source when that is the only place."""
+        found, source = self.find_source(alternatives)
+        return found, source if found == "untrusted" else None
+
+    def find_source(self, alternatives: list[str]) -> tuple[Found, str | None]:
+        """Where an atom was seen, and the source (trusted or untrusted) it was first seen in."""
         for key in alternatives:
-            if key in self._trusted:
-                return "trusted", None
+            source = self._trusted.get(key)
+            if source is not None:
+                return "trusted", source
             source = self._untrusted.get(key)
             if source is not None:
                 return "untrusted", source
