@@ -46,7 +46,14 @@ class Grant:
         values: Mapping[str, Mapping[str, Iterable[str]]] | None = None,
         from_data: Mapping[str, Iterable[str]] | None = None,
     ) -> Grant:
-        """A grant from plain collections."""
+        """A grant from plain collections (`PolicyError` for a malformed one)."""
+        if isinstance(tools, str):
+            msg = f"grant tools must be a collection of tool names, not the string {tools!r}"
+            raise PolicyError(msg)
+        for tool, args in (from_data or {}).items():
+            if isinstance(args, str):
+                msg = f"grant from_data[{tool!r}] must be a collection of argument names"
+                raise PolicyError(msg)
         return cls(
             tools=None if tools is None else frozenset(tools),
             values=_frozen(values or {}),
