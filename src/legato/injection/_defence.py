@@ -35,6 +35,7 @@ from legato.injection._match import (
     embedded_links,
     parse_json,
     sink_keys,
+    user_ids,
 )
 from legato.injection._policy import Endorse, Policy, Trust, check_policies
 from legato.injection._provenance import Source, sources_of
@@ -297,6 +298,8 @@ class InjectionDefence(Hook):
         label = source.describe()
         if self.layers.normalise:
             state.index.add(text, source=label, trusted=trusted)
+            if source.trusted:
+                state.index.add_keys(user_ids(text), source=label, trusted=True)
         else:
             state.raw.add(text, source=label, trusted=trusted)
         if not source.trusted and state.untrusted_seen is None:

@@ -201,7 +201,7 @@ def content_keys(text: str) -> set[str]:
     parsed = parse_json(text)
     if parsed is None:
         _text_keys(text, keys)
-        keys.update("id:" + token for token in _tokens(clean_text(text)))
+        keys.update("id:" + token for token in _id_mentions(clean_text(text)))
         return keys
     for name, leaf in _leaves(parsed):
         whole = clean_text(leaf).strip()
@@ -212,8 +212,32 @@ def content_keys(text: str) -> set[str]:
             continue
         _text_keys(leaf, keys)
         keys.add("tok:" + whole)
-        keys.update("id:" + token for token in _tokens(whole))
+        keys.update("id:" + token for token in _id_mentions(whole))
     return keys
+
+
+_ID_CUES = frozenset(
+    "id ids no no. number # file files email emails event events message transaction item "
+    "record document doc ticket order".split()
+)
+"""Words after which a word in prose is an id (`file 13`, `ID '13'`, `#13`)."""
+
+
+def user_ids(text: str) -> set[str]:
+    """The `id:` keys of the user's own words: every word counts (the user names ids)."""
+    return {"id:" + token for token in _tokens(clean_text(text))}
+
+
+def _id_mentions(text: str) -> Iterator[str]:
+    """The words of prose written as ids: after a cue word (`file 13`, `ID '13'`) or `#13`."""
+    previous = ""
+    for raw in text.split():
+        token = _strip(raw, _STRIP)
+        if token.startswith("#") and len(token) > 1:
+            yield token[1:]
+        elif previous in _ID_CUES and token:
+            yield token
+        previous = token.rstrip(":=")
 
 
 def record_keys(value: object) -> set[str]:
