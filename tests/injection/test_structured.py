@@ -31,7 +31,9 @@ def _noop(**_: object) -> str:
     return "ok"
 
 
-def _tool(name: str, params: dict[str, str], sinks: dict[str, str], effects: str = "irreversible") -> Tool:
+def _tool(
+    name: str, params: dict[str, str], sinks: dict[str, str], effects: str = "irreversible"
+) -> Tool:
     schema: dict[str, JsonValue] = {
         "type": "object",
         "properties": {p: {"type": t} for p, t in params.items()},
@@ -42,7 +44,7 @@ def _tool(name: str, params: dict[str, str], sinks: dict[str, str], effects: str
         parameters=schema,
         function=_noop,
         side_effects=effects,  # type: ignore[arg-type]
-        sinks=sinks,  # type: ignore[arg-type]
+        sinks=sinks,
     )
 
 
@@ -156,7 +158,7 @@ def test_twin_without_the_id_field_the_same_listing_vouches_for_nothing() -> Non
     in content like any message could, so the legitimate deletion is blocked."""
     structured, flat = ValueIndex(), ValueIndex()
     structured.add(json.dumps(FILES), source="list_files", trusted=False)
-    flat.add("11 recipes.docx, 13 notes.txt", source="list_files", trusted=False)
+    flat.add("file 11: recipes.docx, file 13: notes.txt", source="list_files", trusted=False)
     assert structured.find(["ref:11"])[0] == "untrusted"
     assert structured.find(sink_keys("11", "id")[0])[0] == "nowhere"
     assert flat.find(sink_keys("11", "id")[0])[0] == "untrusted"
@@ -180,7 +182,9 @@ async def test_trust_by_author_admits_the_payee_of_the_users_own_payment() -> No
     guard = _defence(policies=[PAYEES])
     _prompt(guard, "Pay my usual rent again.")
     _result(guard, "get_transactions", TRANSACTIONS)
-    assert await _admit(guard, "send_money", recipient="GB29NWBK60161331926819", amount=1) == "allow"
+    assert (
+        await _admit(guard, "send_money", recipient="GB29NWBK60161331926819", amount=1) == "allow"
+    )
     (admitted,) = guard.admissions("r1")
     assert admitted.rule == "policy"
     assert "trust get_transactions.recipient where sender=me" in (admitted.source or "")
@@ -200,7 +204,9 @@ async def test_twin_without_the_policy_the_users_own_payee_is_blocked() -> None:
     guard = _defence()
     _prompt(guard, "Pay my usual rent again.")
     _result(guard, "get_transactions", TRANSACTIONS)
-    assert await _admit(guard, "send_money", recipient="GB29NWBK60161331926819", amount=1) == "block"
+    assert (
+        await _admit(guard, "send_money", recipient="GB29NWBK60161331926819", amount=1) == "block"
+    )
 
 
 async def test_a_trusted_field_vouches_for_its_whole_value_not_the_words_inside() -> None:

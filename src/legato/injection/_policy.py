@@ -27,6 +27,7 @@ from __future__ import annotations
 
 from collections.abc import Collection, Iterator, Mapping
 from dataclasses import dataclass, field
+from typing import cast
 
 from legato.exceptions import PolicyError
 from legato.injection._match import clean_text, record_keys
@@ -90,12 +91,12 @@ Policy = Trust | Endorse
 def _records(value: object) -> Iterator[dict[str, object]]:
     """Every JSON object in `value`, outermost first."""
     if isinstance(value, dict):
-        record: dict[str, object] = {str(k): v for k, v in value.items()}  # pyright: ignore[reportUnknownVariableType]
+        record = cast("dict[str, object]", value)
         yield record
         for v in record.values():
             yield from _records(v)
     elif isinstance(value, list):
-        for item in value:  # pyright: ignore[reportUnknownVariableType]
+        for item in cast("list[object]", value):
             yield from _records(item)
 
 
@@ -109,9 +110,8 @@ def check_policies(policies: Collection[Policy], known: Collection[str]) -> None
     """`PolicyError` for a policy naming an unknown tool, or malformed."""
     for policy in policies:
         if isinstance(policy, Endorse):
-            if not policy.values or not all(
-                isinstance(v, str) and v.strip() for v in policy.values
-            ):
+            values = cast("tuple[object, ...]", policy.values)
+            if not values or not all(isinstance(v, str) and v.strip() for v in values):
                 msg = f"{policy.describe()!r}: endorse at least one non-empty value"
                 raise PolicyError(msg)
             continue
@@ -124,10 +124,10 @@ def check_policies(policies: Collection[Policy], known: Collection[str]) -> None
                 f"tools: {', '.join(sorted(known)) or 'none'}"
             )
             raise PolicyError(msg)
-        named = (*policy.fields, *policy.where)
+        if isinstance(cast("object", policy.fields), str):
+            msg = f"policy {policy.tool!r}: fields must be a tuple of names, not a string"
+            raise PolicyError(msg)
+        named = cast("tuple[object, ...]", (*policy.fields, *policy.where))
         if not all(isinstance(f, str) and f.strip() for f in named):
             msg = f"policy {policy.describe()!r}: a field name is empty"
-            raise PolicyError(msg)
-        if isinstance(policy.fields, str):  # pyright: ignore[reportUnnecessaryIsInstance]
-            msg = f"policy {policy.describe()!r}: fields must be a tuple of names, not a string"
             raise PolicyError(msg)
