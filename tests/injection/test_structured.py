@@ -146,6 +146,13 @@ async def test_an_id_only_returned_by_a_tool_is_a_reference_and_passes() -> None
     assert "list_files" in (admitted.source or "")
 
 
+async def test_a_number_in_prose_that_is_not_written_as_an_id_does_not_block_a_reference() -> None:
+    guard = _defence()
+    _prompt(guard, "Delete the recipes file.")
+    _result(guard, "list_files", [*FILES, {"id_": "2", "content": "buy 11 eggs"}])
+    assert await _admit(guard, "delete_file", file_id="11") == "allow"
+
+
 async def test_an_id_the_user_typed_passes_and_one_found_nowhere_is_asked() -> None:
     guard = _defence()
     _prompt(guard, "Delete file 5.")
