@@ -412,10 +412,49 @@ class _Named:
     name = PIPELINE_NAME
 
 
-def load(suites: Sequence[str] = SUITES) -> dict[str, Any]:
+def fast_yaml() -> None:
+    """Make AgentDojo's environment loading fast, with the same results.
+
+    Each run loads a fresh environment, and AgentDojo parses its YAML with the pure-Python
+    loader (about a second a load for workspace): the suite files are read once
+    (`read_suite_file` is a pure function of its arguments) and parsed with libyaml's
+    safe loader when PyYAML has it (`tests/injection/test_agentdojo.py` checks that both
+    loaders give equal environments).
+    """
+    import functools
+
+    import yaml
+    from agentdojo.task_suite import task_suite
+
+    if getattr(task_suite, "_legato_fast", False):
+        return
+    task_suite.read_suite_file = functools.lru_cache(maxsize=None)(task_suite.read_suite_file)
+    if getattr(yaml, "__with_libyaml__", False):
+
+        def safe_load(stream: Any) -> Any:
+            return yaml.load(stream, Loader=yaml.CSafeLoader)
+
+        task_suite.yaml = _YamlShim(yaml, safe_load)  # type: ignore[attr-defined]
+    task_suite._legato_fast = True  # type: ignore[attr-defined]
+
+
+class _YamlShim:
+    """The yaml module as AgentDojo's task_suite sees it, with a faster `safe_load`."""
+
+    def __init__(self, module: Any, safe_load: Callable[[Any], Any]) -> None:
+        self._module = module
+        self.safe_load = safe_load
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._module, name)
+
+
+def load(suites: Sequence[str] = SUITES, *, fast: bool = True) -> dict[str, Any]:
     """AgentDojo's suites at `VERSION`."""
     from agentdojo.task_suite.load_suites import get_suites
 
+    if fast:
+        fast_yaml()
     every = get_suites(VERSION)
     return {name: every[name] for name in suites}
 
