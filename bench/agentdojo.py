@@ -432,7 +432,11 @@ def fast_yaml() -> None:
     if getattr(yaml, "__with_libyaml__", False):
 
         def safe_load(stream: Any) -> Any:
-            return yaml.load(stream, Loader=yaml.CSafeLoader)
+            loader = yaml.CSafeLoader(stream)  # what yaml.safe_load does, in C
+            try:
+                return loader.get_single_data()
+            finally:
+                loader.dispose()
 
         task_suite.yaml = _YamlShim(yaml, safe_load)  # type: ignore[attr-defined]
     task_suite._legato_fast = True  # type: ignore[attr-defined]
