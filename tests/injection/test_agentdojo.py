@@ -40,6 +40,23 @@ def _measure(suite: str, config: str, **kwargs: Any) -> Any:
     return asyncio.run(bench.measure(suites, bench.Setting(config, "none"), **kwargs))
 
 
+def test_the_fast_loader_gives_equal_environments() -> None:
+    """bench/agentdojo.py parses AgentDojo's YAML with libyaml; the parsed data are equal."""
+    import yaml
+    from agentdojo.task_suite import task_suite
+    from agentdojo.task_suite.load_suites import get_suites
+
+    bench = _bench()
+    bench.fast_yaml()
+    suites = get_suites(bench.VERSION)
+    for name in ("banking", "slack", "workspace"):
+        suite = suites[name]
+        text = task_suite.read_suite_file(name, "environment.yaml", suite.data_path)
+        for _, _, injections in bench.pairs(suite, user_tasks=["user_task_0"])[:3]:
+            injected = text.format(**dict(suite.get_injection_vector_defaults(), **injections))
+            assert task_suite.yaml.safe_load(injected) == yaml.safe_load(injected)
+
+
 BANKING_USERS = ["user_task_3", "user_task_5", "user_task_15"]
 SLACK_USERS = ["user_task_5", "user_task_13"]
 
