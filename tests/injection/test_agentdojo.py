@@ -9,6 +9,7 @@ slot). Each protection is shown against its twin (the defence or the policies of
 from __future__ import annotations
 
 import asyncio
+import importlib
 import importlib.util
 import sys
 from pathlib import Path
@@ -42,15 +43,14 @@ def _measure(suite: str, config: str, **kwargs: Any) -> Any:
 
 def test_the_fast_loader_gives_equal_environments() -> None:
     """bench/agentdojo.py parses AgentDojo's YAML with libyaml; the parsed data are equal."""
-    import yaml
-    from agentdojo.task_suite import task_suite
-    from agentdojo.task_suite.load_suites import get_suites
-
+    yaml: Any = importlib.import_module("yaml")
+    task_suite: Any = importlib.import_module("agentdojo.task_suite.task_suite")
+    load_suites: Any = importlib.import_module("agentdojo.task_suite.load_suites")
     bench = _bench()
     bench.fast_yaml()
-    suites = get_suites(bench.VERSION)
+    suites: dict[str, Any] = load_suites.get_suites(bench.VERSION)
     for name in ("banking", "slack", "workspace"):
-        suite = suites[name]
+        suite: Any = suites[name]
         text = task_suite.read_suite_file(name, "environment.yaml", suite.data_path)
         for _, _, injections in bench.pairs(suite, user_tasks=["user_task_0"])[:3]:
             injected = text.format(**dict(suite.get_injection_vector_defaults(), **injections))
