@@ -100,4 +100,6 @@ def test_banking_clean_utility_with_nobody_answering() -> None:
     figures = _measure("banking", "policies", attacks=False)
     failed = sorted(o.user_task for o in figures.clean if not o.utility)
     assert failed == ["user_task_0", "user_task_13"]
-    assert all(o.questions == 0 for o in figures.clean if o.utility)
+    # one question: user_task_9's ground truth updates transaction 7 without reading it first
+    asked = {o.user_task: o.questions for o in figures.clean if o.questions}
+    assert asked == {"user_task_9": 1}
