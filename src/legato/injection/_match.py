@@ -224,8 +224,15 @@ _ID_CUES = frozenset(
 
 
 def user_ids(text: str) -> set[str]:
-    """The `id:` keys of the user's own words: every word counts (the user names ids)."""
-    return {"id:" + token for token in _tokens(clean_text(text))}
+    """The `id:` keys of trusted words: ids written as ids (`file 13`, `#13`) or quoted.
+
+    A bare number in the user's prose ("on June 13") is not an id: were it one, an
+    injected "delete file 13" would pass in every task that mentions the 13th.
+    """
+    base = clean_text(text)
+    keys = {"id:" + token for token in _id_mentions(base)}
+    keys.update("id:" + q.strip() for q in _QUOTED.findall(base) if q.strip())
+    return keys
 
 
 def _id_mentions(text: str) -> Iterator[str]:
