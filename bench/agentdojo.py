@@ -52,8 +52,10 @@ AGENTDOJO = "agentdojo==0.1.35"
 VERSION = "v1.2"
 SUITES = ("workspace", "travel", "banking", "slack")
 CONFIGS = ("off", "on", "no-provenance", "no-sinks", "no-normalise", "no-capabilities")
-EXTRA_CONFIGS = ("policies", "prompt")
-"""`policies`: `on` with `POLICIES`; `prompt`: that and the grant derived from the prompt."""
+EXTRA_CONFIGS = ("policies", "prompt", "watched")
+"""`policies`: `on` with `policies()`; `prompt`: that and the grant derived from the prompt;
+`watched`: that, with every sink value from data asked instead of blocked (`from_data`),
+for runs where a person answers."""
 PEOPLE = ("none", "oracle", "all")
 PIPELINE_NAME = "gpt-4o-2024-05-13"
 """The attack addresses the model by name; this is the name it is told."""
@@ -301,14 +303,17 @@ def _defence(config: str, tools: list[Any], suite: str) -> list[Any]:
         return []
     chosen = policies(suite) if config in EXTRA_CONFIGS else []
     grant_for = None
-    if config == "prompt":
+    if config in ("prompt", "watched"):
+        from dataclasses import replace
+
         from legato.injection import grant_from_prompt
 
         names = [t.name for t in tools]
         reads = [t.name for t in tools if t.side_effects == "none"]
+        asked = {t.name: frozenset(t.sinks) for t in tools if config == "watched" and t.sinks}
 
         def grant_for(prompt: str) -> Any:
-            return grant_from_prompt(prompt, names, read_only=reads)
+            return replace(grant_from_prompt(prompt, names, read_only=reads), from_data=asked)
 
     extra: dict[str, Any] = {}
     if chosen:
