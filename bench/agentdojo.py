@@ -52,10 +52,11 @@ AGENTDOJO = "agentdojo==0.1.35"
 VERSION = "v1.2"
 SUITES = ("workspace", "travel", "banking", "slack")
 CONFIGS = ("off", "on", "no-provenance", "no-sinks", "no-normalise", "no-capabilities")
-EXTRA_CONFIGS = ("policies", "prompt", "watched")
+EXTRA_CONFIGS = ("policies", "prompt", "watched", "asked")
 """`policies`: `on` with `policies()`; `prompt`: that and the grant derived from the prompt;
 `watched`: that, with every sink value from data asked instead of blocked (`from_data`),
-for runs where a person answers."""
+for runs where a person answers; `asked`: `policies` with sink values from data asked (no
+grant from the prompt)."""
 PEOPLE = ("none", "oracle", "all")
 PIPELINE_NAME = "gpt-4o-2024-05-13"
 """The attack addresses the model by name; this is the name it is told."""
@@ -290,7 +291,7 @@ def policies(suite: str) -> list[Any]:
 
 
 def _defence(config: str, tools: list[Any], suite: str) -> list[Any]:
-    from legato.injection import InjectionDefence, Layers
+    from legato.injection import Grant, InjectionDefence, Layers
 
     layers = {
         "on": Layers(),
@@ -303,6 +304,12 @@ def _defence(config: str, tools: list[Any], suite: str) -> list[Any]:
         return []
     chosen = policies(suite) if config in EXTRA_CONFIGS else []
     grant_for = None
+    if config == "asked":
+        extra_data = {t.name: frozenset(t.sinks) for t in tools if t.sinks}
+
+        def grant_for(prompt: str) -> Any:
+            return Grant.of(None, from_data=extra_data)
+
     if config in ("prompt", "watched"):
         from dataclasses import replace
 
