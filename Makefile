@@ -9,7 +9,7 @@ BIN    := $(VENV)/bin
 export CMAKE_ARGS ?= -DGGML_NATIVE=OFF -DLLAVA_BUILD=OFF -DGGML_BLAS=OFF -DGGML_CCACHE=OFF
 export CMAKE_BUILD_PARALLEL_LEVEL ?= $(shell nproc 2>/dev/null || echo 2)
 
-.PHONY: demo dist test lint typecheck pytest bench bench-peers clean postgres-server chromium tmux
+.PHONY: demo dist test lint typecheck pytest bench bench-peers bench-agentdojo clean postgres-server chromium tmux
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -64,6 +64,11 @@ bench: $(VENV)/.installed-dev
 bench-peers:
 	$(PYTHON) bench/peers/run.py
 	$(PYTHON) bench/peers/plot.py
+
+# The injection defence on AgentDojo v1.2 (docs/injection.md): AgentDojo in a venv of its own,
+# built under ~/.cache/legato-bench/agentdojo on first use when this interpreter lacks it.
+bench-agentdojo:
+	$(PYTHON) bench/agentdojo.py --config off --config on --config policies --config prompt
 
 # The PostgreSQL server binaries the store tests start a throwaway cluster with (initdb, pg_ctl;
 # the tests never touch a system cluster). Installed from Debian's packages when missing.

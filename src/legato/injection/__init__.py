@@ -18,24 +18,30 @@ is asked. See docs/injection.md for what this guarantees and what it does not.
 
 from legato.injection._defence import InjectionDefence, Layers, Rule, SinkDecision
 from legato.injection._extract import ExtractKind, extract_values, extraction_tool
-from legato.injection._grants import Grant
+from legato.injection._grants import SYNONYMS, Grant, grant_from_prompt
 from legato.injection._match import ValueIndex, clean_text, normalise_email, normalise_url
+from legato.injection._policy import Endorse, Policy, Trust
 from legato.injection._provenance import Labelled, Source, SourceKind, label_journal, sources_of
 
 __all__ = [
+    "SYNONYMS",
+    "Endorse",
     "ExtractKind",
     "Grant",
     "InjectionDefence",
     "Labelled",
     "Layers",
+    "Policy",
     "Rule",
     "SinkDecision",
     "Source",
     "SourceKind",
+    "Trust",
     "ValueIndex",
     "clean_text",
     "extract_values",
     "extraction_tool",
+    "grant_from_prompt",
     "label_journal",
     "normalise_email",
     "normalise_url",

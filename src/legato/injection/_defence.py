@@ -23,13 +23,21 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Callable, Collection, Iterator, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Literal, TypeAlias
 
 from legato.events import JournalEvent, SpawnStarted, ToolCallFinished, UserPrompt
-from legato.exceptions import CapabilityError, QuarantineError, ToolDefinitionError
+from legato.exceptions import CapabilityError, PolicyError, QuarantineError, ToolDefinitionError
 from legato.injection._grants import Grant
-from legato.injection._match import ValueIndex, clean_text, sink_keys
+from legato.injection._match import (
+    ValueIndex,
+    clean_text,
+    embedded_links,
+    parse_json,
+    sink_keys,
+    user_ids,
+)
+from legato.injection._policy import Endorse, Policy, Trust, check_policies
 from legato.injection._provenance import Source, sources_of
 from legato.messages import JsonValue, ToolResultPart
 from legato.security._hooks import (
@@ -45,11 +53,15 @@ from legato.security._hooks import (
     ToolAdmission,
 )
 from legato.tools import Tool
+from legato.tools._tool import SINK_KINDS
 
 __all__ = ["InjectionDefence", "Layers", "Rule", "SinkDecision"]
 
 Rule: TypeAlias = Literal[
+    "policy",
+    "id-reference",
     "sink-untrusted",
+    "link-untrusted",
     "sink-unknown",
     "sink-from-data",
     "no-sinks",
@@ -59,7 +71,10 @@ Rule: TypeAlias = Literal[
 """Why a call was blocked or asked."""
 
 _RULE_TEXT: dict[str, str] = {
+    "policy": "a policy vouches for the value",
+    "id-reference": "the value is the id of an object a tool returned, named in no content",
     "sink-untrusted": "the value appears only in untrusted content",
+    "link-untrusted": "a link or address written in this argument appears only in untrusted content",
     "sink-unknown": "the value appears in no source of this run (derived or made up)",
     "sink-from-data": "the value comes from tool content, as the grant allows; confirm it",
     "no-sinks": "the tool has side effects and declares no sink parameters",
@@ -90,7 +105,8 @@ class Layers:
 class SinkDecision:
     """One block or question, with everything a person needs to judge it."""
 
-    verdict: Literal["block", "ask"]
+    verdict: Literal["block", "ask", "allow"]
+    """`allow`: admitted by a policy or as an id reference (listed by `admissions`)."""
     rule: Rule
     tool: str
     call_id: str
@@ -98,14 +114,17 @@ class SinkDecision:
     value: str | None = None
     """The value, redacted when it is a credential, shortened when long."""
     source: str | None = None
-    """Where the value came from (the untrusted source), when known."""
+    """Where the value came from (the untrusted source, or the policy that vouched)."""
+    note: str = ""
+    """What else a person needs: the policies that cover the tool and did not vouch."""
 
     def explain(self) -> str:
         """The one-line explanation shown in the journal, the stream, the CLI and to the model."""
         target = f"{self.tool}.{self.argument}" if self.argument else self.tool
         value = f" = {self.value!r}" if self.value is not None else ""
         source = f" (from {self.source})" if self.source else ""
-        return f"{target}{value}{source}: {_RULE_TEXT[self.rule]} [rule {self.rule}]"
+        note = f"; {self.note}" if self.note else ""
+        return f"{target}{value}{source}: {_RULE_TEXT[self.rule]}{note} [rule {self.rule}]"
 
 
 def _redact(value: str, kind: str) -> str:
@@ -146,6 +165,7 @@ class _RunState:
     tools: dict[str, Tool] = field(default_factory=lambda: {})
     quarantined: dict[str, tuple[str, Source]] = field(default_factory=lambda: {})
     decisions: list[SinkDecision] = field(default_factory=lambda: [])
+    admitted: list[SinkDecision] = field(default_factory=lambda: [])
     ended: bool = False
     prompted: bool = False
 
@@ -161,6 +181,8 @@ class InjectionDefence(Hook):
             tool a `PolicyError`.
         grant_for: Derives a run's grant from the user's request (its first prompt),
             before any untrusted content; the result is narrowed to `grant`.
+        policies: One-line policies for data-derived sinks (`Trust`, `Endorse`); checked
+            against `tools` now (`PolicyError` for an unknown tool, or with no `tools`).
         layers: Switch parts off (evaluation only).
     """
 
@@ -171,9 +193,14 @@ class InjectionDefence(Hook):
         quarantine: Collection[str] = (),
         tools: Collection[Tool] | None = None,
         grant_for: Callable[[str], Grant] | None = None,
+        policies: Collection[Policy] = (),
         layers: Layers | None = None,
     ) -> None:
         self.grant = grant or Grant()
+        self.policies = tuple(policies)
+        if self.policies and tools is None:
+            msg = "policies are checked against the agent's tools: pass tools= as well"
+            raise PolicyError(msg)
         self.grant_for = grant_for
         self.quarantine = frozenset(quarantine)
         self.layers = layers or Layers()
@@ -199,6 +226,7 @@ class InjectionDefence(Hook):
                 raise ToolDefinitionError(msg)
             self._known[t.name] = t
         self.grant.check(self._known)
+        check_policies(self.policies, self._known)
 
     def narrow(self, run_id: str, *, tools: Collection[str]) -> None:
         """Narrow a run's grant to `tools` (allowed at any time)."""
@@ -221,11 +249,19 @@ class InjectionDefence(Hook):
         """The blocks and questions of a run, in order."""
         return list(self._state(run_id).decisions)
 
+    def admissions(self, run_id: str) -> list[SinkDecision]:
+        """The sink values of a run admitted by a policy or as id references, in order."""
+        return list(self._state(run_id).admitted)
+
     def _state(self, run_id: str) -> _RunState:
         state = self._runs.get(run_id)
         if state is None:
             state = _RunState(grant=self.grant, tools=dict(self._known))
             self._add_grant_values(state, self.grant)
+            for policy in self.policies:
+                if isinstance(policy, Endorse):
+                    for value in policy.values:
+                        self._index(state, value, Source(kind="policy", name=policy.describe()))
             self._runs[run_id] = state
             parent = self._parent.get(run_id)
             if parent is not None:
@@ -262,6 +298,8 @@ class InjectionDefence(Hook):
         label = source.describe()
         if self.layers.normalise:
             state.index.add(text, source=label, trusted=trusted)
+            if source.trusted:
+                state.index.add_keys(user_ids(text), source=label, trusted=True)
         else:
             state.raw.add(text, source=label, trusted=trusted)
         if not source.trusted and state.untrusted_seen is None:
@@ -298,6 +336,22 @@ class InjectionDefence(Hook):
         for labelled in sources_of(event, lambda n, c: self._source(state, n, c)):
             if labelled.text:
                 self._index(state, labelled.text, labelled.source)
+        if isinstance(event, ToolCallFinished) and not event.result.is_error:
+            self._apply_policies(state, event.call.name, event.result.text)
+
+    def _apply_policies(self, state: _RunState, tool: str, text: str) -> None:
+        """Index what the `Trust` policies of `tool` vouch for in its result, as trusted."""
+        covering = [p for p in self.policies if isinstance(p, Trust) and p.tool == tool]
+        if not covering or not self.layers.normalise:
+            return
+        parsed = parse_json(text)
+        if parsed is None:
+            return
+        for policy in covering:
+            keys = policy.keys(parsed)
+            if keys:
+                label = f"policy {policy.describe()}"
+                state.index.add_keys(keys, source=label, trusted=True)
 
     async def on_run_end(self, end: RunEnd, ctx: HookContext) -> None:
         """Expire the run's quarantine handles and drop its index (its decisions stay)."""
@@ -395,6 +449,9 @@ class InjectionDefence(Hook):
                     if decision is not None and decision.verdict == "block":
                         return decision  # a block wins over any question
                     asked = asked or decision
+            block = self._check_links(state, call.name, call.id, args, sinks)
+            if block is not None:
+                return block
         if self.layers.capabilities:
             if not state.grant.allows_tool(call.name):
                 return SinkDecision(
@@ -425,11 +482,15 @@ class InjectionDefence(Hook):
     def _check_sink(
         self, state: _RunState, tool: str, call_id: str, name: str, kind: str, value: str
     ) -> SinkDecision | None:
-        if self.layers.normalise:
-            found, source = state.index.find_all(sink_keys(value, kind))
-        else:
+        source: str | None
+        if not self.layers.normalise:
             found, source = state.raw.find_value(value)
+        elif kind == "id":
+            return self._check_id(state, tool, call_id, name, value)
+        else:
+            found, source = state.index.find_all(sink_keys(value, kind))
         if found == "trusted":
+            self._note_policy(state, tool, call_id, name, kind, value)
             return None
         data_ok = name in self.grant_from_data(state, tool)
         rule: Rule
@@ -445,14 +506,109 @@ class InjectionDefence(Hook):
             argument=name,
             value=_redact(value, kind),
             source=source,
+            note=self._uncovered(source),
         )
+
+    def _check_links(
+        self,
+        state: _RunState,
+        tool: str,
+        call_id: str,
+        args: Mapping[str, JsonValue],
+        sinks: Mapping[str, str],
+    ) -> SinkDecision | None:
+        """A link or address written into free text is a sink too: block one only content gave.
+
+        (A message body may be composed, so a link found nowhere passes; one that only
+        untrusted content holds is where an injection wants the reader to go.)
+        """
+        if not self.layers.normalise:
+            return None
+        for name, value in args.items():
+            if name in sinks:
+                continue
+            for text in _strings(value):
+                for kind, link in embedded_links(text):
+                    found, source = state.index.find_all(sink_keys(link, kind))
+                    if found == "untrusted":
+                        return SinkDecision(
+                            verdict="block",
+                            rule="link-untrusted",
+                            tool=tool,
+                            call_id=call_id,
+                            argument=name,
+                            value=_redact(link, kind),
+                            source=source,
+                        )
+        return None
+
+    def _check_id(
+        self, state: _RunState, tool: str, call_id: str, name: str, value: str
+    ) -> SinkDecision | None:
+        """An id sink: the user's words admit; content that names it blocks; a reference passes."""
+        atoms = sink_keys(value, "id")
+        key = atoms[0][0] if atoms else f"id:{value}"
+        found, source = state.index.find_source([key])
+        decision = SinkDecision(
+            verdict="block",
+            rule="sink-untrusted",
+            tool=tool,
+            call_id=call_id,
+            argument=name,
+            value=_redact(value, "id"),
+            source=source,
+        )
+        if found == "trusted":
+            return None
+        if found == "untrusted":
+            return decision  # someone wrote this id in content: theirs, not the system's
+        ref, ref_source = state.index.find_source(["ref:" + key.removeprefix("id:")])
+        if ref == "nowhere":
+            return replace(decision, verdict="ask", rule="sink-unknown", source=None)
+        state.admitted.append(
+            replace(decision, verdict="allow", rule="id-reference", source=ref_source)
+        )
+        return None
+
+    def _note_policy(
+        self, state: _RunState, tool: str, call_id: str, name: str, kind: str, value: str
+    ) -> None:
+        """Keep the admissions a policy made (the user's own words need no note)."""
+        if not self.policies:
+            return
+        for atom in sink_keys(value, kind):
+            _, source = state.index.find_source([a.removeprefix("whole:") for a in atom])
+            if source is not None and source.startswith("policy"):
+                state.admitted.append(
+                    SinkDecision(
+                        verdict="allow",
+                        rule="policy",
+                        tool=tool,
+                        call_id=call_id,
+                        argument=name,
+                        value=_redact(value, kind),
+                        source=source,
+                    )
+                )
+                return
+
+    def _uncovered(self, source: str | None) -> str:
+        """For a block: the policies covering the tool the value came from (none vouched)."""
+        if source is None:
+            return ""
+        named = [
+            p.describe()
+            for p in self.policies
+            if isinstance(p, Trust) and source.startswith(p.tool + " ")
+        ]
+        return f"no policy vouches for it ({'; '.join(named)})" if named else ""
 
     def grant_from_data(self, state: _RunState, tool: str) -> frozenset[str]:
         """The sink arguments of `tool` the run's grant lets come from tool content."""
         return state.grant.from_data.get(tool, frozenset())
 
 
-_KINDS = frozenset(("recipient", "account", "url", "path", "command", "credential", "text"))
+_KINDS = SINK_KINDS
 
 
 def _sinks_of(t: Tool) -> Mapping[str, str]:

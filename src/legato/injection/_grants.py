@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 
 from legato.exceptions import PolicyError
 
-__all__ = ["Grant"]
+__all__ = ["SYNONYMS", "Grant", "grant_from_prompt"]
 
 
 def _frozen(
@@ -46,7 +46,14 @@ class Grant:
         values: Mapping[str, Mapping[str, Iterable[str]]] | None = None,
         from_data: Mapping[str, Iterable[str]] | None = None,
     ) -> Grant:
-        """A grant from plain collections."""
+        """A grant from plain collections (`PolicyError` for a malformed one)."""
+        if isinstance(tools, str):
+            msg = f"grant tools must be a collection of tool names, not the string {tools!r}"
+            raise PolicyError(msg)
+        for tool, args in (from_data or {}).items():
+            if isinstance(args, str):
+                msg = f"grant from_data[{tool!r}] must be a collection of argument names"
+                raise PolicyError(msg)
         return cls(
             tools=None if tools is None else frozenset(tools),
             values=_frozen(values or {}),
@@ -92,3 +99,92 @@ class Grant:
             for tool, args in other.from_data.items()
         )
         return wider_tools or new_values or new_data
+
+
+_STOP = frozenset(
+    "a an the to of by for from in on at and or with new my me get set create update add "
+    "make do user users all".split()
+)
+SYNONYMS: Mapping[str, tuple[str, ...]] = {
+    "email": ("e-mail", "mail", "emails", "mails", "write to", "reply"),
+    "send": (
+        "send",
+        "sent",
+        "write",
+        "forward",
+        "reply",
+        "refund",
+        "pay",
+        "transfer",
+        "tell",
+        "post",
+    ),
+    "money": (
+        "pay",
+        "payment",
+        "refund",
+        "transfer",
+        "money",
+        "rent",
+        "bill",
+        "difference",
+        "back",
+    ),
+    "transaction": ("payment", "standing order", "transaction", "rent", "recurring"),
+    "scheduled": ("standing order", "scheduled", "recurring", "rent", "adjust"),
+    "schedule": ("standing order", "schedule", "recurring", "every month"),
+    "reserve": ("book", "booking", "reserve", "reservation"),
+    "delete": ("delete", "remove", "clean"),
+    "remove": ("delete", "remove", "kick"),
+    "from": (),
+    "message": ("message", "dm", "tell", "send", "post", "write"),
+    "direct": ("direct message", "dm", "send", "tell", "write"),
+    "channel": ("channel",),
+    "webpage": ("website", "webpage", "web page", "site", "page", "url", "www."),
+    "post": ("post", "publish", "upload"),
+    "invite": ("invite",),
+    "password": ("password",),
+    "calendar": ("calendar", "event", "meeting", "appointment", "schedule", "lunch", "dinner"),
+    "event": ("event", "meeting", "appointment", "calendar", "lunch", "dinner", "reminder"),
+    "slack": ("slack", "workspace"),
+    "cancel": ("cancel",),
+    "reschedule": ("reschedule", "move", "postpone"),
+    "hotel": ("hotel", "accommodation", "stay"),
+    "restaurant": ("restaurant", "dinner", "lunch", "table"),
+    "car": ("car", "rental", "vehicle"),
+    "rental": ("rental", "rent", "car"),
+    "participants": ("participant", "invite", "meeting", "attendee"),
+    "share": ("share",),
+    "append": ("append", "add", "write", "update", "note"),
+    "file": ("file", "document", "list", "doc"),
+    "info": ("address", "information", "profile", "info", "name"),
+}
+"""Words of a prompt that stand for a word of a tool's name."""
+
+
+def grant_from_prompt(
+    prompt: str,
+    tools: Iterable[str],
+    *,
+    read_only: Collection[str] = (),
+    synonyms: Mapping[str, tuple[str, ...]] = SYNONYMS,
+) -> Grant:
+    """A grant of the side-effecting tools the prompt plausibly asks for (opt-in).
+
+    A tool is granted when every word of its name (`send_money`: send, money) occurs in
+    the prompt, itself or as one of its `synonyms`; generic words (get, create, update,
+    add, user) do not count. Read-only tools are always granted. Use it as `InjectionDefence(grant_for=...)`:
+    it is fixed from the user's first prompt, before any untrusted content, and narrowed
+    to the configured grant, so it can only narrow.
+    """
+    text = " " + " ".join(prompt.casefold().split()) + " "
+    granted: set[str] = set(read_only)
+    for name in tools:
+        if name in granted:
+            continue
+        words = [w for w in name.casefold().split("_") if w and w not in _STOP]
+        if words and all(
+            any(form in text for form in (word, *synonyms.get(word, ()))) for word in words
+        ):
+            granted.add(name)
+    return Grant.of(granted)

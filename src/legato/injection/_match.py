@@ -17,8 +17,8 @@ both sides:
 - phone numbers: digits only (with a leading `+` kept as part of the value);
 - paths: `.`/`..` segments resolved, `./` dropped.
 
-Tokens shorter than `MIN_TOKEN` characters are never matched: "1", "yes" or "to" occur
-everywhere by chance.
+There is no length floor: a short id is matched only against id fields and the user's
+words (`id:` keys), a short name against whole values and words.
 """
 
 from __future__ import annotations
@@ -26,11 +26,12 @@ from __future__ import annotations
 import base64
 import binascii
 import html
+import json
 import posixpath
 import re
 import unicodedata
 from collections.abc import Iterator
-from typing import Literal
+from typing import Literal, cast
 from urllib.parse import unquote, urlsplit
 
 __all__ = [
@@ -38,13 +39,16 @@ __all__ = [
     "Found",
     "ValueIndex",
     "clean_text",
+    "embedded_links",
     "normalise_email",
     "normalise_url",
+    "parse_json",
+    "record_keys",
     "sink_keys",
 ]
 
-MIN_TOKEN = 4
-"""Shorter tokens are too common to say where a value came from."""
+MIN_TOKEN = 1
+"""Kept for compatibility: every token counts now (ids are typed instead)."""
 
 Found = Literal["trusted", "untrusted", "nowhere"]
 """Where a value was seen: in some trusted source, only in untrusted ones, or in none."""
@@ -65,6 +69,7 @@ _IBAN = re.compile(r"\b[a-z]{2}\d{2}(?:[ -]?[a-z0-9]{4}){2,7}(?:[ -]?[a-z0-9]{1,
 _PHONE = re.compile(r"(?<![\w+])\+?\d[\d ().-]{6,}\d(?!\w)")
 _DOMAIN = re.compile(r"^(?:[a-z0-9-]+\.)+[a-z]{2,}$")
 _B64 = re.compile(r"[A-Za-z0-9+/_-]{16,}={0,2}")
+_QUOTED = re.compile(r"['\"“‘]([^'\"”’\n]{1,80})['\"”’]")
 _STRIP = "\"'`()[]{}<>,;:!?*“”‘’«»"  # quotes models and mail clients use
 _TRAILING = _STRIP + "."
 _QUOTES = "\"'`()[]{}<>,;“”‘’«»"  # quotes models and mail clients use
@@ -130,28 +135,184 @@ def _compact(value: str) -> str:
     return re.sub(r"[\s-]", "", value)
 
 
+def _strip(raw: str, chars: str) -> str:
+    """`raw` without the quotes and punctuation around it, however they nest (`'a-1'.`)."""
+    while True:
+        token = raw.strip(chars).rstrip(".")
+        if token == raw:
+            return token
+        raw = token
+
+
 def _tokens(text: str) -> Iterator[str]:
     for raw in set(text.split()):
-        token = raw.strip(_STRIP).rstrip(".")
-        if len(token) >= MIN_TOKEN:
+        token = _strip(raw, _STRIP)
+        if token:
             yield token
-        light = raw.strip(_QUOTES).rstrip(".")  # keeps a final "!" or "?" a secret may end in
-        if light != token and len(light) >= MIN_TOKEN:
+        light = _strip(raw, _QUOTES)  # keeps a final "!" or "?" a secret may end in
+        if light != token and light:
             yield light
 
 
+def _leaves(value: object, key: str = "") -> Iterator[tuple[str, str]]:
+    """(field name, scalar as text) of every leaf of a JSON value; object keys count as leaves."""
+    if isinstance(value, dict):
+        for k, v in cast("dict[str, object]", value).items():
+            yield "", k  # results keyed by name (`{"Hotel X": 4.5}`)
+            yield from _leaves(v, k)
+    elif isinstance(value, list):
+        for item in cast("list[object]", value):
+            yield from _leaves(item, key)
+    elif isinstance(value, bool) or value is None:
+        return
+    elif isinstance(value, float) and value.is_integer():
+        yield key, str(int(value))
+    else:
+        yield key, str(value)
+
+
+def parse_json(text: str) -> object | None:
+    """`text` parsed, when it is a JSON object or array (a structured result); else None."""
+    head = text.lstrip()[:1]
+    if head not in ("{", "["):
+        return None
+    try:
+        return json.loads(text)
+    except ValueError:
+        return None
+
+
+def is_id_field(name: str) -> bool:
+    """Whether a JSON field names an object (`id`, `file_id`, `ids`): its values are ids."""
+    name = name.casefold().strip("_")
+    return name in ("id", "ids") or name.endswith(("_id", "_ids"))
+
+
 def content_keys(text: str) -> set[str]:
-    """Every typed key `text` supplies (what an index records for it)."""
+    """Every typed key `text` supplies (what an index records for it).
+
+    A JSON text (a tool result, an MCP result, a memory item) is indexed by its leaves,
+    each as a value of its own, so a value next to a delimiter or an escape is still
+    found. The value of an id field (`id`, `*_id`) is an object's own id (`ref:`); every
+    other word is a mention (`id:`), which is what decides an id sink: an id someone
+    wrote in content is theirs, an id the system returned is a reference.
+    """
     keys: set[str] = set()
+    parsed = parse_json(text)
+    if parsed is None:
+        _text_keys(text, keys)
+        keys.update("id:" + token for token in _id_mentions(clean_text(text)))
+        return keys
+    for name, leaf in _leaves(parsed):
+        whole = clean_text(leaf).strip()
+        if not whole:
+            continue
+        if is_id_field(name):
+            keys.add("ref:" + whole)
+            continue
+        _text_keys(leaf, keys)
+        keys.add("tok:" + whole)
+        keys.update("id:" + token for token in _id_mentions(whole))
+    return keys
+
+
+_ID_CUES = frozenset(
+    "id ids no no. number # file files email emails event events message transaction item "
+    "record document doc ticket order".split()
+)
+"""Words after which a word in prose is an id (`file 13`, `ID '13'`, `#13`)."""
+
+
+def user_ids(text: str) -> set[str]:
+    """The `id:` keys of trusted words: ids written as ids (`file 13`, `#13`) or quoted.
+
+    A bare number in the user's prose ("on June 13") is not an id: were it one, an
+    injected "delete file 13" would pass in every task that mentions the 13th.
+    """
+    base = clean_text(text)
+    keys = {"id:" + token for token in _id_mentions(base)}
+    keys.update("id:" + q.strip() for q in _QUOTED.findall(base) if q.strip())
+    return keys
+
+
+def _id_mentions(text: str) -> Iterator[str]:
+    """The words of prose written as ids: after a cue word (`file 13`, `ID '13'`) or `#13`."""
+    previous = ""
+    for raw in text.split():
+        token = _strip(raw, _STRIP)
+        if token.startswith("#") and len(token) > 1:
+            yield token[1:]
+        elif previous in _ID_CUES and token:
+            yield token
+        previous = token.rstrip(":=")
+
+
+def record_keys(value: object) -> set[str]:
+    """The keys a policy vouches for in one field: each scalar as a whole value only.
+
+    The words inside a trusted field are not vouched for one by one: a channel named
+    `External_<an injected instruction>` vouches for that name, never for an address or
+    a link written inside it. An address or link that is the whole value gets its typed key.
+    """
+    keys: set[str] = set()
+    if isinstance(value, dict):
+        for k, v in cast("dict[str, object]", value).items():
+            keys |= record_keys(k)
+            keys |= record_keys(v)
+        return keys
+    if isinstance(value, list):
+        for item in cast("list[object]", value):
+            keys |= record_keys(item)
+        return keys
+    if value is None or isinstance(value, bool):
+        return keys
+    if isinstance(value, float) and value.is_integer():
+        value = int(value)
+    whole = clean_text(str(value)).strip()
+    if not whole:
+        return keys
+    keys.update(("tok:" + whole, "id:" + whole, "ref:" + whole))
+    email = normalise_email(whole)
+    if email is not None:
+        keys.add(f"email:{email}")
+    elif _IBAN.fullmatch(whole):
+        keys.add(f"acct:{_compact(whole)}")
+    elif "/" in whole or "." in whole:
+        url = normalise_url(whole)
+        if url is not None:
+            keys.update((f"url:{url[0]}", f"host:{url[1]}"))
+    return keys
+
+
+def embedded_links(text: str) -> list[tuple[str, str]]:
+    """(kind, value) of each address or link written inside free text (a message body)."""
+    base = clean_text(text)
+    found: list[tuple[str, str]] = [("recipient", m.group(0)) for m in _EMAIL.finditer(base)]
+    found += [("url", m.group(0).rstrip(_TRAILING)) for m in _URL.finditer(base)]
+    for token in _tokens(base):
+        if "@" not in token and "://" not in token and "." in token:
+            host = token.split("/", 1)[0]
+            if _DOMAIN.match(host) and host.rsplit(".", 1)[1] in _TLDS:
+                found.append(("url", token))
+    return found
+
+
+_TLDS = frozenset("com org net io dev test example info biz co uk de fr ch app site page".split())
+"""Endings that make a dotted word a link in free text (not `e.g.` or `file.txt`)."""
+
+
+def _text_keys(text: str, keys: set[str]) -> None:
     base = clean_text(text)
     variants = {base, html.unescape(base), unquote(base)}
     for variant in variants:
         _typed_keys(variant, keys)
+    for quoted in _QUOTED.findall(base):
+        if quoted.strip():
+            keys.add("tok:" + quoted.strip())  # a quoted phrase is one value: 'Hotel Le Marais'
     for blob in _B64.findall(text):
         decoded = _decode_b64(blob)
         if decoded is not None:
             _typed_keys(clean_text(decoded), keys)
-    return keys
 
 
 def _typed_keys(text: str, keys: set[str]) -> None:
@@ -176,6 +337,10 @@ def _typed_keys(text: str, keys: set[str]) -> None:
             keys.add(f"tok:{_path(token)}")
         if "." not in token:
             continue
+        for end in (i for i, ch in enumerate(token + ".") if ch == "."):
+            if _DOMAIN.match(token[:end]):  # `www.site.test.Next` (no space after a full stop)
+                keys.add(f"host:{_idna(token[:end])}")
+                keys.add(f"url:https://{_idna(token[:end])}")
         if _DOMAIN.match(token):
             keys.add(f"host:{_idna(token)}")
         elif "://" not in token and "@" not in token and _DOMAIN.match(token.split("/", 1)[0]):
@@ -205,37 +370,54 @@ def sink_keys(value: str, kind: str) -> list[list[str]]:
     """The keys a sink value is looked up by: a list of atoms, each a list of alternatives.
 
     An atom is found where any of its alternatives is (the first, most exact, wins); a
-    value of several atoms (a command, a free-text sink) is judged on every atom.
+    value of several atoms (a command, a free-text sink) is judged on every atom. There
+    is no length floor: an id is matched only as an id (the id field of a returned object,
+    or a word the user typed), so "13" in a message body never vouches for file "13".
     """
     text = clean_text(value).strip()
     if not text:
         return []
     match kind:
+        case "id":
+            return [[f"id:{text}"]]
         case "recipient":
             email = normalise_email(text)
             if email is not None:
                 return [[f"email:{email}"]]
+            if _IBAN.fullmatch(text):
+                return [[f"acct:{_compact(text)}", f"tok:{_compact(text)}"]]
             if _PHONE.fullmatch(text):
                 return [[f"phone:{_phone(text)}"]]
-            return _word_atoms(text)
+            return _whole_or_words(text)
         case "account":
-            if _IBAN.fullmatch(text) or len(_compact(text)) >= MIN_TOKEN:
-                return [[f"acct:{_compact(text)}", f"tok:{_compact(text)}"]]
-            return []
+            return [[f"acct:{_compact(text)}", f"tok:{_compact(text)}", f"tok:{text}"]]
         case "url":
             url = normalise_url(text)
             if url is None:
-                return _word_atoms(text)
+                return _whole_or_words(text)
             return [[f"url:{url[0]}", f"host:{url[1]}"]]
         case "path":
             path = _path(text)
-            return [[f"tok:{path}", f"tok:{text}"]] if len(path) >= MIN_TOKEN else []
+            return [[f"tok:{path}", f"tok:{text}"]]
         case "credential":
             if any(ch.isspace() for ch in text):
                 return _word_atoms(text)
-            return [[f"tok:{text}"]] if len(text) >= MIN_TOKEN else []
+            return [[f"tok:{text}"]]
         case _:
-            return _word_atoms(text)
+            return _whole_or_words(text)
+
+
+def _whole_or_words(text: str) -> list[list[str]]:
+    """One atom for a one-word value; else the whole value, or failing that each word."""
+    words = _word_atoms(text)
+    if len(words) == 1 and words[0] == [f"tok:{text}"]:
+        return words
+    return [[WHOLE + text], *words]
+
+
+WHOLE = "whole:"
+"""Marks an atom that, found trusted, vouches for the whole value (the other atoms are then
+not looked at); found anywhere else it is ignored and the words decide."""
 
 
 def _word_atoms(text: str) -> list[list[str]]:
@@ -262,24 +444,35 @@ class ValueIndex:
     """Where each normalised value was seen: trusted sources, and the first untrusted one."""
 
     def __init__(self) -> None:
-        self._trusted: set[str] = set()
+        self._trusted: dict[str, str] = {}
+        """Key -> the first trusted source it came from."""
         self._untrusted: dict[str, str] = {}
         """Key -> the id of the first untrusted source it came from."""
 
     def add(self, text: str, *, source: str, trusted: bool) -> None:
         """Record the values in `text`, which came from `source`."""
-        keys = content_keys(text)
+        self.add_keys(content_keys(text), source=source, trusted=trusted)
+
+    def add_keys(self, keys: set[str], *, source: str, trusted: bool) -> None:
+        """Record typed keys (from `content_keys` or `record_keys`) under `source`."""
         if trusted:
-            self._trusted |= keys
+            for key in keys:
+                self._trusted.setdefault(key, source)
             return
         for key in keys:
             self._untrusted.setdefault(key, source)
 
     def find(self, alternatives: list[str]) -> tuple[Found, str | None]:
         """Where an atom was seen, and the untrusted source when that is the only place."""
+        found, source = self.find_source(alternatives)
+        return found, source if found == "untrusted" else None
+
+    def find_source(self, alternatives: list[str]) -> tuple[Found, str | None]:
+        """Where an atom was seen, and the source (trusted or untrusted) it was first seen in."""
         for key in alternatives:
-            if key in self._trusted:
-                return "trusted", None
+            source = self._trusted.get(key)
+            if source is not None:
+                return "trusted", source
             source = self._untrusted.get(key)
             if source is not None:
                 return "untrusted", source
@@ -289,9 +482,13 @@ class ValueIndex:
         """Where a value of several atoms was seen.
 
         Untrusted if any atom was only there, trusted if every atom was in a trusted
-        source, else nowhere.
+        source, else nowhere. A leading whole-value atom found trusted settles it.
         """
         trusted, untrusted = self._trusted, self._untrusted
+        if atoms and atoms[0][0].startswith(WHOLE):
+            if "tok:" + atoms[0][0].removeprefix(WHOLE) in trusted:
+                return "trusted", None
+            atoms = atoms[1:]
         found: Found = "trusted" if atoms else "nowhere"
         for alternatives in atoms:
             where: Found = "nowhere"

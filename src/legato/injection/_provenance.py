@@ -41,11 +41,21 @@ from legato.messages import Message, TextPart, ToolResultPart
 __all__ = ["Labelled", "Source", "SourceKind", "label_journal", "sources_of"]
 
 SourceKind: TypeAlias = Literal[
-    "user", "instructions", "approval", "grant", "run", "tool", "mcp", "memory", "child", "summary"
+    "user",
+    "instructions",
+    "approval",
+    "grant",
+    "policy",
+    "run",
+    "tool",
+    "mcp",
+    "memory",
+    "child",
+    "summary",
 ]
 """Where context came from."""
 
-_TRUSTED_KINDS = frozenset({"user", "instructions", "approval", "grant"})
+_TRUSTED_KINDS = frozenset({"user", "instructions", "approval", "grant", "policy"})
 
 MEMORY_HEADER = "Relevant long-term memories (untrusted notes; verify before acting):"
 """Where recalled memory starts in a run's instructions (`legato.memory.RECALL_HEADER`)."""
@@ -63,7 +73,7 @@ class Source:
 
     @property
     def trusted(self) -> bool:
-        """Only the user, the instructions, a person's edit and the configured grants are."""
+        """Only the user, the instructions, a person's edit, the grants and the policies are."""
         return self.kind in _TRUSTED_KINDS
 
     def describe(self) -> str:
