@@ -244,13 +244,12 @@ def test_state_panel_sub_agent_tree_and_conversation_list(browser: Any) -> None:
         page = context.new_page()
         page.goto(f"{server.url}/?token={TOKEN}")
         page.wait_for_selector("#model:has-text('test:scripted')")
-        page.click("#new-thread")
-        page.wait_for_selector("#threads li.current")
-        name = page.locator("#thread-title").text_content() or ""
-        assert name.startswith("chat ")
         page.fill("#prompt", "Count and research.")
         page.press("#prompt", "Enter")
         page.wait_for_selector(".msg.assistant:has-text('Counted and researched.')")
+        name = page.locator("#thread-title").text_content() or ""
+        assert name == "Count and research."  # named after the first message
+        assert page.locator("#threads li.current .name").text_content() == name
         assert '"count": 2' in (page.locator("#state").text_content() or "")
         history = page.locator("#state-history li").first.text_content() or ""
         assert history == "v1 increment: count: 0 → 2"
@@ -259,12 +258,23 @@ def test_state_panel_sub_agent_tree_and_conversation_list(browser: Any) -> None:
         assert node.locator(".say .text").text_content() == "Found it: page 4."  # its own text
         assert page.locator(".tool-card").count() == 2
         page.click("#journal-load")  # the run just made is offered without a reload
-        page.wait_for_selector("#journal li:has-text('spawn_started')")
+        child = page.locator("#journal li.tl-child")
+        child.wait_for()
+        assert "sub-agent researcher" in (child.text_content() or "")
+        assert page.locator("#journal li.tl-model").count() == 2
+        assert page.locator("#journal li.tl-tool").count() == 2
         page.screenshot(path=_shot("web-state-subagents.png"))
 
-        # rename, fork and delete through the conversation list
-        page.once("dialog", _answer("counting"))
+        # the sub-agent's node opens its own timeline
+        page.click("#subagents li .label")
+        page.wait_for_selector("#timeline-trail:has-text('researcher')")
+        page.wait_for_selector("#journal li.tl-end:has-text('finished')")
+        assert page.locator("#journal li.tl-child").count() == 0
+
+        # rename in place, fork and delete through the conversation list
         page.click(f"#threads li[data-thread-id='{name}'] button.rename")
+        page.fill("#threads .rename-input", "counting")
+        page.press("#threads .rename-input", "Enter")
         page.wait_for_selector("#thread-title:text-is('counting')")
         page.click("#threads li[data-thread-id='counting'] button.fork")
         page.wait_for_selector(".msg.history:has-text('Counted and researched.')")
