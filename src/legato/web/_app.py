@@ -383,6 +383,8 @@ def _name_from(title: object, taken: set[str]) -> str:
         if len(base) + len(word) + 1 > 48:
             break
         base = f"{base} {word}".strip()
+    if not base and words:
+        base = words[0][:48]  # one long word
     base = base.lstrip(" .:@-") or "New conversation"
     name, n = base, 2
     while name in taken:
