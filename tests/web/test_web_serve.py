@@ -123,7 +123,14 @@ def test_the_demo_needs_no_key_and_asks_before_its_side_effect(tmp_path: Path) -
 def test_the_page_loads_nothing_from_other_hosts() -> None:
     static = resources.files("legato.web").joinpath("static")
     names = sorted(p.name for p in static.iterdir())
-    assert names == ["app.css", "app.js", "index.html", "markdown.js", "timeline.js"]
+    assert names == [
+        "app.css",
+        "app.js",
+        "index.html",
+        "markdown.js",
+        "shell.js",
+        "timeline.js",
+    ]
     for name in names:
         text = static.joinpath(name).read_text("utf-8")
         assert not re.search(r"https?://|//[a-z0-9.-]+\.[a-z]{2,}/", text, re.IGNORECASE), name

@@ -52,6 +52,7 @@ _STATIC = {
     "app.js": "text/javascript",
     "markdown.js": "text/javascript",
     "timeline.js": "text/javascript",
+    "shell.js": "text/javascript",
     "app.css": "text/css",
 }
 _CSP = (

@@ -56,7 +56,14 @@ function timelineRows(events) {
         rows.push(row);
       }
       row.events.push(e);
-      if (k === "approval_decided") { row.detail = e.verdict; row.outcome = e.verdict === "reject" ? "rejected" : "ok"; }
+      const call = calls.get(e.call ? e.call.id : e.call_id);
+      if (k === "approval_decided") {
+        row.detail = e.verdict;
+        row.outcome = e.verdict === "reject" ? "rejected" : "ok";
+        if (call && call.detail === "waits for approval") call.detail = e.verdict === "reject" ? "rejected" : "running";
+      } else if (call && call.detail === "running") {
+        call.detail = "waits for approval";
+      }
     } else if (k === "spawn_started" || k === "spawn_finished") {
       const lineage = e.lineage || {};
       let row = children.get(lineage.run_id);
