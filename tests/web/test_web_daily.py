@@ -73,8 +73,12 @@ def test_a_reload_during_the_first_model_call_shows_the_prompt_and_follows_the_r
         assert page.locator("#status").text_content() == "running"
         assert page.locator("#stop").is_enabled()
         assert page.locator("#journal-run option").count() == 1
+        # the timeline of the run going on shows its model call, not finished yet
+        page.locator("#journal li.tl-model:has-text('model call 1')").wait_for()
+        assert page.locator("#journal li.tl-end").count() == 0
         model.release.set()
         page.wait_for_selector("#status:text-is('done')")
+        page.locator("#journal li.tl-end:has-text('finished')").wait_for()
         assert page.locator(".msg.assistant").all_text_contents() == [
             "I will answer in a moment."
         ]  # no chunk twice
@@ -194,7 +198,6 @@ def test_markdown_and_code_are_drawn_and_html_from_the_model_stays_text(browser:
         assert answer.locator("img, script").count() == 0
         assert "<img src=x" in (answer.text_content() or "")
         assert page.evaluate("() => window.pwned") is None
-        page.screenshot(path=shot("web-markdown.png"))
         page.context.close()
     assert guard.blocked == []
 

@@ -205,8 +205,11 @@ function handle(event, runId) {
     return;
   }
   if (type === "RUN_STARTED") {
+    const select = $("journal-run");
+    const followLatest = !select.value || select.selectedIndex === select.options.length - 1;
     ui.runId = event.runId;
     addRunOption(event.runId);
+    if (followLatest) select.value = event.runId;  // the timeline follows the newest run
     setRunning(true);
     setStatus("running");
   } else if (type === "TEXT_MESSAGE_START") {
@@ -244,6 +247,7 @@ function handle(event, runId) {
   } else if (type === "CUSTOM") {
     custom(event, runId);
   }
+  if (runId && runId === $("journal-run").value && TIMELINE_EVENTS.has(type)) refreshTimelineSoon(runId);
   scrollDown();
 }
 
@@ -259,6 +263,18 @@ function runEnded() {
   ui.queued = null;
   document.querySelectorAll(".msg.queued").forEach((n) => n.remove());
   if (queued) send(queued);
+}
+
+// The timeline of a run going on is drawn again as it goes (at most twice a second).
+const TIMELINE_EVENTS = new Set(["RUN_STARTED", "TEXT_MESSAGE_END", "TOOL_CALL_END", "TOOL_CALL_RESULT", "SUBAGENT_STARTED", "SUBAGENT_FINISHED", "SUBAGENT_ERROR"]);
+let timelineTimer = null;
+
+function refreshTimelineSoon(runId) {
+  if (timelineTimer) return;
+  timelineTimer = setTimeout(() => {
+    timelineTimer = null;
+    if ($("journal-run").value === runId) showTimeline(runId);
+  }, 500);
 }
 
 function finished(event) {
