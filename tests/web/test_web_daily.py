@@ -88,6 +88,34 @@ def test_a_reload_during_the_first_model_call_shows_the_prompt_and_follows_the_r
     assert guard.blocked == []
 
 
+def test_a_message_written_during_a_run_waits_for_it_instead_of_failing(browser: Any) -> None:
+    model = GatedModel(["Answer one, at length.", "Second answer."])
+    guard = Guarded()
+    with running(_factory(Outbox(), model=model)) as server:
+        page = _open(browser, server, guard)
+        page.fill("#prompt", "First question")
+        page.click("#send")
+        page.wait_for_function(
+            "() => document.querySelector('.msg.assistant')?.textContent === 'Answer'"
+        )
+        page.fill("#prompt", "Second question")
+        page.press("#prompt", "Enter")
+        queued = page.locator(".msg.queued")
+        queued.wait_for()
+        assert "Second question" in (queued.text_content() or "")
+        assert page.locator(".msg.error").count() == 0
+        assert page.locator("#notice").is_hidden()
+        model.release.set()
+        page.wait_for_selector(".msg.assistant:has-text('Second answer.')")
+        assert page.locator(".msg.user").all_text_contents() == [
+            "First question",
+            "Second question",
+        ]
+        assert page.locator(".msg.queued").count() == 0
+        assert page.locator(".msg.error").count() == 0
+        page.context.close()
+
+
 def test_a_long_answer_scrolls_the_transcript_and_the_message_box_stays_in_view(
     browser: Any,
 ) -> None:
