@@ -368,6 +368,40 @@ def test_keys_approve_and_enter_in_the_message_box_never_does(browser: Any) -> N
     assert outbox.sent == ["ann@example.com"]
 
 
+def test_a_rejection_by_keyboard_and_a_message_held_while_the_run_waits(browser: Any) -> None:
+    outbox = Outbox()
+    model = GatedModel(
+        [
+            reply("Let me see.", call("send_email", {"to": "ann@example.com"})),
+            "Understood, not sent.",
+        ]
+    )
+    guard = Guarded()
+    with running(_factory(outbox, model=model)) as server:
+        page = _open(browser, server, guard)
+        page.fill("#prompt", "Mail Ann.")
+        page.click("#send")
+        page.locator(".msg.assistant").wait_for()  # held after its first chunk
+        page.fill("#prompt", "Also, thanks!")
+        page.press("#prompt", "Enter")
+        page.locator(".msg.queued").wait_for()
+        model.release.set()
+        page.locator(".approval").wait_for()
+        # the run waits for a person: the message is not sent past the approval
+        page.wait_for_selector("#notice:has-text('your message is back in the box')")
+        assert page.input_value("#prompt") == "Also, thanks!"
+        assert page.locator(".msg.queued").count() == 0
+        page.locator("#messages").focus()
+        page.keyboard.press("r")
+        assert page.evaluate("() => document.activeElement.className") == "reason"
+        page.keyboard.type("Not today.")
+        page.keyboard.press("Enter")
+        page.wait_for_selector(".msg.assistant:has-text('Understood, not sent.')")
+        assert page.locator(".decided").text_content() == "decision: reject (Not today.)"
+        page.context.close()
+    assert outbox.sent == []
+
+
 def test_dark_and_light_themes_follow_the_system_and_the_toggle(browser: Any) -> None:
     guard = Guarded()
     background = "() => getComputedStyle(document.body).backgroundColor"

@@ -258,11 +258,18 @@ function setRunning(on) {
 }
 
 // A run of the open conversation ended: send the message typed meanwhile, if any.
-function runEnded() {
+// A run that parked waits for a decision first: the message goes back into the box.
+function runEnded(parked = false) {
   const queued = ui.queued;
   ui.queued = null;
   document.querySelectorAll(".msg.queued").forEach((n) => n.remove());
-  if (queued) send(queued);
+  if (!queued) return;
+  if (parked) {
+    $("prompt").value = queued + ($("prompt").value ? `\n\n${$("prompt").value}` : "");
+    showNotice("The run waits for an approval: your message is back in the box, to send when you are ready.");
+  } else {
+    send(queued);
+  }
 }
 
 // The timeline of a run going on is drawn again as it goes (at most twice a second).
@@ -293,7 +300,7 @@ function finished(event) {
     $("journal-run").value = ui.runId;
     showTimeline(ui.runId);
   }
-  runEnded();
+  runEnded(outcome.type === "interrupt");
 }
 
 function custom(event, runId) {
@@ -359,7 +366,7 @@ function askApproval(interrupt) {
   const reject = el("button", "reject", "Reject");
   const edit = el("button", "edit", "Edit");
   const reason = el("input", "reason");
-  reason.placeholder = "reason for a rejection (the model is told)";
+  reason.placeholder = "reason for a rejection (the model is told; Enter rejects)";
   const editor = el("textarea", "edited");
   editor.rows = 4;
   editor.hidden = true;
@@ -376,6 +383,9 @@ function askApproval(interrupt) {
   reject.addEventListener("click", () => decide(box, interrupt, {
     verdict: "reject", message: reason.value.trim() || "The user rejected this call.",
   }));
+  reason.addEventListener("keydown", (e) => {
+    if (e.key === "Enter" && !e.isComposing) { e.preventDefault(); reject.click(); }
+  });
   edit.addEventListener("click", () => {
     if (editor.hidden) { editor.hidden = false; edit.textContent = "Run with these arguments"; return; }
     let args;
