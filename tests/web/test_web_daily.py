@@ -301,6 +301,7 @@ def test_edited_arguments_are_shown_as_sent_and_a_bad_edit_goes_back_to_the_pers
             assert '"to": "bob@example.com"' in (card.locator(".args").text_content() or "")
             assert card.locator(".result").text_content() == "sent to bob@example.com"
             assert "ann@example.com" in (card.locator(".asked pre").text_content() or "")
+            assert (card.locator(".took").text_content() or "").endswith(("ms", " s"))
 
         check()
         page.reload()

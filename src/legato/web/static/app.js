@@ -309,7 +309,13 @@ function custom(event, runId) {
     ui.usage.set(runId || ui.runId, value);
     drawUsage();
   } else if (event.name === "legato.tool_outcome") {
-    setOutcome(card(value.toolCallId), value.outcome);
+    const node = card(value.toolCallId);
+    setOutcome(node, value.outcome);
+    if (typeof value.duration === "number") {
+      let took = node.querySelector(".took");
+      if (!took) { took = el("span", "took muted"); node.querySelector(".head").append(took); }
+      took.textContent = fmtSeconds(value.duration);
+    }
   } else if (event.name === "legato.tool_refused") {
     const node = card(value.toolCallId);
     setOutcome(node, "refused");
