@@ -197,6 +197,9 @@ def test_state_panel_sub_agent_tree_and_conversation_list(browser: Any) -> None:
         page.wait_for_selector("#timeline-trail:has-text('researcher')")
         page.wait_for_selector("#journal li.tl-end:has-text('finished')")
         assert page.locator("#journal li.tl-child").count() == 0
+        page.click("#timeline-trail button.tl-back")  # and back to the parent's
+        page.locator("#journal li.tl-child").wait_for()
+        assert page.locator("#timeline-trail").is_hidden()
 
         # rename in place, fork and delete through the conversation list
         page.click(f"#threads li[data-thread-id='{name}'] button.rename")

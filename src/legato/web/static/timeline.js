@@ -129,8 +129,14 @@ async function showTimeline(runId, trail) {
   try {
     const data = await (await api(`/api/runs/${encodeURIComponent(runId)}/journal`)).json();
     drawTimeline(data.events, list);
-    crumb.textContent = trail ? `run ${runId.slice(0, 8)} · ${trail}` : "";
+    crumb.replaceChildren();
     crumb.hidden = !trail;
+    if (trail) {
+      const back = el("button", "tl-back", "← back to the run");
+      back.type = "button";
+      back.addEventListener("click", () => showTimeline($("journal-run").value));
+      crumb.append(el("span", null, `${trail} (run ${runId.slice(0, 8)}) `), back);
+    }
   } catch (e) {
     list.replaceChildren(el("li", "muted", `no journal for this run yet: ${e.message}`));
   }
