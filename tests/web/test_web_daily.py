@@ -226,6 +226,44 @@ def test_markdown_and_code_are_drawn_and_html_from_the_model_stays_text(browser:
         assert answer.locator("img, script").count() == 0
         assert "<img src=x" in (answer.text_content() or "")
         assert page.evaluate("() => window.pwned") is None
+        # whatever the text, the renderer makes only these elements and attributes
+        made = page.evaluate(
+            """(texts) => {
+                const tags = new Set(), attrs = new Set();
+                for (const text of texts) {
+                    const box = document.createElement('div');
+                    box.append(renderMarkdown(text));
+                    for (const node of box.querySelectorAll('*')) {
+                        tags.add(node.tagName.toLowerCase());
+                        for (const a of node.attributes) attrs.add(a.name);
+                    }
+                }
+                return {tags: [...tags].sort(), attrs: [...attrs].sort()};
+            }""",
+            [
+                MARKDOWN,
+                "<svg onload=alert(1)>",
+                "[x](javascript:alert(1)) [y](data:text/html,hi) [z](https://a.b/?q=<i>)",
+                "```\n<script>alert(1)</script>\n```",
+                "| <b>a</b> |\n|---|\n| `<i>` |",
+                "> <iframe src=x>\n- <a href=x>y</a>\n1. **<u>z</u>**",
+                "*" * 500 + "_" * 500 + "`" * 501,
+                "",
+            ],
+        )
+        allowed = {"p", "br", "strong", "em", "del", "code", "a", "h3", "h4", "h5", "h6"}
+        allowed |= {"hr", "blockquote", "ul", "ol", "li", "table", "thead", "tbody", "tr"}
+        allowed |= {"th", "td", "div", "pre", "span", "button"}
+        assert set(made["tags"]) <= allowed
+        safe = {"class", "href", "target", "rel", "data-lang", "start", "type", "aria-label"}
+        assert set(made["attrs"]) <= safe  # the Copy button has a type and a label
+        assert set(made["attrs"]) >= {"href"}  # the https link
+        hrefs = page.evaluate(
+            """() => { const b = document.createElement('div');
+                b.append(renderMarkdown('[x](javascript:alert(1)) [y](data:text/html,hi)'));
+                return b.querySelectorAll('a').length; }"""
+        )
+        assert hrefs == 0
         page.context.close()
     assert guard.blocked == []
 

@@ -26,7 +26,9 @@ from legato.web._guard import Guard
 # -- the door -----------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("path", ["/", "/static/app.js", "/api/threads", "/api/runs/x/events"])
+@pytest.mark.parametrize(
+    "path", ["/", "/static/app.js", "/api/threads", "/api/runs/x/events", "/api/updates"]
+)
 async def test_a_foreign_host_is_refused_on_every_route(path: str) -> None:
     app = make_app(Outbox())
     async with client(app, host="evil.example") as http:
