@@ -441,6 +441,28 @@ def test_a_rejection_by_keyboard_and_a_message_held_while_the_run_waits(browser:
     assert outbox.sent == []
 
 
+def test_escape_stops_the_run_and_the_text_so_far_stays(browser: Any) -> None:
+    model = GatedModel(["Answer that will be stopped.", "Next answer."])
+    guard = Guarded()
+    with running(_factory(Outbox(), model=model)) as server:
+        page = _open(browser, server, guard)
+        page.fill("#prompt", "Go on and on.")
+        page.click("#send")
+        page.wait_for_function(
+            "() => document.querySelector('.msg.assistant')?.textContent === 'Answer'"
+        )
+        page.locator("#messages").focus()
+        page.keyboard.press("Escape")
+        model.release.set()  # the held model call returns; the fence drops what follows
+        page.wait_for_selector("#status:text-is('cancelled')")
+        assert not page.locator("#stop").is_enabled()
+        assert (page.locator(".msg.assistant").first.text_content() or "").startswith("Answer")
+        page.fill("#prompt", "Again?")  # the conversation goes on
+        page.click("#send")
+        page.wait_for_selector(".msg.assistant:has-text('Next answer.')")
+        page.context.close()
+
+
 def test_dark_and_light_themes_follow_the_system_and_the_toggle(browser: Any) -> None:
     guard = Guarded()
     background = "() => getComputedStyle(document.body).backgroundColor"
