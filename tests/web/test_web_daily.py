@@ -26,6 +26,7 @@ from web_support import (
     skip_or_fail,
 )
 
+from legato.messages import Usage
 from legato.models import ModelProfile, ModelRequest, ModelStreamEvent
 from legato.store import SQLiteStore
 from legato.testing import ScriptedModel, call, reply
@@ -308,6 +309,27 @@ def test_a_provider_error_is_one_line_with_the_details_on_demand(browser: Any) -
         details.locator("summary").click()
         assert "validation errors for _Broken" in (details.locator("pre").text_content() or "")
         assert page.locator("#status").text_content() == "failed"
+        page.context.close()
+
+
+def test_tokens_a_provider_did_not_report_are_not_shown_as_zero(browser: Any) -> None:
+    """Some local servers send no usage when streaming: the page says so instead of 0."""
+    turns = [reply("Hi.", usage=Usage(requests=1)), "Counted."]
+    guard = Guarded()
+    with running(_factory(Outbox(), turns=turns)) as server:
+        page = _open(browser, server, guard)
+        page.fill("#prompt", "Hello")
+        page.click("#send")
+        page.wait_for_selector("#status:text-is('done')")
+        assert page.locator("#usage-requests").text_content() == "1"
+        assert page.locator("#usage-input").text_content() == "not reported"
+        assert page.locator("#usage-output").text_content() == "not reported"
+        # twin: a provider that reports tokens gets them shown
+        page.fill("#prompt", "Again")
+        page.click("#send")
+        page.wait_for_selector(".msg.assistant:has-text('Counted.')")
+        page.wait_for_selector("#status:text-is('done')")
+        assert (page.locator("#usage-input").text_content() or "").isdigit()
         page.context.close()
 
 
