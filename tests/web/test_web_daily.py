@@ -474,7 +474,9 @@ def test_escape_stops_the_run_and_the_text_so_far_stays(browser: Any) -> None:
             "() => document.querySelector('.msg.assistant')?.textContent === 'Answer'"
         )
         page.locator("#messages").focus()
-        page.keyboard.press("Escape")
+        with page.expect_response("**/cancel") as cancel:
+            page.keyboard.press("Escape")
+        assert cancel.value.json() == {"cancelled": True}
         model.release.set()  # the held model call returns; the fence drops what follows
         page.wait_for_selector("#status:text-is('cancelled')")
         assert not page.locator("#stop").is_enabled()

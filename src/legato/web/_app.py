@@ -267,13 +267,13 @@ class WebApp:
 
     async def updates(self, request: Request) -> Response:
         """Notices for every open tab (a run started or ended, the list changed) as SSE."""
-        after = request.query_params.get("after") or "0"
+        after = request.query_params.get("after", str(self.hub.notices.n))  # default: from now
         if not after.isdigit():
             return _error(RequestInvalid(f"after={after!r} is not a notice number"))
         notices = self.hub.notices.follow(int(after), keepalive=self.keepalive)
 
         async def body() -> AsyncIterator[str]:
-            yield f'retry: 2000\nid: {self.hub.notices.n}\ndata: {{"type": "hello"}}\n\n'
+            yield f'retry: 2000\nid: {int(after)}\ndata: {{"type": "hello"}}\n\n'
             async for item in notices:
                 if item is None:
                     yield ": keepalive\n\n"

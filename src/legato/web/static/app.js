@@ -720,16 +720,18 @@ async function send(text) {
 
 // The server's notices: a run started or ended somewhere, the list changed. The open
 // conversation's runs are followed from the last event this tab has drawn.
-async function watchUpdates() {
-  let after = 0;
+// `connected` is called once the first stream is open: what changes after it is heard.
+async function watchUpdates(connected) {
+  let after = null;  // the first time: from now on (the hello says where that is)
   for (;;) {
     try {
-      const res = await api(`/api/updates?after=${after}`);
+      const res = await api(after === null ? "/api/updates" : `/api/updates?after=${after}`);
       await readSSE(res, null, (id, notice) => {
         if (id) after = Number(id);
-        onNotice(notice);
+        if (notice.type === "hello") connected(); else onNotice(notice);
       });
     } catch (e) { /* reconnect below */ }
+    connected();  // never wait on a stream that fails: the page works without it
     await new Promise((r) => setTimeout(r, 1000));
   }
 }
@@ -794,7 +796,7 @@ async function start() {
     showNotice(`There is no conversation "${wanted}": showing the others.`);
   }
   const chosen = threads.find((t) => t.id === wanted) || threads[0];
-  watchUpdates();
+  await new Promise((heard) => { watchUpdates(heard); });  // then nothing is missed
   document.body.dataset.ready = "true";
   if (chosen) await openThread(chosen.id); else await openThread(null);
 }
