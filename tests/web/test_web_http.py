@@ -11,6 +11,7 @@ import pytest
 from web_support import (
     BASE,
     TOKEN,
+    GatedModel,
     Outbox,
     client,
     frames,
@@ -25,7 +26,9 @@ from legato.web._guard import Guard
 # -- the door -----------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("path", ["/", "/static/app.js", "/api/threads", "/api/runs/x/events"])
+@pytest.mark.parametrize(
+    "path", ["/", "/static/app.js", "/api/threads", "/api/runs/x/events", "/api/updates"]
+)
 async def test_a_foreign_host_is_refused_on_every_route(path: str) -> None:
     app = make_app(Outbox())
     async with client(app, host="evil.example") as http:
@@ -318,3 +321,85 @@ async def test_a_sub_agents_side_effect_waits_for_the_page_too() -> None:
         assert end["outcome"] == {"type": "success"}
         assert end["result"] == "Parent done."
     assert outbox.sent == ["ann@example.com"]
+
+
+async def test_an_edit_that_does_not_fit_the_tool_goes_back_to_the_person() -> None:
+    """As in the terminal chat: the person fixes it; the model never sees the bad call."""
+    outbox = Outbox()
+    app = make_app(outbox)
+    async with client(app) as http:
+        interrupt = await _parked(http)
+        payload = {"verdict": "edit", "arguments": {"body": "no recipient"}}
+        response = await http.post("/api/agui", json=resume_body("t", interrupt, payload))
+        assert response.status_code == 400
+        message = response.json()["message"]
+        assert message.startswith("the edited arguments do not fit send_email: to")
+        assert [r.id for r in await app.hub.approvals.pending()] == [interrupt]
+        assert await app.hub.approvals.decision(interrupt) is None
+        # twin: the same request with arguments that fit runs them
+        payload = {"verdict": "edit", "arguments": {"to": "bob@example.com"}}
+        response = await http.post("/api/agui", json=resume_body("t", interrupt, payload))
+        assert response.status_code == 200
+    assert outbox.sent == ["bob@example.com"]
+
+
+async def test_a_new_conversation_is_named_after_its_first_message() -> None:
+    app = make_app(Outbox())
+    async with client(app) as http:
+
+        async def create(title: object) -> str:
+            response = await http.post("/api/threads", json={"title": title})
+            assert response.status_code == 201
+            return response.json()["id"]
+
+        assert await create("Tell Ann <b>the</b> meeting is at 10!") == (
+            "Tell Ann b the b meeting is at 10"
+        )
+        assert await create("Tell Ann <b>the</b> meeting is at 10!") == (
+            "Tell Ann b the b meeting is at 10 2"
+        )
+        assert await create("") == "New conversation"
+        assert await create(None) == "New conversation 2"
+        assert await create("x" * 300) == "x" * 48
+        long = "word " * 40
+        assert len(await create(long)) <= 48
+
+
+async def test_the_notices_tell_every_tab_what_changed() -> None:
+    app = make_app(Outbox(), turns=["Hi."])
+    async with client(app) as http:
+        await http.post("/api/threads", json={"name": "alpha"})
+        body = (await http.post("/api/agui", json=prompt_body("alpha", "hello"))).text
+        run_id = frames(body)[0][1]["runId"]
+        await http.patch("/api/threads/alpha", json={"name": "beta"})
+        bad = await http.get("/api/updates?after=x")
+        assert bad.status_code == 400
+        assert bad.json()["message"] == "after='x' is not a notice number"
+    kinds = [{k: v for k, v in n.items() if k != "n"} for n in app.hub.notices.items]
+    assert kinds == [
+        {"type": "threads"},
+        {"type": "run", "threadId": "alpha", "runId": run_id, "active": True},
+        {"type": "run", "threadId": "alpha", "runId": run_id, "active": False},
+        {"type": "threads", "renamed": "alpha", "to": "beta"},
+    ]
+
+
+async def test_a_run_is_listed_with_its_conversation_before_anything_is_stored() -> None:
+    """A page reloaded during the first model call finds the run and follows it."""
+    model = GatedModel(["Slow answer."])
+    app = make_app(Outbox(), model=model)
+    async with client(app) as http:
+        await http.post("/api/threads", json={"name": "alpha"})
+        live = app.hub.start("alpha", "hello")
+        async for frame in live.follow(None):  # until the model's first chunk, held there
+            if frame is not None and frame.event["type"] == "TEXT_MESSAGE_CONTENT":
+                break
+        assert app.hub.store.list_runs(limit=10) == []
+        info = (await http.get("/api/threads/alpha")).json()
+        assert info["runs"] == [live.run_id]
+        assert info["active"] == live.run_id
+        model.release.set()
+        await live.settled()
+        info = (await http.get("/api/threads/alpha")).json()
+        assert info["runs"] == [live.run_id]  # stored now, listed once
+        assert info["active"] is None

@@ -63,6 +63,10 @@ def test_another_host_needs_an_explicit_flag(
     assert "--allow-remote" in result.output
 
 
+_SERVING: list[subprocess.Popen[str]] = []
+"""The `legato serve` processes started, the newest last."""
+
+
 @contextmanager
 def _legato_serve(cwd: Path, *args: str) -> Generator[tuple[str, str]]:
     """`legato serve ARGS --port 0` as a process: (base URL, token) from what it printed."""
@@ -72,6 +76,7 @@ def _legato_serve(cwd: Path, *args: str) -> Generator[tuple[str, str]]:
     with subprocess.Popen(
         [*command, "--port", "0"], cwd=cwd, env=env, stderr=subprocess.PIPE, text=True
     ) as process:
+        _SERVING.append(process)
         try:
             assert process.stderr is not None
             line = process.stderr.readline()
@@ -95,6 +100,20 @@ def test_the_command_prints_a_tokened_url_and_serves_the_page(tmp_path: Path) ->
         info = http.get("/api/info").json()
         assert info["model"] == "test:echo"
     assert (tmp_path / ".legato" / "legato.db").exists()  # the default store
+
+
+def test_the_server_stops_while_a_tab_follows_its_notices(tmp_path: Path) -> None:
+    """An open tab's `/api/updates` stream never ends by itself; stopping is not held up."""
+    with (
+        _legato_serve(tmp_path, "--model", "test:echo") as (base, token),
+        httpx.Client(base_url=base, headers={"Authorization": f"Bearer {token}"}) as http,
+        http.stream("GET", "/api/updates", timeout=60) as notices,
+    ):
+        lines = notices.iter_lines()
+        assert next(lines).startswith("retry:")  # the stream is open
+        process = _SERVING[-1]
+        process.terminate()
+        process.wait(20)  # TimeoutExpired if the open stream held the server up
 
 
 def test_the_demo_needs_no_key_and_asks_before_its_side_effect(tmp_path: Path) -> None:
@@ -123,7 +142,14 @@ def test_the_demo_needs_no_key_and_asks_before_its_side_effect(tmp_path: Path) -
 def test_the_page_loads_nothing_from_other_hosts() -> None:
     static = resources.files("legato.web").joinpath("static")
     names = sorted(p.name for p in static.iterdir())
-    assert names == ["app.css", "app.js", "index.html"]
+    assert names == [
+        "app.css",
+        "app.js",
+        "index.html",
+        "markdown.js",
+        "shell.js",
+        "timeline.js",
+    ]
     for name in names:
         text = static.joinpath(name).read_text("utf-8")
         assert not re.search(r"https?://|//[a-z0-9.-]+\.[a-z]{2,}/", text, re.IGNORECASE), name

@@ -4,14 +4,22 @@ reader, a server on 127.0.0.1 in a thread."""
 from __future__ import annotations
 
 import asyncio
+import importlib.util
 import json
+import os
+import shutil
+import tempfile
 import threading
 from collections.abc import AsyncIterator, Generator, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 import httpx
+import pytest
 
 from legato import Agent, RunContext, tool
 from legato.contracts import State
@@ -210,3 +218,65 @@ def state_and_subagent_agent() -> Any:
         tools=[increment, child.as_tool(name="researcher", description="Finds things.")],
         state=State.typed(count=(int, 0)),
     )
+
+
+# -- the browser tests' pieces ---------------------------------------------------------------
+
+DOCS = Path(__file__).resolve().parents[2] / "docs"
+AXE = Path(__file__).resolve().parents[2] / ".web-node" / "node_modules" / "axe-core" / "axe.min.js"
+LOOPBACK = {"127.0.0.1", "localhost", "[::1]", "::1"}
+
+
+def shot(name: str) -> str:
+    """Where a screenshot goes: docs/ when LEGATO_SCREENSHOTS is set (to refresh the ones
+    the docs show), else the temporary folder, so a test run never changes tracked files."""
+    folder = DOCS if os.environ.get("LEGATO_SCREENSHOTS") else Path(tempfile.gettempdir())
+    return str(folder / name)
+
+
+def browser_or_skip() -> str:
+    """The system's chromium, or a skip (a failure in CI) naming what is missing."""
+    chromium = shutil.which("chromium") or shutil.which("chromium-browser")
+    missing: list[str] = []
+    if chromium is None:
+        missing.append("the `chromium` package (apt-get install chromium; `make test` does)")
+    if importlib.util.find_spec("playwright") is None:
+        missing.append("playwright (the `dev` extra)")
+    if missing:
+        skip_or_fail("browser test needs " + " and ".join(missing))
+    assert chromium is not None
+    return chromium
+
+
+def skip_or_fail(reason: str) -> None:
+    """Skip the test, except in CI where what it needs must be there."""
+    if os.environ.get("CI") == "true":
+        pytest.fail(f"{reason}: in CI it must run")
+    pytest.skip(reason)
+
+
+class Guarded:
+    """Every request of a browser context, and those that tried to leave loopback."""
+
+    def __init__(self) -> None:
+        self.requests: list[str] = []
+        self.blocked: list[str] = []
+
+    def attach(self, context: Any) -> None:
+        def route(route: Any) -> None:
+            url: str = route.request.url
+            self.requests.append(url)
+            host = urlsplit(url).hostname or ""
+            if urlsplit(url).scheme in ("data", "blob") or host in LOOPBACK:
+                route.continue_()
+            else:
+                self.blocked.append(url)
+                route.abort()
+
+        context.route("**/*", route)
+
+
+def off_loop(coro: Any) -> Any:
+    """Run a coroutine on a thread of its own (Playwright's sync API holds this one's loop)."""
+    with ThreadPoolExecutor(1) as pool:
+        return pool.submit(asyncio.run, coro).result(60)

@@ -300,7 +300,11 @@ class AguiMapper:
             _event(
                 "CUSTOM",
                 name="legato.tool_outcome",
-                value={"toolCallId": event.call.id, "outcome": event.outcome},
+                value={
+                    "toolCallId": event.call.id,
+                    "outcome": event.outcome,
+                    "duration": round(event.duration, 4),
+                },
             ),
         ]
 

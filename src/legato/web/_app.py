@@ -48,7 +48,13 @@ if TYPE_CHECKING:
 __all__ = ["WebApp", "create_app"]
 
 _NAME = re.compile(r"^[\w][\w .:@-]{0,99}$")
-_STATIC = {"app.js": "text/javascript", "app.css": "text/css"}
+_STATIC = {
+    "app.js": "text/javascript",
+    "markdown.js": "text/javascript",
+    "timeline.js": "text/javascript",
+    "shell.js": "text/javascript",
+    "app.css": "text/css",
+}
 _CSP = (
     "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
     "connect-src 'self'; frame-ancestors 'none'; base-uri 'none'; form-action 'none'"
@@ -177,6 +183,7 @@ class WebApp:
             Route("/", self.index),
             Route("/static/{name}", self.static),
             Route("/api/info", self.info),
+            Route("/api/updates", self.updates),
             Route("/api/agui", self.agui, methods=["POST"]),
             Route("/api/threads", self.threads, methods=["GET", "POST"]),
             Route("/api/threads/{thread}", self.thread, methods=["GET", "PATCH", "DELETE"]),
@@ -258,6 +265,27 @@ class WebApp:
             return _error(exc)
         return _sse(live.follow(after, keepalive=self.keepalive))
 
+    async def updates(self, request: Request) -> Response:
+        """Notices for every open tab (a run started or ended, the list changed) as SSE."""
+        after = request.query_params.get("after", str(self.hub.notices.n))  # default: from now
+        if not after.isdigit():
+            return _error(RequestInvalid(f"after={after!r} is not a notice number"))
+        notices = self.hub.notices.follow(int(after), keepalive=self.keepalive)
+
+        async def body() -> AsyncIterator[str]:
+            yield f'retry: 2000\nid: {int(after)}\ndata: {{"type": "hello"}}\n\n'
+            async for item in notices:
+                if item is None:
+                    yield ": keepalive\n\n"
+                else:
+                    yield f"id: {item['n']}\ndata: {json.dumps(item)}\n\n"
+
+        return StreamingResponse(
+            body(),
+            media_type="text/event-stream",
+            headers={"Cache-Control": "no-store", "X-Accel-Buffering": "no"},
+        )
+
     async def cancel(self, request: Request) -> Response:
         """Cancel a run in progress (a disconnect never does)."""
         return JSONResponse({"cancelled": self.hub.cancel(request.path_params["run"])})
@@ -279,10 +307,15 @@ class WebApp:
         try:
             if request.method == "POST":
                 body = await _body(request)
-                name = _check_name(body.get("name") or f"chat {secrets.token_hex(3)}")
-                if name in {s.name for s in store.list_sessions()}:
-                    raise SessionExists(name)
+                taken = {s.name for s in store.list_sessions()}
+                if body.get("name"):
+                    name = _check_name(body["name"])
+                    if name in taken:
+                        raise SessionExists(name)
+                else:
+                    name = _name_from(body.get("title"), taken)
                 store.load_session(name, create=True)
+                self.hub.notices.add(type="threads")
                 return JSONResponse({"id": name}, status_code=201)
             items = [
                 {
@@ -321,9 +354,11 @@ class WebApp:
                 raise ConversationBusy(msg)
             if request.method == "DELETE":
                 store.delete_session(name)
+                self.hub.notices.add(type="threads", deleted=name)
                 return JSONResponse({"deleted": name})
             new_name = _check_name((await _body(request)).get("name"))
             store.rename_session(name, new_name)
+            self.hub.notices.add(type="threads", renamed=name, to=new_name)
             return JSONResponse({"id": new_name})
         except LegatoError as exc:
             return _error(exc)
@@ -337,7 +372,25 @@ class WebApp:
             info = self.hub.store.fork_session(name, new_name)
         except LegatoError as exc:
             return _error(exc)
+        self.hub.notices.add(type="threads")
         return JSONResponse({"id": info.name, "forkedFrom": name}, status_code=201)
+
+
+def _name_from(title: object, taken: set[str]) -> str:
+    """A free conversation name from the first words of `title` (the first prompt)."""
+    words = re.sub(r"[^\w .:@-]+", " ", title if isinstance(title, str) else "").split()
+    base = ""
+    for word in words:
+        if len(base) + len(word) + 1 > 48:
+            break
+        base = f"{base} {word}".strip()
+    if not base and words:
+        base = words[0][:48]  # one long word
+    base = base.lstrip(" .:@-") or "New conversation"
+    name, n = base, 2
+    while name in taken:
+        name, n = f"{base} {n}", n + 1
+    return name
 
 
 def _last_of(live: LiveRun) -> tuple[int, int] | None:

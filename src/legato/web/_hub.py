@@ -23,6 +23,7 @@ from legato.approvals import (
     ApprovalPolicy,
     ApprovalStore,
     Decision,
+    Edit,
     MemoryApprovalStore,
     Reject,
     SQLiteApprovalStore,
@@ -44,6 +45,7 @@ from legato.exceptions import (
     RequestInvalid,
     RunCancelled,
     RunParked,
+    ToolArgumentsInvalid,
 )
 from legato.web._agui import AguiEvent, AguiMapper
 
@@ -51,8 +53,9 @@ if TYPE_CHECKING:
     from legato.agent import Agent
     from legato.run import RunHandle
     from legato.store import Store
+    from legato.tools import Tool
 
-__all__ = ["Frame", "LiveRun", "RunHub", "parse_event_id"]
+__all__ = ["Frame", "LiveRun", "Notices", "RunHub", "parse_event_id"]
 
 _KEEP = 256
 """Finished runs kept in memory; older ones are replayed from their journals when asked."""
@@ -158,6 +161,39 @@ class LiveRun:
                 yield None
 
 
+@dataclass(kw_only=True)
+class Notices:
+    """What changed on the server, for every open tab: a run started or ended, the list changed.
+
+    Each notice is a small JSON object with an increasing `n`; a tab follows them over
+    `GET /api/updates` and fetches what it shows again (`?after=n` resumes).
+    """
+
+    items: list[dict[str, Any]] = field(default_factory=lambda: [])
+    n: int = 0
+    _wake: asyncio.Event = field(default_factory=asyncio.Event)
+
+    def add(self, **notice: Any) -> None:
+        """Record a notice and wake the tabs following them."""
+        self.n += 1
+        self.items.append({"n": self.n, **notice})
+        del self.items[: max(0, len(self.items) - _KEEP)]
+        self._wake.set()
+        self._wake = asyncio.Event()
+
+    async def follow(self, after: int, *, keepalive: float) -> AsyncIterator[dict[str, Any] | None]:
+        """The notices after `after`, then new ones; None after `keepalive` quiet seconds."""
+        while True:
+            wake = self._wake
+            for item in [i for i in self.items if i["n"] > after]:
+                after = item["n"]
+                yield item
+            try:
+                await asyncio.wait_for(wake.wait(), keepalive)
+            except TimeoutError:
+                yield None
+
+
 def approval_store_for(store: Store) -> ApprovalStore:
     """The approval store kept beside the run store (in memory for other stores)."""
     from legato.store import SQLiteStore
@@ -180,6 +216,7 @@ class RunHub:
         self.policy = replace(base, handler=None, store=approvals, wait=0.0)
         self.approvals = approvals
         self._runs: dict[str, LiveRun] = {}
+        self.notices = Notices()
         self._tasks: set[asyncio.Task[None]] = set()
 
     # -- conversations -------------------------------------------------------------------------
@@ -192,8 +229,12 @@ class RunHub:
         return None
 
     def run_ids(self, thread_id: str) -> list[str]:
-        """The conversation's runs, oldest first."""
-        return [r.run_id for r in reversed(self.store.list_runs(session=thread_id, limit=1000))]
+        """The conversation's runs, oldest first (the one going on included, stored or not yet)."""
+        ids = [r.run_id for r in reversed(self.store.list_runs(session=thread_id, limit=1000))]
+        active = self.active(thread_id)
+        if active is not None and active.run_id not in ids:
+            ids.append(active.run_id)  # nothing is stored until its first model call ends
+        return ids
 
     def parked(self, thread_id: str) -> dict[str, str]:
         """Request id -> the conversation's run parked on it (a child's requests included)."""
@@ -261,7 +302,10 @@ class RunHub:
                 msg = "resume[] entries must belong to one run"
                 raise RequestInvalid(msg)
             run_id = parked[request.id]
-            decisions.append((request.id, request.token, _decision(entry)))
+            decision = _decision(entry)
+            if isinstance(decision, Edit):
+                self._check_edit(request.tool, decision)
+            decisions.append((request.id, request.token, decision))
         if run_id is None:
             msg = "resume[] is empty"
             raise RequestInvalid(msg)
@@ -280,6 +324,22 @@ class RunHub:
         handle = self.agent.start_resumed(run_id, approvals=self.policy)
         self._drive(live, handle, resumed=stored)
         return live
+
+    def _check_edit(self, tool_name: str, edit: Edit) -> None:
+        """`RequestInvalid` when a person's edited arguments do not fit the tool's schema.
+
+        They go back to the person who wrote them (the request stays pending), never to
+        the model, as the terminal chat does.
+        """
+        tool = _find_tool(self.agent, tool_name)
+        if tool is None:
+            return
+        try:
+            tool.validate(edit.arguments)
+        except ToolArgumentsInvalid as exc:
+            problems = "; ".join(exc.problems)
+            msg = f"the edited arguments do not fit {tool_name}: {problems} (nothing was sent)"
+            raise RequestInvalid(msg) from None
 
     def cancel(self, run_id: str) -> bool:
         """Cancel a run in progress through its fence; False if it is not running."""
@@ -326,6 +386,7 @@ class RunHub:
         live.done = False
         live.parked_ids = ()
         live.handle = handle
+        self.notices.add(type="run", threadId=live.thread_id, runId=live.run_id, active=True)
         task = asyncio.get_running_loop().create_task(
             self._pump(live, handle, resumed=resumed), name=f"legato-web-{live.run_id[:8]}"
         )
@@ -355,6 +416,7 @@ class RunHub:
         finally:
             live.finish()
             self._forget_old()
+            self.notices.add(type="run", threadId=live.thread_id, runId=live.run_id, active=False)
 
     def _forget_old(self) -> None:
         done = [run_id for run_id, live in self._runs.items() if live.done]
@@ -375,6 +437,11 @@ class RunHub:
         if live is not None and live.handle is not None:
             return live.handle.journal
         return self.store.load_run(run_id)
+
+
+def _find_tool(agent: Agent[Any], name: str) -> Tool | None:
+    """The agent's own tool called `name` (a sub-agent's tools are checked when they run)."""
+    return next((t for t in agent.toolset if t.name == name), None)
 
 
 def _decision(entry: dict[str, Any]) -> Decision:

@@ -87,7 +87,9 @@ def serve(
             "token can approve tool calls"
         )
     (announce or _announce)(url)
-    config = uvicorn.Config(app, log_level="warning", lifespan="on")
+    # every open tab holds a notices stream that never ends by itself: on Ctrl-C they get
+    # a few seconds, then they are cut (the runs are cancelled at shutdown either way)
+    config = uvicorn.Config(app, log_level="warning", lifespan="on", timeout_graceful_shutdown=3)
     server = uvicorn.Server(config)
     asyncio.run(server.serve(sockets=[sock]))
 
