@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import dataclasses
+import re
+import shlex
 from pathlib import Path
 
 import pytest
@@ -82,3 +84,21 @@ def test_eval_compare_shows_regressions_and_improvements(workdir: Path) -> None:
 def test_eval_refuses_bad_input_with_one_line(workdir: Path, args: list[str], message: str) -> None:
     result = runner.invoke(app, args, env=WIDE)
     assert result.exit_code == 1 and message in result.output
+
+
+def test_the_command_lines_of_docs_evals_work_as_written(workdir: Path) -> None:
+    """docs/evals.md's `legato eval` lines, in order, each model stood in by test:echo."""
+    docs = Path(__file__).resolve().parents[2] / "docs" / "evals.md"
+    lines = re.findall(r"^\$ legato (eval .+)$", docs.read_text(encoding="utf-8"), re.MULTILINE)
+    assert len(lines) == 4
+    outputs: list[str] = []
+    for line in lines:
+        args = shlex.split(line)
+        if "--model" in args:  # one evaluation per model named, all on the echo model
+            at = args.index("--model")
+            args[at : at + 2] = ["--model", "test:echo", "--id", args[at + 1].replace(":", "-")]
+        result = runner.invoke(app, args)
+        assert result.exit_code in (0, 1), result.output  # 1: the dataset has failing cases
+        outputs.append(result.output)
+    assert "(stored)" not in outputs[0] and "pass hi #0 (stored)" in outputs[1]
+    assert "pass rate 50% -> 50%" in outputs[3]
