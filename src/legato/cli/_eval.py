@@ -136,6 +136,10 @@ def eval_command(
     json_out: Annotated[
         Path | None, typer.Option("--json", help="Write the report (JSON) here.")
     ] = None,
+    html_out: Annotated[
+        Path | None,
+        typer.Option("--html", help="Write the report as one HTML file, with each journal."),
+    ] = None,
 ) -> None:
     """Evaluate an agent on a dataset (resumable), or compare two reports.
 
@@ -164,6 +168,7 @@ def eval_command(
                     store=store,
                     fresh=fresh,
                     json_out=json_out,
+                    html_out=html_out,
                 ),
                 console,
             )
@@ -188,12 +193,13 @@ class _Options:
     store: str
     fresh: bool
     json_out: Path | None
+    html_out: Path | None
 
 
 async def _run(dataset_path: Path, options: _Options, console: Console) -> int:
     from legato.budgets import Budget
     from legato.cli._run import AgentRequest, build_agent
-    from legato.evals import Dataset, evaluate, report_table
+    from legato.evals import Dataset, evaluate, report_html, report_table
 
     dataset = Dataset.from_file(dataset_path)
     request = AgentRequest(
@@ -207,6 +213,7 @@ async def _run(dataset_path: Path, options: _Options, console: Console) -> int:
     if options.dollars is not None or options.model_calls is not None:
         budget = Budget(dollars=options.dollars, model_calls=options.model_calls)
     eval_id = options.eval_id or _default_id(dataset, agent.model.name)
+    store = open_sqlite(options.store)
     console.print(
         f"evaluation [bold]{escape(eval_id)}[/]: {len(dataset.cases)} cases x {options.repeats}",
         highlight=False,
@@ -215,7 +222,7 @@ async def _run(dataset_path: Path, options: _Options, console: Console) -> int:
         agent,
         dataset,
         eval_id=eval_id,
-        store=open_sqlite(options.store),
+        store=store,
         repeats=options.repeats,
         concurrency=options.concurrency,
         budget=budget,
@@ -226,6 +233,9 @@ async def _run(dataset_path: Path, options: _Options, console: Console) -> int:
     if options.json_out is not None:
         report.save(options.json_out)
         console.print(f"report written to {escape(str(options.json_out))}", highlight=False)
+    if options.html_out is not None:
+        options.html_out.write_text(report_html(report, store=store), encoding="utf-8")
+        console.print(f"HTML report written to {escape(str(options.html_out))}", highlight=False)
     counts = report.counts
     bad = sum(counts[k] for k in ("failed", "unscored", "error", "budget", "invalid"))
     return 1 if bad else 0

@@ -42,6 +42,7 @@ from legato.evals._evaluators import (
     tool_calls_in_order,
     tool_not_called,
 )
+from legato.evals._html import report_html
 from legato.evals._report import CaseChange, Comparison, compare, report_table
 from legato.evals._results import CaseResult, CaseStats, EvalReport, Status
 from legato.evals._runner import evaluate, evaluate_sync, replay, run_id_of
@@ -81,6 +82,7 @@ __all__ = [
     "max_tool_calls",
     "no_contract_rejections",
     "replay",
+    "report_html",
     "report_table",
     "run_id_of",
     "tool_called",
