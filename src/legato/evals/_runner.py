@@ -11,6 +11,7 @@ continues a run that was cut off mid-flight from its journal, and runs only what
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import copy
 import itertools
 from collections.abc import Callable, Sequence
@@ -20,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 from legato.evals._dataset import Case, Dataset
 from legato.evals._evaluators import EvalContext, Evaluator, Judge, Score, case_evaluators
 from legato.evals._results import CaseResult, EvalReport, Status
+from legato.evals._tracing import EvalSpans
 from legato.events import (
     Journal,
     ModelResponded,
@@ -249,6 +251,8 @@ async def evaluate(
     budget: Budget | None = None,
     resume: bool = True,
     on_result: ResultCallback | None = None,
+    tracing: bool = False,
+    tracer_provider: Any | None = None,
 ) -> EvalReport:
     """Run `agent` on every case of `dataset` (`repeats` times each) and score the runs.
 
@@ -259,6 +263,10 @@ async def evaluate(
     the same id resumes it (finished runs are taken from the store without a model call,
     a run cut off mid-flight continues from its journal, a run stopped by the budget runs
     again). `resume=False` ignores what is stored and runs every case anew.
+
+    `tracing=True` (or a `tracer_provider`) adds evaluation spans to the OpenTelemetry
+    output (the `otel` extra): one for the evaluation, one per (case, repeat) under it,
+    under which a traced agent's run spans nest.
     """
     _check(repeats, concurrency)
     chosen = _default_store(store)
@@ -273,14 +281,24 @@ async def evaluate(
         resume=resume,
     )
     gate = asyncio.Semaphore(concurrency)
+    spans = EvalSpans(tracer_provider) if tracing or tracer_provider is not None else None
 
     async def one(case: Case, repeat: int) -> CaseResult:
         async with gate:
-            return runner.emit(await runner.case(case, repeat))
+            if spans is None:
+                return runner.emit(await runner.case(case, repeat))
+            with spans.case(case, repeat) as span:
+                result = await runner.case(case, repeat)
+                spans.record(span, result)
+            return runner.emit(result)
 
     jobs = [one(case, repeat) for case in dataset.cases for repeat in range(repeats)]
-    results = await asyncio.gather(*jobs)
-    return runner.report(results, agent=agent.name, model=agent.model.name)
+    with spans.evaluation(eval_id, dataset) if spans is not None else contextlib.nullcontext():
+        results = await asyncio.gather(*jobs)
+        report = runner.report(results, agent=agent.name, model=agent.model.name)
+        if spans is not None:
+            spans.finish(report)
+    return report
 
 
 def evaluate_sync(agent: Agent[Any], dataset: Dataset, /, **options: Any) -> EvalReport:
