@@ -278,3 +278,29 @@ def test_a_killed_evaluation_resumes_without_rerunning_finished_cases(
     else:  # the twin without the bookkeeping pays for every case again
         assert _calls(tmp_path) == ["q0", "q1", "q2", "q3", "q4"]
         assert out.split() == ["5", "0"]
+
+
+def test_a_judge_spends_from_the_evaluation_budget_and_its_cost_is_reported_apart(
+    tmp_path: Path,
+) -> None:
+    from legato.evals import judge
+    from legato.testing import ScriptedModel, reply
+
+    verdict = reply('{"pass": true, "reason": "fine"}', cost=0.01)
+    grader = judge(ScriptedModel([verdict, verdict, verdict]), "Answers the question.")
+    budget = Budget(model_calls=3)
+    report = evaluate_sync(
+        _agent(Counting()),
+        _dataset(2),
+        eval_id="judged",
+        store=SQLiteStore(tmp_path / "e.db"),
+        evaluators=[grader],
+        budget=budget,
+        concurrency=1,
+    )
+    first, second = report.results
+    assert first.passed is True and report.judge_cost == pytest.approx(0.01)
+    # the third call (the second case's agent run) fits; its judge call does not
+    (judged,) = [s for s in second.scores if s.name == "judge"]
+    assert judged.passed is None and "budget ran out" in judged.reason
+    assert budget.used.model_calls == 3

@@ -13,7 +13,7 @@ import inspect
 import json
 import re
 from collections.abc import Awaitable, Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Literal, Protocol, TypeAlias, cast, runtime_checkable
 
 from legato.events import (
@@ -66,6 +66,8 @@ class Score:
     value: float | None = None
     """A number, for evaluators that measure (1.0 / 0.0 for pass / fail otherwise)."""
     reason: str = ""
+    cost: float = 0.0
+    """US dollars the evaluator spent (a judge's model calls, when priced)."""
 
     def to_json(self) -> dict[str, JsonValue]:
         """A JSON object (what the report stores)."""
@@ -74,6 +76,7 @@ class Score:
             "passed": self.passed,
             "value": self.value,
             "reason": self.reason,
+            "cost": self.cost,
         }
 
     @classmethod
@@ -81,11 +84,13 @@ class Score:
         """The inverse of `to_json`."""
         passed = data.get("passed")
         value = data.get("value")
+        cost = data.get("cost")
         return cls(
             name=str(data["name"]),
             passed=passed if isinstance(passed, bool) else None,
             value=float(value) if isinstance(value, int | float) else None,
             reason=str(data.get("reason", "")),
+            cost=float(cost) if isinstance(cost, int | float) else 0.0,
         )
 
 
@@ -491,7 +496,7 @@ class Judge:
 
         agent = Agent(self.model, instructions=_JUDGE_INSTRUCTIONS, name=self.name, max_steps=1)
         result = await agent.run(self._prompt(context), budget=context.budget)
-        return _parse_verdict(self.name, result.output)
+        return replace(_parse_verdict(self.name, result.output), cost=result.cost or 0.0)
 
 
 def _parse_verdict(name: str, answer: str) -> Score:

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from legato.evals._dataset import Case, Dataset
-from legato.evals._evaluators import EvalContext, Evaluator, Judge, Score, case_evaluators
+from legato.evals._evaluators import EvalContext, Evaluator, Score, case_evaluators
 from legato.evals._results import CaseResult, EvalReport, Status
 from legato.evals._tracing import EvalSpans
 from legato.events import (
@@ -85,7 +85,6 @@ class _Evaluation:
     evaluators: Sequence[Evaluator]
     budget: Budget | None
     on_result: ResultCallback | None
-    judge_cost: float = 0.0
 
     async def score(
         self,
@@ -120,16 +119,12 @@ class _Evaluation:
 
     async def _one(self, evaluator: Evaluator, context: EvalContext) -> Score:
         name = getattr(evaluator, "name", type(evaluator).__name__)
-        spent = self.budget.used.dollars if self.budget is not None else 0.0
         try:
             return await evaluator.evaluate(context)
         except BudgetExceeded as exc:
             return Score(name=name, passed=None, reason=f"the budget ran out: {exc}")
         except Exception as exc:  # an evaluator's bug marks this case, the rest goes on
             return Score(name=name, passed=None, reason=f"{type(exc).__name__}: {exc}")
-        finally:
-            if isinstance(evaluator, Judge) and self.budget is not None:
-                self.judge_cost += self.budget.used.dollars - spent
 
     def emit(self, result: CaseResult) -> CaseResult:
         if self.on_result is not None:
@@ -148,7 +143,7 @@ class _Evaluation:
             results=tuple(ordered),
             invalid=self.dataset.invalid,
             evaluators=tuple(getattr(e, "name", "?") for e in self.evaluators),
-            judge_cost=self.judge_cost,
+            judge_cost=sum(s.cost for r in ordered for s in r.scores),
         )
 
 
