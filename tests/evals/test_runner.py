@@ -304,3 +304,11 @@ def test_a_judge_spends_from_the_evaluation_budget_and_its_cost_is_reported_apar
     (judged,) = [s for s in second.scores if s.name == "judge"]
     assert judged.passed is None and "budget ran out" in judged.reason
     assert budget.used.model_calls == 3
+
+
+def test_without_a_store_the_agents_own_store_keeps_the_journals(tmp_path: Path) -> None:
+    store = SQLiteStore(tmp_path / "agent.db")
+    agent = Agent(FunctionModel(Counting(), name="test:counting"), store=store)
+    evaluate_sync(agent, _dataset(1), eval_id="own")
+    assert store.run_info(run_id_of("own", "c0", 0)) is not None
+    assert agent.store is store  # the caller's agent is left as it was

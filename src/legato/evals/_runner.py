@@ -253,8 +253,8 @@ async def evaluate(
 
     Each case's checks (`Case.checks`, its `expected`) are evaluated, then `evaluators`.
     At most `concurrency` runs are in flight at once, and every run (and judge call)
-    spends from the one `budget`. Journals go to `store` (default: a `SQLiteStore` at
-    `.legato/legato.db`) under ids derived from `eval_id`: calling `evaluate` again with
+    spends from the one `budget`. Journals go to `store` (default: the agent's store, else
+    a `SQLiteStore` at `.legato/legato.db`) under ids derived from `eval_id`: calling `evaluate` again with
     the same id resumes it (finished runs are taken from the store without a model call,
     a run cut off mid-flight continues from its journal, a run stopped by the budget runs
     again). `resume=False` ignores what is stored and runs every case anew.
@@ -264,7 +264,7 @@ async def evaluate(
     under which a traced agent's run spans nest.
     """
     _check(repeats, concurrency)
-    chosen = _default_store(store)
+    chosen = _default_store(store if store is not None else agent.store)
     runner = _Runner(
         dataset=dataset,
         store=chosen,
