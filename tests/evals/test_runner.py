@@ -312,3 +312,17 @@ def test_without_a_store_the_agents_own_store_keeps_the_journals(tmp_path: Path)
     evaluate_sync(agent, _dataset(1), eval_id="own")
     assert store.run_info(run_id_of("own", "c0", 0)) is not None
     assert agent.store is store  # the caller's agent is left as it was
+
+
+def test_a_run_that_fails_marks_its_case_and_the_rest_goes_on(tmp_path: Path) -> None:
+    def flaky(request: ModelRequest) -> str:
+        if request.messages[-1].text == "q1":
+            raise RuntimeError("the model fell over")
+        return f"answer: {request.messages[-1].text}"
+
+    report = evaluate_sync(
+        Agent(FunctionModel(flaky)), _dataset(3), eval_id="f", store=SQLiteStore(tmp_path / "e.db")
+    )
+    assert [r.status for r in report.results] == ["ok", "error", "ok"]
+    assert "the model fell over" in report.results[1].error
+    assert report.pass_rate == 1.0 and report.counts["error"] == 1

@@ -30,7 +30,7 @@ from legato.events import (
     RunStarted,
     ToolCallFinished,
 )
-from legato.exceptions import BudgetExceeded, ConfigurationError, JournalError, LegatoError
+from legato.exceptions import BudgetExceeded, ConfigurationError, JournalError
 from legato.run._sync import run_sync
 
 if TYPE_CHECKING:
@@ -180,7 +180,7 @@ class _Runner(_Evaluation):
     async def _fresh(self, case: Case, repeat: int, run_id: str) -> CaseResult:
         try:
             await self.agent.run(case.input, run_id=run_id, budget=self.budget)
-        except LegatoError as exc:
+        except Exception as exc:  # a run that fails marks its case; the rest goes on
             return await self._after_failure(case, repeat, run_id, exc)
         return await self.score(
             case, self.store.load_run(run_id), repeat=repeat, run_id=run_id, reused=False
@@ -190,14 +190,14 @@ class _Runner(_Evaluation):
         """Continue a run that was cut off mid-flight (its finished calls are not made again)."""
         try:
             await self.agent.resume(run_id, budget=self.budget)
-        except LegatoError as exc:
+        except Exception as exc:  # as for a fresh run
             return await self._after_failure(case, repeat, run_id, exc)
         return await self.score(
             case, self.store.load_run(run_id), repeat=repeat, run_id=run_id, reused=False
         )
 
     async def _after_failure(
-        self, case: Case, repeat: int, run_id: str, exc: LegatoError
+        self, case: Case, repeat: int, run_id: str, exc: Exception
     ) -> CaseResult:
         try:
             journal = self.store.load_run(run_id)
