@@ -15,7 +15,7 @@ import contextlib
 import copy
 import itertools
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 from legato.evals._dataset import Case, Dataset
@@ -148,8 +148,6 @@ class _Evaluation:
 
 
 def _with(base: CaseResult, **changes: Any) -> CaseResult:
-    from dataclasses import replace
-
     return replace(base, **changes)
 
 
@@ -162,13 +160,15 @@ class _Runner(_Evaluation):
         store = self.store
         latest = _latest_attempt(store, self.eval_id, case.id, repeat)
         if self.resume and latest is not None:
+            if self.budget is not None:  # every attempt stored was paid for: it counts, once
+                for attempt in range(latest + 1):
+                    paid = store.load_run(run_id_of(self.eval_id, case.id, repeat, attempt))
+                    self.budget.count_spent(self.budget.spent_in(paid.events))
             run_id = run_id_of(self.eval_id, case.id, repeat, latest)
             journal = store.load_run(run_id)
             end = journal.events[-1] if len(journal) else None
             retry = isinstance(end, RunFailed) and end.error_type == "BudgetExceeded"
             if not retry:
-                if self.budget is not None:  # paid for before: it counts, once
-                    self.budget.count_spent(self.budget.spent_in(journal.events))
                 if isinstance(end, RunFinished | RunFailed):
                     return await self.score(
                         case, journal, repeat=repeat, run_id=run_id, reused=True
