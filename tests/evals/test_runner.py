@@ -326,3 +326,39 @@ def test_a_run_that_fails_marks_its_case_and_the_rest_goes_on(tmp_path: Path) ->
     assert [r.status for r in report.results] == ["ok", "error", "ok"]
     assert "the model fell over" in report.results[1].error
     assert report.pass_rate == 1.0 and report.counts["error"] == 1
+
+
+def test_what_a_budget_stopped_run_spent_still_counts_when_it_is_run_again(
+    tmp_path: Path,
+) -> None:
+    from legato.messages import ModelResponse
+    from legato.testing import call, reply
+
+    def note(text: str) -> str:
+        """Keep a note."""
+        return "kept"
+
+    def two_steps(request: ModelRequest) -> ModelResponse | str:
+        if request.messages[-1].role == "user" and not request.messages[-1].tool_results:
+            return reply(call("note", {"text": "x"}))
+        return f"answer: {request.messages[0].text}"
+
+    store = SQLiteStore(tmp_path / "e.db")
+    agent = Agent(FunctionModel(two_steps), tools=[note])
+    dataset = _dataset(2)
+
+    def run(calls: int) -> list[str]:
+        report = evaluate_sync(
+            agent,
+            dataset,
+            eval_id="p",
+            store=store,
+            budget=Budget(model_calls=calls),
+            concurrency=1,
+        )
+        return [r.status for r in report.results]
+
+    assert run(3) == ["ok", "budget"]  # c1 made its first call, then ran out
+    # 2 (c0) + 1 (c1's stopped attempt) already spent: 4 leaves one call, c1 needs two
+    assert run(4) == ["ok", "budget"]
+    assert run(7) == ["ok", "ok"]  # 2 + 1 + 1 (the second stopped attempt) + 2 = 6
