@@ -94,6 +94,9 @@ def test_repeats_give_a_pass_rate_and_its_variance(tmp_path: Path) -> None:
     (stats,) = report.case_stats()
     assert (stats.runs, stats.scored, stats.pass_rate) == (4, 4, 0.5)
     assert stats.variance == pytest.approx(1 / 3)
+    assert report.pass_at_k(1) == 0.5
+    assert report.pass_at_k(2) == pytest.approx(1 - 1 / 6)  # 1 - C(2,2)/C(4,2)
+    assert report.pass_at_k(3) == 1.0 and report.pass_at_k(5) is None
     with pytest.raises(ConfigurationError, match="repeats"):
         evaluate_sync(agent, dataset, eval_id="r", repeats=0)
 

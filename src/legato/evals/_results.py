@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 import statistics
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -174,6 +175,27 @@ class EvalReport:
                 )
             )
         return stats
+
+    def pass_at_k(self, k: int, /) -> float | None:
+        """The chance that at least one of `k` runs of a case passes, averaged over cases.
+
+        Estimated without bias from each case's n scored repeats with c passes:
+        1 - C(n-c, k) / C(n, k). Cases with fewer than `k` scored runs are left out (None when
+        no case has enough).
+        """
+        if k < 1:
+            msg = "k must be at least 1"
+            raise ConfigurationError(msg)
+        by_case: dict[str, list[bool]] = {}
+        for r in self.results:
+            if r.passed is not None:
+                by_case.setdefault(r.case_id, []).append(r.passed)
+        estimates = [
+            1.0 - math.comb(len(runs) - sum(runs), k) / math.comb(len(runs), k)
+            for runs in by_case.values()
+            if len(runs) >= k
+        ]
+        return statistics.fmean(estimates) if estimates else None
 
     def failures_first(self) -> list[CaseResult]:
         """The results with failures, errors and unscored runs before passes."""
