@@ -14,13 +14,15 @@ from __future__ import annotations
 import base64
 import json
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import field
 from enum import StrEnum
 from functools import cache
 from typing import TYPE_CHECKING, Annotated, Literal, TypeAlias
 
 from pydantic import ConfigDict, Field
 from typing_extensions import TypeAliasType
+
+from legato._values import value
 
 if TYPE_CHECKING:
     from pydantic import TypeAdapter
@@ -74,7 +76,7 @@ _BYTES_AS_BASE64 = ConfigDict(ser_json_bytes="base64", val_json_bytes="base64")
 # -- parts -----------------------------------------------------------------------------------
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@value
 class TextPart:
     """Plain text."""
 
@@ -82,7 +84,7 @@ class TextPart:
     kind: Literal["text"] = "text"
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@value
 class ImagePart:
     """An image, given inline as bytes or by URL."""
 
@@ -107,7 +109,7 @@ class ImagePart:
         return _b64(self.data)
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@value
 class DocumentPart:
     """A document (PDF, plain text, ...), given inline as bytes or by URL."""
 
@@ -134,7 +136,7 @@ class DocumentPart:
         return _b64(self.data)
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@value
 class ThinkingPart:
     """The model's reasoning, as far as the provider reveals it.
 
@@ -152,7 +154,7 @@ class ThinkingPart:
     kind: Literal["thinking"] = "thinking"
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@value
 class ToolCallPart:
     """The model asks for a tool to be called."""
 
@@ -188,7 +190,7 @@ ContentPart: TypeAlias = Annotated[TextPart | ImagePart | DocumentPart, Field(di
 """What a user message or a tool result may contain."""
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@value
 class ToolResultPart:
     """The outcome of one tool call, sent back to the model."""
 
@@ -225,7 +227,7 @@ Part: TypeAlias = Annotated[
 # -- messages --------------------------------------------------------------------------------
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@value
 class Message:
     """One message of a conversation."""
 
@@ -279,7 +281,7 @@ class StopReason(StrEnum):
     OTHER = "other"
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@value
 class Usage:
     """Token counts of one or more model calls; `a + b` sums them."""
 
@@ -321,7 +323,7 @@ class Usage:
         return self.input_tokens + self.output_tokens
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@value
 class ModelResponse:
     """One complete answer from a model: the assistant message plus what it cost."""
 
@@ -336,7 +338,7 @@ class ModelResponse:
     provider_response_id: str | None = None
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@value
 class ToolDefinition:
     """What a model is told about a tool: a name, a description and a JSON schema.
 
@@ -388,7 +390,7 @@ def messages_from_json(text: str | bytes) -> list[Message]:
 # -- stream deltas: pieces of a response as it streams (models yield them, runs stream them) --
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@value
 class TextDelta:
     """A piece of answer text."""
 
@@ -396,7 +398,7 @@ class TextDelta:
     kind: Literal["text_delta"] = "text_delta"
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@value
 class ThinkingDelta:
     """A piece of reasoning text."""
 
@@ -404,7 +406,7 @@ class ThinkingDelta:
     kind: Literal["thinking_delta"] = "thinking_delta"
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@value
 class ToolCallDelta:
     """A piece of a tool call: its start (with name and id) or a fragment of its arguments."""
 
