@@ -10,10 +10,10 @@ from dataclasses import dataclass, field
 import pytest
 from pydantic import TypeAdapter
 
-from legato._values import value
+from legato._values import value_class
 
 
-@value
+@value_class
 class Made:
     name: str
     count: int = 0
@@ -29,7 +29,7 @@ class Generated:
     note: str = field(default="", repr=False, compare=False)
 
 
-@value
+@value_class
 class Custom:
     name: str
 

@@ -20,12 +20,12 @@ from dataclasses import field
 from functools import cache
 from typing import TYPE_CHECKING, Annotated, Literal, TypeAlias, get_args
 
-from pydantic import Field
 from typing_extensions import TypeIs
 
-from legato._values import value
+from legato._values import value_class
 from legato.exceptions import JournalError
 from legato.messages import (
+    TAGGED_BY_KIND,
     JsonValue,
     Message,
     ModelResponse,
@@ -87,7 +87,7 @@ __all__ = [
 ]
 
 
-@value
+@value_class
 class RunStarted:
     """The first event of every run."""
 
@@ -107,7 +107,7 @@ class RunStarted:
     kind: Literal["run_started"] = "run_started"
 
 
-@value
+@value_class
 class UserPrompt:
     """A user message: the one that starts the turn, or a retry prompt from the run."""
 
@@ -117,7 +117,7 @@ class UserPrompt:
     kind: Literal["user_prompt"] = "user_prompt"
 
 
-@value
+@value_class
 class ModelRequested:
     """A model call is about to be made."""
 
@@ -127,7 +127,7 @@ class ModelRequested:
     kind: Literal["model_requested"] = "model_requested"
 
 
-@value
+@value_class
 class ModelResponded:
     """A model call completed."""
 
@@ -156,7 +156,7 @@ ToolOutcome: TypeAlias = Literal[
 `refused` marks calls the effect gate did not admit (denied, rejected, held, duplicate)."""
 
 
-@value
+@value_class
 class ToolCallStarted:
     """A tool call's function is about to run."""
 
@@ -165,7 +165,7 @@ class ToolCallStarted:
     kind: Literal["tool_call_started"] = "tool_call_started"
 
 
-@value
+@value_class
 class ToolCallFinished:
     """A tool call ended; `result` is what the model will see.
 
@@ -181,7 +181,7 @@ class ToolCallFinished:
     kind: Literal["tool_call_finished"] = "tool_call_finished"
 
 
-@value
+@value_class
 class ToolProgress:
     """A tool call in flight reported how far it got (stream-only: never journaled).
 
@@ -217,7 +217,7 @@ class ToolProgress:
         return self.progress / self.total
 
 
-@value
+@value_class
 class StepFinished:
     """A model step and the tool calls it asked for are complete."""
 
@@ -225,7 +225,7 @@ class StepFinished:
     kind: Literal["step_finished"] = "step_finished"
 
 
-@value
+@value_class
 class RunFinished:
     """The run produced its final output."""
 
@@ -236,7 +236,7 @@ class RunFinished:
     kind: Literal["run_finished"] = "run_finished"
 
 
-@value
+@value_class
 class Lineage:
     """Where a child run sits in the tree of runs."""
 
@@ -251,7 +251,7 @@ class Lineage:
     """1 for a child of the root run, 2 for a grandchild, ..."""
 
 
-@value
+@value_class
 class ChildEvent:
     """An event of a child run, forwarded into its parent's stream (not journaled there).
 
@@ -264,7 +264,7 @@ class ChildEvent:
     kind: Literal["child_event"] = "child_event"
 
 
-@value
+@value_class
 class RunFailed:
     """The run stopped with an error."""
 
@@ -284,7 +284,7 @@ rejected sibling; the run was cancelled; the effect already ran (its recorded re
 reused); an earlier attempt may have run and the tool is irreversible; a hook blocked it."""
 
 
-@value
+@value_class
 class ToolCallAdmitted:
     """The gate admitted a side-effecting call: its effect may now run, once."""
 
@@ -301,7 +301,7 @@ class ToolCallAdmitted:
     kind: Literal["tool_call_admitted"] = "tool_call_admitted"
 
 
-@value
+@value_class
 class ToolCallRefused:
     """The gate did not admit a call; the model is told `message`."""
 
@@ -314,7 +314,7 @@ class ToolCallRefused:
     kind: Literal["tool_call_refused"] = "tool_call_refused"
 
 
-@value
+@value_class
 class ApprovalRequested:
     """A call waits for a decision; nothing side-effecting in the run is admitted meanwhile."""
 
@@ -328,7 +328,7 @@ class ApprovalRequested:
     kind: Literal["approval_requested"] = "approval_requested"
 
 
-@value
+@value_class
 class ApprovalDecided:
     """A decision on an approval request was claimed and applied (exactly once)."""
 
@@ -342,7 +342,7 @@ class ApprovalDecided:
     kind: Literal["approval_decided"] = "approval_decided"
 
 
-@value
+@value_class
 class CancelRequested:
     """The run was fenced: nothing is admitted after this event, late results are discarded."""
 
@@ -352,7 +352,7 @@ class CancelRequested:
     kind: Literal["cancel_requested"] = "cancel_requested"
 
 
-@value
+@value_class
 class Parked:
     """The run stopped to wait for approval decisions; `agent.resume` continues it.
 
@@ -363,7 +363,7 @@ class Parked:
     kind: Literal["run_parked"] = "run_parked"
 
 
-@value
+@value_class
 class RunResumed:
     """A process took the run over to continue it (its claim on the journal's next position).
 
@@ -376,7 +376,7 @@ class RunResumed:
     kind: Literal["run_resumed"] = "run_resumed"
 
 
-@value
+@value_class
 class HookApplied:
     """A security hook changed or blocked something (the audit record of hooks)."""
 
@@ -390,7 +390,7 @@ class HookApplied:
     kind: Literal["hook_applied"] = "hook_applied"
 
 
-@value
+@value_class
 class Compacted:
     """The context sent to the model was compacted; the full history stays in the journal.
 
@@ -423,7 +423,7 @@ class Compacted:
     kind: Literal["compacted"] = "compacted"
 
 
-@value
+@value_class
 class StateChange:
     """One key's change in a commit, as JSON values."""
 
@@ -432,7 +432,7 @@ class StateChange:
     new: JsonValue
 
 
-@value
+@value_class
 class StateLoaded:
     """The run's verified state at its start (see `legato.contracts`)."""
 
@@ -444,7 +444,7 @@ class StateLoaded:
     kind: Literal["state_loaded"] = "state_loaded"
 
 
-@value
+@value_class
 class StateCommitted:
     """A verified change of the state: one new version, from one tool call (or the application)."""
 
@@ -461,7 +461,7 @@ class StateCommitted:
     kind: Literal["state_committed"] = "state_committed"
 
 
-@value
+@value_class
 class StateRejected:
     """A contract refused a call (`pre`), its result (`post`, `recheck`) or its writes (`write`)."""
 
@@ -484,7 +484,7 @@ class StateRejected:
 # -- sub-agents (legato.spawn) -------------------------------------------------------------------
 
 
-@value
+@value_class
 class SpawnStarted:
     """This run started a child run (or resumed one from the child's journal)."""
 
@@ -513,7 +513,7 @@ the child was still running. A cancelled child's own journal is left where it st
 resuming this run resumes the child."""
 
 
-@value
+@value_class
 class SpawnFinished:
     """A child run of this run ended."""
 
@@ -535,7 +535,7 @@ class SpawnFinished:
     kind: Literal["spawn_finished"] = "spawn_finished"
 
 
-@value
+@value_class
 class SliceEntry:
     """One item of a parent's context handed to a child, and why."""
 
@@ -547,7 +547,7 @@ class SliceEntry:
     reasons: tuple[str, ...] = ()
 
 
-@value
+@value_class
 class ContextSliced:
     """The slice of this run's context that a child received."""
 
@@ -564,7 +564,7 @@ class ContextSliced:
     kind: Literal["context_sliced"] = "context_sliced"
 
 
-@value
+@value_class
 class ComplexityMetrics:
     """What the runtime measured about a run, for spawn policies."""
 
@@ -588,7 +588,7 @@ class ComplexityMetrics:
         return self.context_tokens / self.context_window
 
 
-@value
+@value_class
 class SpawnDecided:
     """A spawn policy looked at the run's metrics and decided."""
 
@@ -628,7 +628,7 @@ AnyJournalEvent: TypeAlias = (
 )
 """Any event that is recorded in a journal (the plain union)."""
 
-JournalEvent: TypeAlias = Annotated[AnyJournalEvent, Field(discriminator="kind")]
+JournalEvent: TypeAlias = Annotated[AnyJournalEvent, TAGGED_BY_KIND]
 """Any event that is recorded in a journal, tagged by `kind` for JSON."""
 
 RunEvent: TypeAlias = (

@@ -95,6 +95,7 @@ async def openai_post(
     stream_cls: type[Any] | None,
     headers: Mapping[str, str] | None,
     request_timeout: float | None,
+    stream: bool | None = None,
 ) -> Any:
     """POST `body` as built through the client's documented `post` method.
 
@@ -102,6 +103,9 @@ async def openai_post(
     parses the answer into its own types (`cast_to`, `stream_cls` when streaming). What it
     skips is the endpoint method's walk of the body against its request TypedDicts: legato
     builds the wire JSON itself, so that walk only cost time.
+
+    With `cast_to` the HTTP client's `Response` class, the SDK returns the response itself
+    (its documented way to undocumented answers), its body unread when `stream` is true.
     """
     options: dict[str, Any] = {"security": {"bearer_auth": True}}
     if headers:
@@ -113,7 +117,7 @@ async def openai_post(
         cast_to=cast_to,
         body=body,
         options=options,
-        stream=stream_cls is not None,
+        stream=stream if stream is not None else stream_cls is not None,
         stream_cls=stream_cls,
     )
 

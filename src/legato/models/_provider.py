@@ -16,10 +16,11 @@ import ssl
 import time
 import weakref
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import field
 from functools import cache, lru_cache
 from typing import Any, Generic, Literal, TypeVar, cast
 
+from legato._values import value_class
 from legato.exceptions import (
     AuthenticationFailed,
     ContentFiltered,
@@ -58,7 +59,7 @@ __all__ = [
 T = TypeVar("T")
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@value_class
 class ProviderSettings:
     """How to reach a provider. Every field is optional; defaults come from the provider."""
 

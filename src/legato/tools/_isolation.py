@@ -36,9 +36,9 @@ import struct
 import sys
 import threading
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any, Literal, TypeAlias
 
+from legato._values import value_class
 from legato.exceptions import ToolDefinitionError, ToolIsolationError
 
 __all__ = [
@@ -62,7 +62,7 @@ _IDLE_WORKERS = 4
 # -- definition-time checks --------------------------------------------------------------------
 
 
-@dataclass(frozen=True, slots=True)
+@value_class(kw_only=False)
 class _FunctionRef:
     """How a worker finds the function: its module and qualified name."""
 
