@@ -150,7 +150,7 @@ def print_profile(folder: Path, limit: int = 18) -> None:
     if not paths:
         return
     stats = pstats.Stats(*paths)
-    raw: dict[Any, Any] = stats.stats  # type: ignore[attr-defined] # pstats keeps it untyped
+    raw: dict[tuple[str, int, str], tuple[Any, ...]] = getattr(stats, "stats")  # noqa: B009
     total = sum(entry[2] for entry in raw.values())
     by_area: dict[str, float] = {}
     for (filename, _, _), entry in raw.items():
