@@ -12,6 +12,11 @@ process runs them concurrently, Temporal one activity after another, or, with
 the p50/p99 of one step's latency (from one model call of a run to its next: the tool
 call and the overheads in between), and Temporal's overhead per step against (1).
 
+`--profile` runs each worker under cProfile and prints where its time went; with it or
+not, the CPU seconds of the dev server, of the worker processes and of this process are
+printed per Temporal round, which tells whether the workers (legato, the Temporal SDK) or
+the server bound the throughput. `--workers 1` runs one worker count only.
+
 Prints figures; asserts nothing.
 """
 
@@ -111,10 +116,61 @@ async def worker_main(
 
     client = await Client.connect(address)
     agent = build_agent(folder, steps=steps, delay=delay, calls=calls)
+    profiler = None
+    if os.environ.get("LEGATO_BENCH_PROFILE"):
+        import cProfile
+
+        profiler = cProfile.Profile()
     async with legato_worker(client, task_queue=queue, agents={"bench": agent}):
         (folder / f"ready.{os.getpid()}").touch()
+        if profiler is not None:
+            profiler.enable()
         while not await asyncio.to_thread((folder / "stop").exists):
             await asyncio.sleep(0.1)
+        if profiler is not None:
+            profiler.disable()
+            profiler.dump_stats(str(folder / f"profile.{os.getpid()}"))
+
+
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU seconds of a live process and its reaped children (Linux)."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return 0.0
+    ticks = sum(int(fields[i]) for i in (11, 12, 13, 14))  # utime stime cutime cstime
+    return ticks / os.sysconf("SC_CLK_TCK")
+
+
+def print_profile(folder: Path, limit: int = 18) -> None:
+    """The workers' profiles merged, by own time and by the package the time is spent in."""
+    import pstats
+
+    paths = [str(p) for p in folder.glob("profile.*")]
+    if not paths:
+        return
+    stats = pstats.Stats(*paths)
+    raw: dict[tuple[str, int, str], tuple[Any, ...]] = getattr(stats, "stats")  # noqa: B009
+    total = sum(entry[2] for entry in raw.values())
+    by_area: dict[str, float] = {}
+    for (filename, _, _), entry in raw.items():
+        area = _area(filename)
+        by_area[area] = by_area.get(area, 0.0) + entry[2]
+    print(f"{'':<28} worker profile: {total:.2f} s of own time in the Python code")
+    for area, seconds in sorted(by_area.items(), key=lambda x: -x[1])[:10]:
+        print(f"{'':<32} {seconds:6.2f} s  {100 * seconds / total:4.1f} %  {area}")
+    rows = sorted(raw.items(), key=lambda x: -x[1][2])[:limit]
+    for (filename, line, name), entry in rows:
+        print(
+            f"{'':<32} {entry[2]:6.2f} s own {entry[3]:6.2f} s cum  {_area(filename)} {name}:{line}"
+        )
+
+
+def _area(filename: str) -> str:
+    for marker in ("/legato/", "/temporalio/", "/asyncio/", "/sqlite3/", "/pydantic"):
+        if marker in filename:
+            return marker.strip("/")
+    return "builtins" if filename == "~" else Path(filename).name
 
 
 async def on_temporal(folder: Path, address: str, workers: int, args: argparse.Namespace) -> float:
@@ -124,6 +180,8 @@ async def on_temporal(folder: Path, address: str, workers: int, args: argparse.N
 
     queue = f"bench-{uuid.uuid4().hex}"
     env = {**os.environ, "PYTHONPATH": str(ROOT / "src")}
+    if args.profile:
+        env["LEGATO_BENCH_PROFILE"] = "1"
     command = [sys.executable, __file__, "--worker", address, queue, str(folder)]
     command += [str(args.steps), str(args.delay), str(args.calls)]
     procs = [subprocess.Popen(command, env=env) for _ in range(workers)]
@@ -131,17 +189,27 @@ async def on_temporal(folder: Path, address: str, workers: int, args: argparse.N
         while len(list(folder.glob("ready.*"))) < workers:
             await asyncio.sleep(0.1)
         runs = TemporalRuns(await Client.connect(address), task_queue=queue)
+        cpu_before = [cpu_seconds(p) for p in (args.server_pid, *(p.pid for p in procs))]
+        me_before = time.process_time()
         started = time.perf_counter()
         settings = ActivitySettings(parallel_tools=args.parallel)
         ids = [await runs.start("bench", f"run{i}", settings=settings) for i in range(args.runs)]
         await asyncio.gather(*(runs.result(run_id) for run_id in ids))
         wall = time.perf_counter() - started
+        cpu_after = [cpu_seconds(p) for p in (args.server_pid, *(p.pid for p in procs))]
+        used = [after - before for before, after in zip(cpu_before, cpu_after, strict=True)]
+        print(
+            f"{'':<28} CPU in {wall:.2f} s: dev server {used[0]:.2f} s, "
+            f"worker(s) {sum(used[1:]):.2f} s, client {time.process_time() - me_before:.2f} s"
+        )
     finally:
         (folder / "stop").touch()
         for proc in procs:
             proc.wait(timeout=60)
     label = f"Temporal, {workers} worker process{'es' if workers > 1 else ''}"
-    return summary(label, args.runs, wall, step_latencies(folder))
+    p50 = summary(label, args.runs, wall, step_latencies(folder))
+    print_profile(folder)
+    return p50
 
 
 def listening(port: int) -> bool:
@@ -166,6 +234,7 @@ async def main(args: argparse.Namespace) -> None:
         start_new_session=True,
     )
     address = f"127.0.0.1:{port}"
+    args.server_pid = server.pid
     try:
         while not listening(port):
             await asyncio.sleep(0.1)
@@ -176,7 +245,7 @@ async def main(args: argparse.Namespace) -> None:
         )
         with tempfile.TemporaryDirectory() as a:
             base = await plain(Path(a), args)
-        for workers in (1, 2):
+        for workers in (int(w) for w in args.workers.split(",")):
             with tempfile.TemporaryDirectory() as b:
                 p50 = await on_temporal(Path(b), address, workers, args)
             print(f"{'':<28} Temporal overhead per step (p50): {(p50 - base) * 1000:.1f} ms")
@@ -196,4 +265,6 @@ if __name__ == "__main__":
         parser.add_argument("--delay", type=float, default=0.05)
         parser.add_argument("--calls", type=int, default=1)
         parser.add_argument("--parallel", action="store_true")
+        parser.add_argument("--workers", default="1,2", help="worker counts, e.g. 1 or 1,2")
+        parser.add_argument("--profile", action="store_true", help="profile the workers")
         asyncio.run(main(parser.parse_args()))

@@ -1,6 +1,8 @@
-"""Draw the peers comparison from its results JSON: `python bench/peers/plot.py [results.json]`.
+"""Draw the peers comparison from its results JSON: `python bench/peers/plot.py [results.json]
+[name]`.
 
-Writes docs/peers-per-run.png, docs/peers-cold-memory.png and docs/peers-load.png. matplotlib
+Writes docs/peers-per-run.png, docs/peers-cold-memory.png and docs/peers-load.png (`name`
+replaces `peers` in the file names: a later run's plots beside an earlier one's). matplotlib
 lives in the bench's own venv (requirements/plot.txt), not in legato's dependencies: run from an
 interpreter without it, this script builds that venv and runs itself there.
 """
@@ -54,6 +56,7 @@ def main() -> None:
     from matplotlib.ticker import NullFormatter
 
     path = Path(sys.argv[1]) if len(sys.argv) > 1 else HERE / "results.json"
+    name = sys.argv[2] if len(sys.argv) > 2 else "peers"
     data: dict[str, Any] = json.loads(path.read_text())
     summary: dict[str, Any] = data["summary"]
     labels = {k: v["label"] for k, v in data["frameworks"].items()}
@@ -75,7 +78,7 @@ def main() -> None:
     axes[0].invert_yaxis()  # shared: once for all four
     fig.suptitle(f"One agent run (2 model calls, 1 tool call) against a local mock — {stamp}")
     fig.tight_layout()
-    fig.savefig(DOCS / "peers-per-run.png", dpi=110)
+    fig.savefig(DOCS / f"{name}-per-run.png", dpi=110)
     plt.close(fig)
 
     fig, axes = plt.subplots(1, 3, figsize=(16, 4.8))
@@ -103,7 +106,7 @@ def main() -> None:
     axes[2].invert_yaxis()
     fig.suptitle(f"Start-up and memory — {stamp}")
     fig.tight_layout()
-    fig.savefig(DOCS / "peers-cold-memory.png", dpi=110)
+    fig.savefig(DOCS / f"{name}-cold-memory.png", dpi=110)
     plt.close(fig)
 
     loads = sorted(int(k[4:]) for n in names for k in summary[n] if k.startswith("load"))
@@ -131,10 +134,10 @@ def main() -> None:
     axes[0].invert_yaxis()
     fig.suptitle(f"Concurrent runs in one process (log scales) — {stamp}")
     fig.tight_layout()
-    fig.savefig(DOCS / "peers-load.png", dpi=110)
+    fig.savefig(DOCS / f"{name}-load.png", dpi=110)
     plt.close(fig)
-    for name in ("peers-per-run.png", "peers-cold-memory.png", "peers-load.png"):
-        print(DOCS / name)
+    for kind in ("per-run", "cold-memory", "load"):
+        print(DOCS / f"{name}-{kind}.png")
 
 
 if __name__ == "__main__":

@@ -11,9 +11,9 @@ import contextlib
 import time
 from collections.abc import Generator, Iterable
 from contextvars import ContextVar
-from dataclasses import dataclass
 from typing import Any, Literal
 
+from legato._values import value_class
 from legato.approvals import Action, ApprovalRequest, Approve, Decision, Edit, ParkedRun, Reject
 from legato.events import ApprovalDecided, ToolOutcome
 from legato.messages import JsonValue, ToolCallPart, ToolResultPart
@@ -36,7 +36,7 @@ __all__ = [
 # -- test-only switches -------------------------------------------------------------------------
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@value_class
 class Switches:
     """The runtime's protections (the gate's and the sub-agents'); all on.
 

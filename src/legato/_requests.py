@@ -14,6 +14,7 @@ import time
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from legato._values import value_class
 from legato.messages import JsonValue
 
 if TYPE_CHECKING:
@@ -32,7 +33,7 @@ def arguments_hash(arguments: JsonValue) -> str:
     return hashlib.sha256(canonical_json(arguments).encode()).hexdigest()
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@value_class
 class ApprovalRequest:
     """A call waiting for a decision, bound to exactly that call."""
 

@@ -41,6 +41,7 @@ from dataclasses import asdict, dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Literal, Protocol, TypeAlias, cast, runtime_checkable
 
 from legato._requests import ApprovalRequest, ParkedRun, arguments_hash, canonical_json
+from legato._values import value_class
 from legato.exceptions import DecisionAlreadyUsed, DecisionTokenInvalid, PolicyError
 from legato.messages import JsonValue
 
@@ -88,7 +89,7 @@ _ACTIONS: frozenset[str] = frozenset({"auto", "ask", "deny"})
 # -- policies ---------------------------------------------------------------------------------
 
 
-@dataclass(frozen=True, slots=True)
+@value_class(kw_only=False)
 class Rule:
     """One policy line: calls of `tool` (a glob) whose `arguments` match get `action`.
 
@@ -243,7 +244,7 @@ def _has_argument(tool: Tool, name: str) -> bool:
 # -- requests and decisions ----------------------------------------------------------------------
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@value_class
 class Approve:
     """Run the call once, as it was requested."""
 
@@ -251,7 +252,7 @@ class Approve:
     verdict: Literal["approve"] = "approve"
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@value_class
 class Reject:
     """Do not run the call; the model is told `message`."""
 
@@ -259,7 +260,7 @@ class Reject:
     verdict: Literal["reject"] = "reject"
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@value_class
 class Edit:
     """Run the call once with these arguments instead (they are validated again)."""
 

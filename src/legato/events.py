@@ -16,15 +16,16 @@ events wrapped in `ChildEvent` (the child's own journal has them).
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import field
 from functools import cache
 from typing import TYPE_CHECKING, Annotated, Literal, TypeAlias, get_args
 
-from pydantic import Field
 from typing_extensions import TypeIs
 
+from legato._values import value_class
 from legato.exceptions import JournalError
 from legato.messages import (
+    TAGGED_BY_KIND,
     JsonValue,
     Message,
     ModelResponse,
@@ -86,7 +87,7 @@ __all__ = [
 ]
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@value_class
 class RunStarted:
     """The first event of every run."""
 
@@ -106,7 +107,7 @@ class RunStarted:
     kind: Literal["run_started"] = "run_started"
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@value_class
 class UserPrompt:
     """A user message: the one that starts the turn, or a retry prompt from the run."""
 
@@ -116,7 +117,7 @@ class UserPrompt:
     kind: Literal["user_prompt"] = "user_prompt"
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@value_class
 class ModelRequested:
     """A model call is about to be made."""
 
@@ -126,7 +127,7 @@ class ModelRequested:
     kind: Literal["model_requested"] = "model_requested"
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@value_class
 class ModelResponded:
     """A model call completed."""
 
@@ -155,7 +156,7 @@ ToolOutcome: TypeAlias = Literal[
 `refused` marks calls the effect gate did not admit (denied, rejected, held, duplicate)."""
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@value_class
 class ToolCallStarted:
     """A tool call's function is about to run."""
 
@@ -164,7 +165,7 @@ class ToolCallStarted:
     kind: Literal["tool_call_started"] = "tool_call_started"
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@value_class
 class ToolCallFinished:
     """A tool call ended; `result` is what the model will see.
 
@@ -180,7 +181,7 @@ class ToolCallFinished:
     kind: Literal["tool_call_finished"] = "tool_call_finished"
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@value_class
 class ToolProgress:
     """A tool call in flight reported how far it got (stream-only: never journaled).
 
@@ -216,7 +217,7 @@ class ToolProgress:
         return self.progress / self.total
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@value_class
 class StepFinished:
     """A model step and the tool calls it asked for are complete."""
 
@@ -224,7 +225,7 @@ class StepFinished:
     kind: Literal["step_finished"] = "step_finished"
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@value_class
 class RunFinished:
     """The run produced its final output."""
 
@@ -235,7 +236,7 @@ class RunFinished:
     kind: Literal["run_finished"] = "run_finished"
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@value_class
 class Lineage:
     """Where a child run sits in the tree of runs."""
 
@@ -250,7 +251,7 @@ class Lineage:
     """1 for a child of the root run, 2 for a grandchild, ..."""
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@value_class
 class ChildEvent:
     """An event of a child run, forwarded into its parent's stream (not journaled there).
 
@@ -263,7 +264,7 @@ class ChildEvent:
     kind: Literal["child_event"] = "child_event"
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@value_class
 class RunFailed:
     """The run stopped with an error."""
 
@@ -283,7 +284,7 @@ rejected sibling; the run was cancelled; the effect already ran (its recorded re
 reused); an earlier attempt may have run and the tool is irreversible; a hook blocked it."""
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@value_class
 class ToolCallAdmitted:
     """The gate admitted a side-effecting call: its effect may now run, once."""
 
@@ -300,7 +301,7 @@ class ToolCallAdmitted:
     kind: Literal["tool_call_admitted"] = "tool_call_admitted"
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@value_class
 class ToolCallRefused:
     """The gate did not admit a call; the model is told `message`."""
 
@@ -313,7 +314,7 @@ class ToolCallRefused:
     kind: Literal["tool_call_refused"] = "tool_call_refused"
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@value_class
 class ApprovalRequested:
     """A call waits for a decision; nothing side-effecting in the run is admitted meanwhile."""
 
@@ -327,7 +328,7 @@ class ApprovalRequested:
     kind: Literal["approval_requested"] = "approval_requested"
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@value_class
 class ApprovalDecided:
     """A decision on an approval request was claimed and applied (exactly once)."""
 
@@ -341,7 +342,7 @@ class ApprovalDecided:
     kind: Literal["approval_decided"] = "approval_decided"
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@value_class
 class CancelRequested:
     """The run was fenced: nothing is admitted after this event, late results are discarded."""
 
@@ -351,7 +352,7 @@ class CancelRequested:
     kind: Literal["cancel_requested"] = "cancel_requested"
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@value_class
 class Parked:
     """The run stopped to wait for approval decisions; `agent.resume` continues it.
 
@@ -362,7 +363,7 @@ class Parked:
     kind: Literal["run_parked"] = "run_parked"
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@value_class
 class RunResumed:
     """A process took the run over to continue it (its claim on the journal's next position).
 
@@ -375,7 +376,7 @@ class RunResumed:
     kind: Literal["run_resumed"] = "run_resumed"
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@value_class
 class HookApplied:
     """A security hook changed or blocked something (the audit record of hooks)."""
 
@@ -389,7 +390,7 @@ class HookApplied:
     kind: Literal["hook_applied"] = "hook_applied"
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@value_class
 class Compacted:
     """The context sent to the model was compacted; the full history stays in the journal.
 
@@ -422,7 +423,7 @@ class Compacted:
     kind: Literal["compacted"] = "compacted"
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@value_class
 class StateChange:
     """One key's change in a commit, as JSON values."""
 
@@ -431,7 +432,7 @@ class StateChange:
     new: JsonValue
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@value_class
 class StateLoaded:
     """The run's verified state at its start (see `legato.contracts`)."""
 
@@ -443,7 +444,7 @@ class StateLoaded:
     kind: Literal["state_loaded"] = "state_loaded"
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@value_class
 class StateCommitted:
     """A verified change of the state: one new version, from one tool call (or the application)."""
 
@@ -460,7 +461,7 @@ class StateCommitted:
     kind: Literal["state_committed"] = "state_committed"
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@value_class
 class StateRejected:
     """A contract refused a call (`pre`), its result (`post`, `recheck`) or its writes (`write`)."""
 
@@ -483,7 +484,7 @@ class StateRejected:
 # -- sub-agents (legato.spawn) -------------------------------------------------------------------
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@value_class
 class SpawnStarted:
     """This run started a child run (or resumed one from the child's journal)."""
 
@@ -514,7 +515,7 @@ own journal is left where it stopped, so resuming this run resumes the child, an
 next `SpawnFinished` supersedes this one."""
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@value_class
 class SpawnFinished:
     """A child run of this run ended."""
 
@@ -536,7 +537,7 @@ class SpawnFinished:
     kind: Literal["spawn_finished"] = "spawn_finished"
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@value_class
 class SliceEntry:
     """One item of a parent's context handed to a child, and why."""
 
@@ -548,7 +549,7 @@ class SliceEntry:
     reasons: tuple[str, ...] = ()
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@value_class
 class ContextSliced:
     """The slice of this run's context that a child received."""
 
@@ -565,7 +566,7 @@ class ContextSliced:
     kind: Literal["context_sliced"] = "context_sliced"
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@value_class
 class ComplexityMetrics:
     """What the runtime measured about a run, for spawn policies."""
 
@@ -589,7 +590,7 @@ class ComplexityMetrics:
         return self.context_tokens / self.context_window
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@value_class
 class SpawnDecided:
     """A spawn policy looked at the run's metrics and decided."""
 
@@ -629,7 +630,7 @@ AnyJournalEvent: TypeAlias = (
 )
 """Any event that is recorded in a journal (the plain union)."""
 
-JournalEvent: TypeAlias = Annotated[AnyJournalEvent, Field(discriminator="kind")]
+JournalEvent: TypeAlias = Annotated[AnyJournalEvent, TAGGED_BY_KIND]
 """Any event that is recorded in a journal, tagged by `kind` for JSON."""
 
 RunEvent: TypeAlias = (

@@ -14,16 +14,18 @@ from __future__ import annotations
 import base64
 import json
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import field
 from enum import StrEnum
 from functools import cache
-from typing import TYPE_CHECKING, Annotated, Literal, TypeAlias
+from typing import TYPE_CHECKING, Annotated, Any, Literal, TypeAlias
 
-from pydantic import ConfigDict, Field
+from pydantic import ConfigDict
 from typing_extensions import TypeAliasType
 
+from legato._values import value_class
+
 if TYPE_CHECKING:
-    from pydantic import TypeAdapter
+    from pydantic import GetCoreSchemaHandler, TypeAdapter
 
 __all__ = [
     "ContentPart",
@@ -71,10 +73,33 @@ def _b64(data: bytes | None) -> str | None:
 _BYTES_AS_BASE64 = ConfigDict(ser_json_bytes="base64", val_json_bytes="base64")
 
 
+class _TaggedByKind:
+    """`Annotated` metadata: the union is tagged by its members' `kind` field.
+
+    The same as `Field(discriminator="kind")`, which it hands pydantic when a schema is
+    first built: importing `pydantic.fields` (and `pydantic.types`, `annotated_types`) is left
+    to the first validation instead of every `import legato.messages`.
+    """
+
+    __slots__ = ()
+
+    def __get_pydantic_core_schema__(self, source: Any, handler: GetCoreSchemaHandler) -> Any:
+        from pydantic import Field
+
+        return handler.generate_schema(Annotated[source, Field(discriminator="kind")])
+
+    def __repr__(self) -> str:
+        return "TaggedByKind()"
+
+
+TAGGED_BY_KIND = _TaggedByKind()
+"""The discriminator of legato's tagged unions (`kind`)."""
+
+
 # -- parts -----------------------------------------------------------------------------------
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@value_class
 class TextPart:
     """Plain text."""
 
@@ -82,7 +107,7 @@ class TextPart:
     kind: Literal["text"] = "text"
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@value_class
 class ImagePart:
     """An image, given inline as bytes or by URL."""
 
@@ -107,7 +132,7 @@ class ImagePart:
         return _b64(self.data)
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@value_class
 class DocumentPart:
     """A document (PDF, plain text, ...), given inline as bytes or by URL."""
 
@@ -134,7 +159,7 @@ class DocumentPart:
         return _b64(self.data)
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@value_class
 class ThinkingPart:
     """The model's reasoning, as far as the provider reveals it.
 
@@ -152,7 +177,7 @@ class ThinkingPart:
     kind: Literal["thinking"] = "thinking"
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@value_class
 class ToolCallPart:
     """The model asks for a tool to be called."""
 
@@ -184,11 +209,11 @@ class ToolCallPart:
         )
 
 
-ContentPart: TypeAlias = Annotated[TextPart | ImagePart | DocumentPart, Field(discriminator="kind")]
+ContentPart: TypeAlias = Annotated[TextPart | ImagePart | DocumentPart, TAGGED_BY_KIND]
 """What a user message or a tool result may contain."""
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@value_class
 class ToolResultPart:
     """The outcome of one tool call, sent back to the model."""
 
@@ -217,7 +242,7 @@ class ToolResultPart:
 
 Part: TypeAlias = Annotated[
     TextPart | ImagePart | DocumentPart | ThinkingPart | ToolCallPart | ToolResultPart,
-    Field(discriminator="kind"),
+    TAGGED_BY_KIND,
 ]
 """Any part of a message."""
 
@@ -225,7 +250,7 @@ Part: TypeAlias = Annotated[
 # -- messages --------------------------------------------------------------------------------
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@value_class
 class Message:
     """One message of a conversation."""
 
@@ -279,7 +304,7 @@ class StopReason(StrEnum):
     OTHER = "other"
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@value_class
 class Usage:
     """Token counts of one or more model calls; `a + b` sums them."""
 
@@ -321,7 +346,7 @@ class Usage:
         return self.input_tokens + self.output_tokens
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@value_class
 class ModelResponse:
     """One complete answer from a model: the assistant message plus what it cost."""
 
@@ -336,7 +361,7 @@ class ModelResponse:
     provider_response_id: str | None = None
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@value_class
 class ToolDefinition:
     """What a model is told about a tool: a name, a description and a JSON schema.
 
@@ -395,7 +420,7 @@ def messages_from_json(text: str | bytes) -> list[Message]:
 # -- stream deltas: pieces of a response as it streams (models yield them, runs stream them) --
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@value_class
 class TextDelta:
     """A piece of answer text."""
 
@@ -403,7 +428,7 @@ class TextDelta:
     kind: Literal["text_delta"] = "text_delta"
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@value_class
 class ThinkingDelta:
     """A piece of reasoning text."""
 
@@ -411,7 +436,7 @@ class ThinkingDelta:
     kind: Literal["thinking_delta"] = "thinking_delta"
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@value_class
 class ToolCallDelta:
     """A piece of a tool call: its start (with name and id) or a fragment of its arguments."""
 

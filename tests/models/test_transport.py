@@ -17,6 +17,7 @@ import trustme
 
 from legato import Agent
 from legato.models import _provider as provider
+from legato.models._provider import ProviderSettings
 from legato.models._transport import AsyncioBackend, AsyncioStream, async_transport
 from legato.models.anthropic import AnthropicModel
 from legato.models.gemini import GeminiModel
@@ -108,10 +109,11 @@ def _backend(client: Any) -> object:
 
 
 async def test_every_provider_client_uses_the_asyncio_backend() -> None:
-    chat = OpenAIChatModel("gpt-4o", api_key="k")
-    responses = OpenAIResponsesModel("gpt-4.1", api_key="k")
-    anthropic = AnthropicModel("claude-sonnet-4-5", api_key="k")
-    gemini = GeminiModel("gemini-2.5-flash", api_key="k")
+    on_httpx = ProviderSettings(transport="httpx")  # the default is aiohttp when installed
+    chat = OpenAIChatModel("gpt-4o", api_key="k", settings=on_httpx)
+    responses = OpenAIResponsesModel("gpt-4.1", api_key="k", settings=on_httpx)
+    anthropic = AnthropicModel("claude-sonnet-4-5", api_key="k", settings=on_httpx)
+    gemini = GeminiModel("gemini-2.5-flash", api_key="k", settings=on_httpx)
     ollama = OllamaModel("llama3.2")
     http_clients: list[object] = [
         (await chat._clients.get())._client,
@@ -280,7 +282,11 @@ def ssl_builds(ca: trustme.CA, monkeypatch: pytest.MonkeyPatch) -> Iterator[list
     builds: list[str] = []
 
     def factory(module: str) -> Callable[..., ssl.SSLContext]:
-        def create_ssl_context(*args: object, **kwargs: object) -> ssl.SSLContext:
+        def create_ssl_context(
+            verify: object = True, *args: object, **kwargs: object
+        ) -> ssl.SSLContext:
+            if isinstance(verify, ssl.SSLContext):  # handed a context: used as it is, built none
+                return verify
             builds.append(module)
             context = ssl.create_default_context()
             ca.configure_trust(context)  # pyright: ignore[reportUnknownMemberType]
@@ -302,18 +308,20 @@ def _no_deferral(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(provider, "_DeferredSSLContext", provider._built_ssl_context)
 
 
+@pytest.mark.parametrize("transport", ["aiohttp", "httpx"])
 @pytest.mark.parametrize("deferred", [True, False])
 def test_a_run_over_plain_http_builds_no_ssl_context(
-    deferred: bool, ssl_builds: list[str], monkeypatch: pytest.MonkeyPatch
+    deferred: bool, transport: Any, ssl_builds: list[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     if not deferred:
         _no_deferral(monkeypatch)
+    on = ProviderSettings(transport=transport)
     with WireSimulator() as sim:
         sim.enqueue(SimTurn(text="one"), SimTurn(text="two"), SimTurn(text="three"))
         models = [
-            OpenAIChatModel("gpt-4o", base_url=f"{sim.url}/v1", api_key="k"),
-            AnthropicModel("claude-sonnet-4-6", base_url=sim.url, api_key="k"),
-            GeminiModel("gemini-2.5-flash", base_url=sim.url, api_key="k"),
+            OpenAIChatModel("gpt-4o", base_url=f"{sim.url}/v1", api_key="k", settings=on),
+            AnthropicModel("claude-sonnet-4-6", base_url=sim.url, api_key="k", settings=on),
+            GeminiModel("gemini-2.5-flash", base_url=sim.url, api_key="k", settings=on),
         ]
         outputs = [Agent(model).run_sync("hi").output for model in models]
     assert outputs == ["one", "two", "three"]

@@ -10,9 +10,9 @@ from __future__ import annotations
 import inspect
 import operator
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass
 from typing import Any, TypeAlias, overload
 
+from legato._values import value_class
 from legato.contracts._contract import Check, Reject
 from legato.contracts._state import Snapshot
 from legato.exceptions import ContractViolation
@@ -33,7 +33,7 @@ __all__ = [
 ]
 
 
-@dataclass(frozen=True, slots=True)
+@value_class(kw_only=False)
 class Arg:
     """Stands for the value of a call argument in a check."""
 

@@ -9,11 +9,12 @@ a generic message), `Reject("message for the model")`, or `Halt("reason")` (stop
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Any, Literal, TypeAlias
 
 from pydantic_core import to_jsonable_python
 
+from legato._values import value_class
 from legato.contracts._state import Schema, Snapshot
 from legato.exceptions import ContractViolation, StateError, UndeclaredStateKey
 from legato.messages import JsonValue
@@ -36,19 +37,19 @@ __all__ = [
 Stage: TypeAlias = Literal["pre", "post"]
 
 
-@dataclass(frozen=True, slots=True)
+@value_class(kw_only=False)
 class Allow:
     """The check passes."""
 
 
-@dataclass(frozen=True, slots=True)
+@value_class(kw_only=False)
 class Reject:
     """The check fails: the call is not run (or its changes are discarded); the model sees `message`."""
 
     message: str
 
 
-@dataclass(frozen=True, slots=True)
+@value_class(kw_only=False)
 class Halt:
     """The check fails so badly that the run must stop with `ContractHalt`."""
 
@@ -61,7 +62,7 @@ Outcome: TypeAlias = Allow | Reject | Halt
 ALLOW = Allow()
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@value_class
 class Check:
     """A named predicate, as the helpers (`has`, `at_least`, `unchanged_except`, ...) build them.
 
@@ -86,7 +87,7 @@ class Check:
         raise ContractViolation(msg)
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@value_class
 class Verdict:
     """The result of evaluating a list of predicates."""
 
@@ -134,7 +135,7 @@ def _compile(predicates: tuple[Predicate, ...], stage: Stage) -> Compiled:
     return tuple(compiled)
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@value_class
 class Contract:
     """Pre- and postconditions of a tool, and the state keys it reads and writes.
 

@@ -18,6 +18,7 @@ from typing import Any, Literal, cast
 from pydantic_core import to_jsonable_python
 
 from legato._effects_parts import current_switches
+from legato._values import value_class
 from legato.contracts._contract import Contract, Halt, Reject, Verdict
 from legato.contracts._state import Draft, Snapshot, State
 from legato.events import StateCommitted, StateLoaded, StateRejected
@@ -39,7 +40,7 @@ __all__ = ["Pending", "Refusal", "Settlement", "StateOptions", "StateSession"]
 Stage = Literal["pre", "post", "recheck", "write"]
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@value_class
 class StateOptions:
     """How a run shows its state to the model, and how many rejections it tolerates."""
 
@@ -70,7 +71,7 @@ class Pending:
     passed: tuple[str, ...] = ()
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@value_class
 class Refusal:
     """A call its preconditions refused; `halt` is set when the run must stop."""
 
@@ -79,7 +80,7 @@ class Refusal:
     halt: StateError | None = None
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@value_class
 class Settlement:
     """What became of a call's draft: a commit, a rejection, or nothing (the call failed)."""
 

@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Mapping
-from dataclasses import dataclass, field, fields, replace
+from dataclasses import field, fields, replace
 from typing import Literal, Protocol, TypeAlias, runtime_checkable
 
+from legato._values import value_class
 from legato.exceptions import StreamInterrupted
 from legato.messages import (
     JsonValue,
@@ -45,7 +46,7 @@ SchemaDialect = Literal["json_schema", "openai_strict", "anthropic", "gemini"]
 """Which rewrite of the neutral JSON schema a provider accepts (see `legato.models.dialects`)."""
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@value_class
 class ModelSettings:
     """Generation settings; None means "the provider's default"."""
 
@@ -84,7 +85,7 @@ class ModelSettings:
         return replace(self, **changes) if changes else self
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@value_class
 class OutputSpec:
     """Ask the provider for JSON matching a schema (native structured output).
 
@@ -109,7 +110,7 @@ class OutputSpec:
         return self.schema == {"type": "object"}
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@value_class
 class ModelRequest:
     """Everything a model needs for one call, in neutral form."""
 
@@ -123,7 +124,7 @@ class ModelRequest:
     """When set, the final answer must be JSON matching this schema."""
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@value_class
 class ModelProfile:
     """What a model can do. Behaviour branches on these flags, never on model names."""
 
@@ -153,7 +154,7 @@ class ModelProfile:
 # -- stream events --------------------------------------------------------------------------
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@value_class
 class ResponseCompleted:
     """The last event of every successful stream: the whole response."""
 

@@ -11,6 +11,7 @@ from legato.messages import DocumentPart, ImagePart, JsonValue, Usage
 from legato.models._provider import (
     LoopClients,
     ProviderSettings,
+    aiohttp_error,
     error_from_status,
     parse_error,
     read_api_key,
@@ -19,7 +20,7 @@ from legato.models._provider import (
     shared_ssl_context,
     transport_error,
 )
-from legato.models._transport import async_transport
+from legato.models._transport import async_transport, use_aiohttp
 
 __all__ = [
     "CITATIONS",
@@ -55,14 +56,21 @@ def make_clients(
     sdk = require("openai", "openai", "openai")
     http2 = require("httpx2", "openai", "openai")
 
+    aiohttp = use_aiohttp(settings.transport, extra="openai")  # decided (and checked) now
+
     def factory() -> Any:
         timeout = settings.timeout if settings.timeout is not None else 600.0
-        transport = async_transport(
-            http2, verify=shared_ssl_context(), limits=sdk.DEFAULT_CONNECTION_LIMITS
-        )
-        http = sdk.DefaultAsyncHttpxClient(
-            verify=shared_ssl_context(), timeout=timeout, transport=transport
-        )
+        if aiohttp:
+            # The SDK's own aiohttp client, with the SDK's limits and legato's timeout and
+            # (deferred) SSL context: only the connection pool and the socket work change.
+            http = sdk.DefaultAioHttpClient(verify=shared_ssl_context(), timeout=timeout)
+        else:
+            transport = async_transport(
+                http2, verify=shared_ssl_context(), limits=sdk.DEFAULT_CONNECTION_LIMITS
+            )
+            http = sdk.DefaultAsyncHttpxClient(
+                verify=shared_ssl_context(), timeout=timeout, transport=transport
+            )
         return sdk.AsyncOpenAI(
             http_client=http,
             api_key=key,
@@ -87,6 +95,7 @@ async def openai_post(
     stream_cls: type[Any] | None,
     headers: Mapping[str, str] | None,
     request_timeout: float | None,
+    stream: bool | None = None,
 ) -> Any:
     """POST `body` as built through the client's documented `post` method.
 
@@ -94,6 +103,9 @@ async def openai_post(
     parses the answer into its own types (`cast_to`, `stream_cls` when streaming). What it
     skips is the endpoint method's walk of the body against its request TypedDicts: legato
     builds the wire JSON itself, so that walk only cost time.
+
+    With `cast_to` the HTTP client's `Response` class, the SDK returns the response itself
+    (its documented way to undocumented answers), its body unread when `stream` is true.
     """
     options: dict[str, Any] = {"security": {"bearer_auth": True}}
     if headers:
@@ -105,7 +117,7 @@ async def openai_post(
         cast_to=cast_to,
         body=body,
         options=options,
-        stream=stream_cls is not None,
+        stream=stream if stream is not None else stream_cls is not None,
         stream_cls=stream_cls,
     )
 
@@ -213,6 +225,10 @@ def map_openai_error(exc: Exception, *, provider: str, started: bool) -> ModelEr
         return error_from_status(
             exc.status_code, provider=provider, body=exc.body, headers=dict(exc.response.headers)
         )
+    if isinstance(exc, sdk.APIConnectionError):  # its subclass APITimeoutError included
+        mapped = aiohttp_error(exc, provider=provider, started=started)
+        if mapped is not None:
+            return mapped
     if isinstance(exc, sdk.APITimeoutError):
         return ModelTimeout(f"{provider}: no answer in time", provider=provider)
     if isinstance(exc, sdk.APIConnectionError):

@@ -16,10 +16,11 @@ import ssl
 import time
 import weakref
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import field
 from functools import cache, lru_cache
-from typing import Any, Generic, TypeVar, cast
+from typing import Any, Generic, Literal, TypeVar, cast
 
+from legato._values import value_class
 from legato.exceptions import (
     AuthenticationFailed,
     ContentFiltered,
@@ -43,6 +44,7 @@ from legato.models.retry import RetryPolicy, retrying_stream
 
 __all__ = [
     "ProviderModel",
+    "aiohttp_error",
     "ProviderSettings",
     "cost_in_dollars",
     "error_from_status",
@@ -58,7 +60,7 @@ __all__ = [
 T = TypeVar("T")
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@value_class
 class ProviderSettings:
     """How to reach a provider. Every field is optional; defaults come from the provider."""
 
@@ -76,6 +78,12 @@ class ProviderSettings:
     """Retry policy for failed calls; None never retries."""
     stream: bool = True
     """Stream on the wire; False sends one request and converts the whole answer to events."""
+    transport: Literal["auto", "aiohttp", "httpx"] = "auto"
+    """The async client's HTTP transport. `auto`: the SDK's aiohttp transport when aiohttp
+    is installed (the provider extras install it) and no proxy is set in the environment,
+    else the SDK's httpx2 transport; `aiohttp` insists (`MissingDependency` without it);
+    `httpx` never uses aiohttp. Timeouts, retries (legato's), TLS and errors are the same on
+    both."""
 
     def overridden(self, *, api_key: str | None, base_url: str | None) -> ProviderSettings:
         """These settings with an explicit key and base URL, where given, taking precedence."""
@@ -192,7 +200,11 @@ class LoopClients(Generic[T]):
         self._clients[loop] = (client, keeper)
         # A long-lived loop (the sync facade's) outlives models: when this model is dropped,
         # its client is closed on its loop instead of leaving open connections to the GC.
-        weakref.finalize(self, _close_on_loop, loop, self._close, client)
+        closer = weakref.finalize(self, _close_on_loop, loop, self._close, client)
+        # Not at interpreter exit: the loop's own exit (shutting its generators down, the
+        # keeper above among them) closes the client then, and a closing scheduled from
+        # here would still be pending (aiohttp waits for its sockets) when the loop closes.
+        closer.atexit = False
         return client
 
     async def _keeper(self, client: T, loop: asyncio.AbstractEventLoop) -> AsyncIterator[None]:
@@ -415,8 +427,41 @@ def _transport_modules() -> list[Any]:
     return modules
 
 
+def aiohttp_error(exc: BaseException, *, provider: str, started: bool) -> ModelError | None:
+    """The legato error for an aiohttp failure (raised, or the cause of what was raised).
+
+    The SDKs' aiohttp transports re-raise aiohttp's errors as httpx2 ones with the original
+    as the cause, some under a misleading name (a server that hangs up becomes a connect
+    timeout); this reads the original, so both transports give the same errors: a timeout
+    is `ModelTimeout`, a refused connection `ProviderServerError`, a connection lost or a
+    body cut short `StreamInterrupted`. None when aiohttp is not loaded or not involved.
+    """
+    import sys
+
+    aiohttp = sys.modules.get("aiohttp")
+    if aiohttp is None:
+        return None
+    error: BaseException | None = exc
+    for _ in range(8):  # a cause chain can loop back on itself
+        if error is None or isinstance(error, aiohttp.ClientError):
+            break
+        error = error.__cause__
+    if not isinstance(error, aiohttp.ClientError):
+        return None
+    if isinstance(error, aiohttp.ServerTimeoutError | TimeoutError):
+        return ModelTimeout(f"{provider}: no answer in time", provider=provider)
+    if isinstance(error, aiohttp.ClientConnectorError) and not started:
+        return ProviderServerError(f"{provider}: connection failed: {error}", provider=provider)
+    if isinstance(error, aiohttp.ClientConnectionError | aiohttp.ClientPayloadError):
+        return StreamInterrupted(f"{provider}: the stream broke off: {error}", provider=provider)
+    return None
+
+
 def transport_error(exc: Exception, *, provider: str, started: bool) -> ModelError | None:
-    """The legato error for an httpx (or httpx2) transport failure; None for anything else."""
+    """The legato error for an httpx (or httpx2, or aiohttp) transport failure, else None."""
+    mapped = aiohttp_error(exc, provider=provider, started=started)
+    if mapped is not None:
+        return mapped
     for module in _transport_modules():
         if isinstance(exc, module.TimeoutException):
             return ModelTimeout(f"{provider}: no answer in time", provider=provider)

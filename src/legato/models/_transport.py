@@ -10,6 +10,11 @@ connection pool, HTTP/1.1 parsing, TLS settings, proxies and limits stay httpcor
 `async_transport` builds an `AsyncHTTPTransport` of httpx2 (the OpenAI, Anthropic and Gemini
 SDKs) or httpx (Ollama) that uses it; where the installed httpcore does not expose the hook,
 or a proxy is configured, the transport keeps its default backend.
+
+`use_aiohttp` decides whether a provider's async client goes on its SDK's own aiohttp
+transport instead (`openai[aiohttp]`, `anthropic[aiohttp]`, `google-genai[aiohttp]`), which
+the SDKs document for concurrency: its connection pool stays flat under thousands of
+requests in flight, where httpcore's rescans every queued request on each change.
 """
 
 # The stream and backend methods take `timeout` arguments because httpcore calls them so.
@@ -19,13 +24,25 @@ from __future__ import annotations
 
 import asyncio
 import importlib
+import importlib.util
+import os
 import socket
 import ssl
 from collections.abc import Awaitable, Callable, Iterable
+from functools import cache
 from types import ModuleType
-from typing import Any, cast
+from typing import Any, Literal, cast
 
-__all__ = ["AsyncioBackend", "AsyncioStream", "async_transport"]
+from legato.exceptions import MissingDependency
+
+__all__ = [
+    "AsyncioBackend",
+    "AsyncioStream",
+    "aiohttp_installed",
+    "async_transport",
+    "proxy_configured",
+    "use_aiohttp",
+]
 
 _HIGH_WATER = 256 * 1024
 """Bytes buffered from the peer before reading from the socket pauses."""
@@ -323,3 +340,46 @@ def async_transport(http: ModuleType, **kwargs: Any) -> Any:
     ):
         pool._network_backend = AsyncioBackend(core)  # pyright: ignore[reportOptionalMemberAccess]
     return transport
+
+
+# -- which transport ------------------------------------------------------------------------------
+
+TransportChoice = Literal["auto", "aiohttp", "httpx"]
+
+
+@cache
+def aiohttp_installed() -> bool:
+    """Whether aiohttp can be imported (looked up without importing it)."""
+    return importlib.util.find_spec("aiohttp") is not None
+
+
+_PROXY_VARIABLES = ("http_proxy", "https_proxy", "all_proxy")
+
+
+def proxy_configured() -> bool:
+    """Whether the environment names a proxy (`HTTP(S)_PROXY`, `ALL_PROXY`, any case).
+
+    The httpx2 transport reads the same variables, speaks SOCKS too and applies `NO_PROXY`
+    as it always did; `auto` keeps it whenever one is set.
+    """
+    return any(os.environ.get(name) or os.environ.get(name.upper()) for name in _PROXY_VARIABLES)
+
+
+def use_aiohttp(choice: TransportChoice, *, extra: str) -> bool:
+    """Whether a provider's async client goes on its SDK's aiohttp transport.
+
+    Args:
+        choice: `ProviderSettings.transport`.
+        extra: The legato extra that installs aiohttp for this provider (named by the error).
+
+    Raises:
+        MissingDependency: `choice` is `aiohttp` and aiohttp is not installed.
+    """
+    if choice == "httpx":
+        return False
+    if not aiohttp_installed():
+        if choice == "aiohttp":
+            package = "aiohttp"
+            raise MissingDependency(package, extra)
+        return False
+    return choice == "aiohttp" or not proxy_configured()

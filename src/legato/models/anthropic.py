@@ -56,6 +56,7 @@ from legato.models._provider import (
     LoopClients,
     ProviderModel,
     ProviderSettings,
+    aiohttp_error,
     error_from_status,
     parse_error,
     read_api_key,
@@ -64,7 +65,7 @@ from legato.models._provider import (
     shared_ssl_context,
     transport_error,
 )
-from legato.models._transport import async_transport
+from legato.models._transport import async_transport, use_aiohttp
 from legato.models.assembly import ResponseAssembler
 from legato.models.dialects import apply_dialect
 
@@ -334,14 +335,19 @@ class AnthropicModel(ProviderModel):
         sdk = require("anthropic", "anthropic", "anthropic")
         http2 = require("httpx2", "anthropic", "anthropic")
 
+        aiohttp = use_aiohttp(settings.transport, extra="anthropic")  # decided (and checked) now
+
         def factory() -> Any:
             timeout = settings.timeout if settings.timeout is not None else 600.0
-            transport = async_transport(
-                http2, verify=shared_ssl_context(), limits=sdk.DEFAULT_CONNECTION_LIMITS
-            )
-            http = sdk.DefaultAsyncHttpxClient(
-                verify=shared_ssl_context(), timeout=timeout, transport=transport
-            )
+            if aiohttp:
+                http = sdk.DefaultAioHttpClient(verify=shared_ssl_context(), timeout=timeout)
+            else:
+                transport = async_transport(
+                    http2, verify=shared_ssl_context(), limits=sdk.DEFAULT_CONNECTION_LIMITS
+                )
+                http = sdk.DefaultAsyncHttpxClient(
+                    verify=shared_ssl_context(), timeout=timeout, transport=transport
+                )
             return sdk.AsyncAnthropic(
                 http_client=http,
                 api_key=key,
@@ -692,6 +698,10 @@ class AnthropicModel(ProviderModel):
             return error_from_status(
                 status, provider=self.provider, body=body, headers=dict(exc.response.headers)
             )
+        if isinstance(exc, sdk.APIConnectionError):  # its subclass APITimeoutError included
+            mapped = aiohttp_error(exc, provider=self.provider, started=started)
+            if mapped is not None:
+                return mapped
         if isinstance(exc, sdk.APITimeoutError):
             return ModelTimeout(f"{self.name}: no answer in time", provider=self.provider)
         if isinstance(exc, sdk.APIConnectionError):

@@ -28,8 +28,8 @@ assert asyncio.run(complete(model, request)).message.text == "1 messages seen"
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Callable, Sequence
-from dataclasses import dataclass
 
+from legato._values import value_class
 from legato.exceptions import ConfigurationError, ModelError
 from legato.messages import Usage
 from legato.models._base import (
@@ -48,7 +48,7 @@ def _retryable(error: ModelError) -> bool:
     return error.retryable
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@value_class
 class FallbackAttempt:
     """One model that failed during a call, and why."""
 

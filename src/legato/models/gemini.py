@@ -63,13 +63,14 @@ from legato.models._provider import (
     LoopClients,
     ProviderModel,
     ProviderSettings,
+    aiohttp_error,
     error_from_status,
     parse_error,
     read_api_key,
     require,
     shared_ssl_context,
 )
-from legato.models._transport import async_transport
+from legato.models._transport import async_transport, use_aiohttp
 from legato.models.assembly import ResponseAssembler
 from legato.models.dialects import apply_dialect, to_gemini_json_schema
 
@@ -233,6 +234,20 @@ class _Session:
     client: Any
     sync_http: Any
     async_http: Any
+    """legato's httpx2 client, or its aiohttp session."""
+
+
+def _gemini_aiohttp(settings: ProviderSettings) -> bool:
+    """Whether the Gen AI client goes on its aiohttp sessions (`google-genai[aiohttp]`).
+
+    On aiohttp the SDK bounds a whole call by its timeout (`ClientTimeout(total=...)`),
+    where httpx2 bounds each network step: with a timeout in the settings, `auto` keeps
+    httpx2 so that a long stream whose chunks keep coming is not cut off (`aiohttp` insists
+    anyway; a per-request `timeout` on aiohttp bounds the whole call).
+    """
+    if settings.transport == "auto" and settings.timeout is not None:
+        return False
+    return use_aiohttp(settings.transport, extra="gemini")
 
 
 @dataclass(slots=True)
@@ -281,18 +296,33 @@ class GeminiModel(ProviderModel):
 
         http = require("httpx2", "google-genai", "gemini")
 
+        aiohttp = _gemini_aiohttp(settings)  # decided (and checked) now
+
         def factory() -> _Session:
-            # legato hands the SDK its HTTP clients (and an SSL context for its websockets):
-            # otherwise every client builds two or three SSL contexts, 40-100 ms.
+            # legato hands the SDK its HTTP clients (and an SSL context for its websockets
+            # and aiohttp): otherwise every client builds two or three SSL contexts, 40-100 ms.
             ssl_context = shared_ssl_context()
             options: Obj = {
                 "headers": dict(settings.headers),
                 "httpx_client": http.Client(verify=ssl_context),
-                "httpx_async_client": http.AsyncClient(
-                    verify=ssl_context, transport=async_transport(http, verify=ssl_context)
-                ),
                 "async_client_args": {"ssl": ssl_context},
             }
+            if aiohttp:
+                # The SDK's aiohttp path, on a session legato makes for this loop (the SDK's
+                # own is a subclass aiohttp warns about) with what the SDK's would have:
+                # proxies from the environment, an unbounded pool, a 4 MiB read buffer.
+                # One attempt per call, as on httpx2: retries are legato's.
+                aio = require("aiohttp", "aiohttp", "gemini")
+                options["aiohttp_client"] = aio.ClientSession(
+                    connector=aio.TCPConnector(limit=0, ssl=ssl_context),
+                    trust_env=True,
+                    read_bufsize=2**22,
+                )
+                options["retry_options"] = {"attempts": 1}
+            else:
+                options["httpx_async_client"] = http.AsyncClient(
+                    verify=ssl_context, transport=async_transport(http, verify=ssl_context)
+                )
             if settings.base_url:
                 options["base_url"] = settings.base_url
             if settings.timeout is not None:
@@ -301,12 +331,13 @@ class GeminiModel(ProviderModel):
             return _Session(
                 client=client,
                 sync_http=options["httpx_client"],
-                async_http=options["httpx_async_client"],
+                async_http=options.get("httpx_async_client") or options["aiohttp_client"],
             )
 
         async def close(session: _Session) -> None:
             await session.client.aio.aclose()
-            await session.async_http.aclose()
+            closing = session.async_http.aclose if hasattr(session.async_http, "aclose") else None
+            await (closing or session.async_http.close)()
             session.sync_http.close()
 
         self._clients: LoopClients[_Session] = LoopClients(factory, close)
@@ -547,6 +578,9 @@ class GeminiModel(ProviderModel):
             return error_from_status(exc.code, provider=self.provider, body=body, headers=headers)
         if isinstance(exc, json.JSONDecodeError):
             return parse_error(self.provider, exc.doc, f"invalid JSON from the server: {exc}")
+        mapped = aiohttp_error(exc, provider=self.provider, started=started)
+        if mapped is not None:
+            return mapped
         if type(exc).__name__ == "ValidationError" and hasattr(exc, "errors"):
             # The SDK could not read the payload into its types (pydantic).
             raw = [

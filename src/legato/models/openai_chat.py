@@ -19,9 +19,10 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-from collections.abc import AsyncIterator, Mapping
+import json
+from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
-from typing import Any, Literal, cast
+from typing import Any, Literal
 
 from legato.exceptions import ContentFiltered, ModelError, StreamInterrupted
 from legato.messages import (
@@ -42,6 +43,7 @@ from legato.models._base import (
     ResponseCompleted,
     ToolChoice,
 )
+from legato.models._chat_read import ChatState, read_chunk, read_completion, stream_chunks
 from legato.models._openai_common import (
     CITATIONS,
     data_url,
@@ -333,87 +335,48 @@ class OpenAIChatModel(ProviderModel):
         headers = request.settings.extra_headers
         if request.settings.extra_body:
             body.update(request.settings.extra_body)
-        completion_type, chunk_stream = _sdk_types()
         assembler = ResponseAssembler(provider=self.provider)
-        state = _State()
+        state = ChatState()
+        # The answer comes back raw and is read once, from its JSON (`_chat_read`).
         answer = await openai_post(
             client,
             "/chat/completions",
             body,
-            cast_to=completion_type,
-            stream_cls=chunk_stream if stream else None,
+            cast_to=_http_response(),
+            stream_cls=None,
+            stream=stream,
             headers=headers,
             request_timeout=request.settings.timeout,
         )
-        if not stream:
-            for event in self._translate(self._whole, answer, assembler, state):
-                yield event
-        else:
-            chunks = answer
-            try:
-                async for chunk in chunks:
-                    for event in self._translate(self._chunk, chunk, assembler, state):
-                        yield event
-            except Exception as exc:
-                raise self._broken(exc) from exc
-            finally:
-                await chunks.close()
-            if not state.seen:
-                msg = f"{self.name}: HTTP 200 but the stream had no events"
-                raise StreamInterrupted(msg, provider=self.provider)
-            if state.finish is None and getattr(chunks, "done", False):
-                state.finish = "stop"  # complete; the calls, if any, make it TOOL_CALLS
-            if state.finish is None:
-                msg = f"{self.name}: the stream ended without a finish reason or [DONE]"
-                raise StreamInterrupted(msg, provider=self.provider)
+        try:
+            if not stream:
+                payload = json.loads(await answer.aread())
+                for event in self._translate(read_completion, payload, assembler, state):
+                    yield event
+                if state.finish is None:
+                    msg = f"{self.name}: a completion without choices"
+                    raise StreamInterrupted(msg, provider=self.provider)
+            else:
+                chunks = stream_chunks(answer.aiter_bytes(), provider=self.provider, state=state)
+                try:
+                    async for chunk in chunks:
+                        for event in self._translate(read_chunk, chunk, assembler, state):
+                            yield event
+                except Exception as exc:
+                    raise self._broken(exc) from exc
+                if not state.seen:
+                    msg = f"{self.name}: HTTP 200 but the stream had no events"
+                    raise StreamInterrupted(msg, provider=self.provider)
+                if state.finish is None and state.done:
+                    state.finish = "stop"  # complete; the calls, if any, make it TOOL_CALLS
+                if state.finish is None:
+                    msg = f"{self.name}: the stream ended without a finish reason or [DONE]"
+                    raise StreamInterrupted(msg, provider=self.provider)
+        finally:
+            await answer.aclose()
         yield self._completed(assembler, state)
 
-    def _chunk(
-        self, chunk: Any, assembler: ResponseAssembler, state: _State
-    ) -> list[ModelStreamEvent]:
-        state.seen = state.streamed = True
-        state.model = chunk.model or state.model
-        state.response_id = chunk.id or state.response_id
-        if chunk.usage is not None:
-            state.usage = chunk.usage
-        extra: Mapping[str, Any] = getattr(chunk, "model_extra", None) or {}
-        groq = extra.get("x_groq")
-        if isinstance(groq, Mapping) and cast(Mapping[str, Any], groq).get("usage"):
-            state.usage = state.usage or cast(Mapping[str, Any], groq)["usage"]  # Groq's place
-        events: list[ModelStreamEvent] = []
-        for choice in chunk.choices or ():
-            if choice.index:
-                continue
-            delta = choice.delta
-            if delta is not None:
-                fed = _feed(assembler, delta, streamed=True)
-                state.token_chunks += 1 if fed else 0
-                events.extend(fed)
-                if getattr(delta, "refusal", None):
-                    state.refusal.append(str(delta.refusal))
-                state.annotations.extend(_annotations(delta))
-            if choice.finish_reason:
-                state.finish = choice.finish_reason
-        return events
-
-    def _whole(
-        self, completion: Any, assembler: ResponseAssembler, state: _State
-    ) -> list[ModelStreamEvent]:
-        state.seen = True
-        state.model = completion.model or ""
-        state.response_id = completion.id
-        state.usage = completion.usage
-        if not completion.choices:
-            msg = f"{self.name}: a completion without choices"
-            raise StreamInterrupted(msg, provider=self.provider)
-        choice = completion.choices[0]
-        state.finish = choice.finish_reason or "stop"
-        if getattr(choice.message, "refusal", None):
-            state.refusal.append(str(choice.message.refusal))
-        state.annotations.extend(_annotations(choice.message))
-        return _feed(assembler, choice.message, streamed=False)
-
-    def _completed(self, assembler: ResponseAssembler, state: _State) -> ResponseCompleted:
+    def _completed(self, assembler: ResponseAssembler, state: ChatState) -> ResponseCompleted:
         if state.finish == "error":
             msg = f"{self.name}: the server ended the answer with finish_reason 'error'"
             raise StreamInterrupted(msg, provider=self.provider)
@@ -442,44 +405,6 @@ class OpenAIChatModel(ProviderModel):
         return map_openai_error(exc, provider=self.provider, started=started)
 
 
-@dataclass(slots=True)
-class _State:
-    seen: bool = False
-    model: str = ""
-    response_id: str | None = None
-    finish: str | None = None
-    usage: Any = None
-    streamed: bool = False
-    token_chunks: int = 0
-    """Streamed chunks that carried text, reasoning or a tool call's piece."""
-    refusal: list[str] = field(default_factory=lambda: [])
-    """The model's refusal (`message.refusal`), when it declined to answer."""
-    annotations: list[dict[str, JsonValue]] = field(default_factory=lambda: [])
-    """The answer's citations, flattened."""
-
-
-def _annotations(message: Any) -> list[dict[str, JsonValue]]:
-    """The `annotations` of a message or a streamed delta, each flattened.
-
-    The SDK's delta type lacks the field: in a stream it arrives among the extra fields.
-    """
-    found: object = getattr(message, "annotations", None)
-    if found is None:
-        extra: Mapping[str, Any] = getattr(message, "model_extra", None) or {}
-        found = extra.get("annotations")
-    out: list[dict[str, JsonValue]] = []
-    for item in cast(list[Any], found) if isinstance(found, list) else []:
-        raw = item.model_dump(mode="json") if hasattr(item, "model_dump") else item
-        if not isinstance(raw, dict):
-            continue
-        entry = cast(dict[str, JsonValue], raw)
-        nested = entry.get(str(entry.get("type")))
-        if isinstance(nested, dict):  # {"type": "url_citation", "url_citation": {...}}
-            entry = {"type": entry["type"], **nested}
-        out.append(entry)
-    return out
-
-
 def _cited(response: ModelResponse, annotations: list[dict[str, JsonValue]]) -> ModelResponse:
     """The response with its citations in the message's `provider_details`."""
     message = response.message
@@ -491,100 +416,12 @@ def _cited(response: ModelResponse, annotations: list[dict[str, JsonValue]]) -> 
     )
 
 
-def _feed(assembler: ResponseAssembler, delta: Any, *, streamed: bool) -> list[ModelStreamEvent]:
-    """Feed one delta (or a whole message) into the assembler; return the events to emit."""
-    events: list[ModelStreamEvent | None] = []
-    extra: Mapping[str, Any] = getattr(delta, "model_extra", None) or {}
-    reasoning = extra.get("reasoning_content") or extra.get("reasoning")
-    if isinstance(reasoning, str):
-        events.append(assembler.add_thinking(reasoning))
-    content: object = delta.content
-    if isinstance(content, str) or content is None:
-        events.append(assembler.add_text(content))
-    else:
-        events.extend(_content_chunks(assembler, content))
-    for position, call in enumerate(delta.tool_calls or ()):
-        fn = call.function
-        events.append(
-            assembler.add_tool_call(
-                index=call.index if streamed else position,
-                id=call.id,
-                name=fn.name if fn is not None else None,
-                arguments=fn.arguments if fn is not None else None,
-            )
-        )
-    return [e for e in events if e is not None]
-
-
-def _content_chunks(assembler: ResponseAssembler, content: object) -> list[ModelStreamEvent | None]:
-    """Content sent as a list of typed chunks (Mistral: `thinking`, then `text`).
-
-    A `thinking` chunk holds its text as a string or as a list of text chunks. Chunk types
-    legato does not know (references, images the model returns, ...) are skipped, never a
-    crash; content that is neither a list nor a chunk raises `TypeError`, which the caller
-    turns into a `ResponseParseError` carrying the payload.
-    """
-    chunks: list[object]
-    if isinstance(content, Mapping):
-        chunks = [content]
-    elif isinstance(content, list):
-        chunks = cast(list[object], content)
-    else:
-        msg = f"message content of type {type(content).__name__}"
-        raise TypeError(msg)
-    events: list[ModelStreamEvent | None] = []
-    for raw in chunks:
-        if isinstance(raw, str):
-            events.append(assembler.add_text(raw))
-            continue
-        if not isinstance(raw, Mapping):
-            continue
-        item = cast(Mapping[str, Any], raw)
-        kind = item.get("type")
-        if kind == "text" and isinstance(item.get("text"), str):
-            events.append(assembler.add_text(item["text"]))
-        elif kind == "thinking":
-            text = _chunk_text(item.get("thinking"))
-            if text:
-                events.append(assembler.add_thinking(text))
-    return events
-
-
-def _chunk_text(value: object) -> str:
-    if isinstance(value, str):
-        return value
-    if isinstance(value, list):
-        parts = [
-            cast(Mapping[str, Any], v).get("text")
-            for v in cast(list[object], value)
-            if isinstance(v, Mapping)
-        ]
-        return "".join(p for p in parts if isinstance(p, str))
-    return ""
-
-
 @functools.cache
-def _sdk_types() -> tuple[type[Any], type[Any]]:
-    """The SDK's completion type and its stream of chunks (imported on first use).
+def _http_response() -> type[Any]:
+    """httpx2's `Response`: as `cast_to`, the SDK hands the answer back unread."""
+    from httpx2 import Response
 
-    The stream notes whether the server ended it with `data: [DONE]`: a stream that did
-    is complete even without a `finish_reason` (some servers send none); one that stopped
-    without either was cut off. (The SDK reads and drops that line; the one method that
-    sees it is overridden; were it renamed, no stream would count as ended, as before.)
-    """
-    from openai import AsyncStream
-    from openai.types.chat import ChatCompletion, ChatCompletionChunk
-
-    class ChunkStream(AsyncStream[ChatCompletionChunk]):
-        done = False
-
-        async def _iter_events(self) -> AsyncIterator[Any]:
-            async for event in super()._iter_events():
-                if str(getattr(event, "data", "")).startswith("[DONE]"):
-                    self.done = True
-                yield event
-
-    return ChatCompletion, ChunkStream
+    return Response
 
 
 def from_name(model: str) -> OpenAIChatModel:

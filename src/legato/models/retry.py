@@ -18,8 +18,9 @@ from __future__ import annotations
 import asyncio
 import random
 from collections.abc import AsyncIterator, Awaitable, Callable
-from dataclasses import dataclass, field
+from dataclasses import field
 
+from legato._values import value_class
 from legato.exceptions import ModelError, RateLimited
 from legato.messages import Usage
 from legato.models._base import Model, ModelProfile, ModelRequest, ModelStreamEvent, price_of
@@ -31,7 +32,7 @@ def _sleep(seconds: float) -> Awaitable[None]:
     return asyncio.sleep(seconds)
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@value_class
 class RetryPolicy:
     """How often and how patiently to retry a failed model call."""
 

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any, Generic, Literal
 
 from typing_extensions import TypeVar
 
+from legato._values import value_class
 from legato.contracts import State, StateOptions, StateSession
 from legato.contracts._session import merge_tools
 from legato.events import (
@@ -107,7 +108,7 @@ class RunConfig(Generic[OutputT]):
     """A child run's parent's gate: the child's shares its hold (see `legato.spawn`)."""
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@value_class
 class Unit:
     """One unit of a run's progress, as `RunDriver.next_unit` plans it."""
 

@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
 from typing import Any, Generic, Literal, TypeAlias, cast
 
 from pydantic import PydanticUserError, TypeAdapter, ValidationError
 from typing_extensions import TypeVar
 
+from legato._values import value_class
 from legato.exceptions import ConfigurationError
 from legato.messages import JsonValue, ToolDefinition
 from legato.models import OutputSpec
@@ -58,7 +58,7 @@ def _problems(exc: ValidationError) -> str:
     return "\n".join(lines)
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@value_class
 class OutputSchema(Generic[OutputT]):
     """How a run's final answer is obtained and checked."""
 

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Generic
 
 from typing_extensions import TypeVar
 
+from legato._values import value_class
 from legato.events import Journal
 from legato.messages import Message, Usage
 
@@ -19,7 +19,7 @@ __all__ = ["RunResult", "result_from_state"]
 OutputT = TypeVar("OutputT", default=str)
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@value_class
 class RunResult(Generic[OutputT]):
     """The outcome of a run: its output, the conversation, what it cost, and its journal."""
 

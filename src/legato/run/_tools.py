@@ -19,9 +19,10 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
+from legato._values import value_class
 from legato.contracts import StateSession
 from legato.contracts._session import Pending, Refusal
 from legato.events import (
@@ -45,7 +46,7 @@ if TYPE_CHECKING:
 __all__ = ["CallResult", "ToolExecutor"]
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@value_class
 class CallResult:
     """The result of one call and how it ended."""
 

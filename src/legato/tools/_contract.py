@@ -8,9 +8,10 @@ and hand a tool function the state view the run gives it.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Any, Protocol, TypeVar, runtime_checkable
 
+from legato._values import value_class
 from legato.exceptions import ToolDefinitionError
 
 __all__ = [
@@ -74,7 +75,7 @@ class StateAccess(Protocol):
         ...
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@value_class
 class Conditions:
     """The contract `@tool(requires=..., ensures=...)` builds: plain data, checked by the run."""
 

@@ -10,13 +10,14 @@ from __future__ import annotations
 
 import inspect
 from collections.abc import Awaitable, Callable, Mapping
-from dataclasses import dataclass
 from typing import Any, TypeAlias
+
+from legato._values import value_class
 
 __all__ = ["Reconciled", "Reconciler", "reconcile_call"]
 
 
-@dataclass(frozen=True, slots=True)
+@value_class(kw_only=False)
 class Reconciled:
     """What a reconcile hook found out about an effect.
 

@@ -16,14 +16,14 @@ import re
 import types
 import typing
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Annotated, Any, Literal, TypeAlias, get_args, get_origin
 
-from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError, create_model
+from pydantic import BaseModel, ConfigDict, TypeAdapter, ValidationError, create_model
 from pydantic.errors import PydanticUndefinedAnnotation, PydanticUserError
-from pydantic.fields import FieldInfo
 from pydantic_core import ErrorDetails
 
+from legato._values import value_class
 from legato.exceptions import ToolArgumentsInvalid, ToolDefinitionError
 from legato.messages import JsonValue
 from legato.tools._context import RunContext
@@ -47,7 +47,7 @@ _SCHEMA_ERRORS = (PydanticUserError, PydanticUndefinedAnnotation)
 _HINT_ERRORS = (NameError, TypeError, SyntaxError, AttributeError)
 
 
-@dataclass(frozen=True, kw_only=True, slots=True)
+@value_class
 class FunctionSchema:
     """What a function looks like as a tool: description, argument schema and validator."""
 
@@ -200,7 +200,7 @@ def is_run_context(hint: Any) -> bool:
     return isinstance(target, type) and issubclass(target, RunContext)
 
 
-@dataclass(frozen=True, slots=True)
+@value_class(kw_only=False)
 class _Doc:
     description: str
     params: Mapping[str, str]
@@ -239,6 +239,8 @@ def _field(param: inspect.Parameter, hint: Any, doc: str | None) -> tuple[Any, A
     clashing with `BaseModel` attributes. A docstring description is added only when the
     annotation or a `Field(...)` default carries none, so an explicit one wins.
     """
+    from pydantic import Field  # pydantic.fields: loaded with the first tool, not at import
+
     options: dict[str, Any] = {"alias": param.name}
     if doc and not _has_description(hint, param.default):
         options["description"] = doc
@@ -247,6 +249,8 @@ def _field(param: inspect.Parameter, hint: Any, doc: str | None) -> tuple[Any, A
 
 
 def _has_description(hint: Any, default: Any) -> bool:
+    from pydantic.fields import FieldInfo
+
     if isinstance(default, FieldInfo) and default.description:
         return True
     if get_origin(hint) is not Annotated:

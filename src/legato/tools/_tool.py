@@ -7,9 +7,10 @@ import inspect
 import logging
 import re
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import field, replace
 from typing import Any, Literal, TypeAlias, cast, get_args, get_type_hints, overload
 
+from legato._values import value_class
 from legato.exceptions import ToolArgumentsInvalid, ToolDefinitionError
 from legato.messages import JsonValue, ToolDefinition
 from legato.models.dialects import strict_problem
@@ -56,7 +57,7 @@ def _check_name(name: str) -> str:
     return name
 
 
-@dataclass(frozen=True, kw_only=True, slots=True)
+@value_class
 class Tool:
     """A callable the model may use: a name, a description, a JSON schema and a function.
 

@@ -8,7 +8,7 @@ import pytest
 from conformance_cases import CASES, Case
 from scenarios import check_awkward_arguments, check_one_tool_call, check_text_before_tool_call
 
-import legato.models.openai_chat as openai_chat
+import legato.models._chat_read as chat_read
 from legato.models.anthropic import AnthropicModel
 from legato.models.assembly import ResponseAssembler
 from legato.simulator import WireSimulator
@@ -19,18 +19,19 @@ def _case(case_id: str) -> Case:
 
 
 def _drop_first_chat_argument_delta(monkeypatch: pytest.MonkeyPatch) -> None:
-    original = openai_chat._feed
+    original = chat_read.feed
     dropped = False
 
     def feed(assembler: ResponseAssembler, delta: Any, *, streamed: bool) -> Any:
         nonlocal dropped
-        for call in delta.tool_calls or ():
-            if call.function is not None and call.function.arguments and not dropped:
+        for call in delta.get("tool_calls") or ():
+            function = call.get("function")
+            if function is not None and function.get("arguments") and not dropped:
                 dropped = True
-                call.function.arguments = ""
+                function["arguments"] = ""
         return original(assembler, delta, streamed=streamed)
 
-    monkeypatch.setattr(openai_chat, "_feed", feed)
+    monkeypatch.setattr(chat_read, "feed", feed)
 
 
 def _drop_first_anthropic_input_delta(monkeypatch: pytest.MonkeyPatch) -> None:
