@@ -684,6 +684,8 @@ class EffectGate:
                     await store.decide(request.id, request.token, verdict)
                 except DecisionTokenInvalid:  # decided after the request expired
                     return None
+                except DecisionAlreadyUsed:
+                    pass  # another door decided first: the stored decision is the one
                 decision = await self._claim(request, store)
         deadline = time.monotonic() + policy.wait
         while decision is None and time.monotonic() < deadline:
