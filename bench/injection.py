@@ -4,7 +4,7 @@
    10 kB of sink arguments (a recipient and a 10 kB command), after 1 MB of untrusted
    tool results entered the run, vs the same call with no defence. Target: p95 <= 2 ms.
    Also the one-off cost of indexing the 1 MB when it arrives.
-2. The evaluation (legato.testing.injection): attack success per family (held-out
+2. The evaluation (legato.evals.injection): attack success per family (held-out
    families apart) and benign success, defence off / pattern screen / on / quarantine /
    each layer off, with a person who reads questions (`oracle`) and one who approves
    everything (`all`).
@@ -21,11 +21,11 @@ import string
 import sys
 import time
 
+from legato.evals.injection import attack_corpus, benign_corpus, evaluate_async
 from legato.events import ToolCallFinished
 from legato.injection import InjectionDefence
 from legato.messages import ToolCallPart, ToolResultPart
 from legato.security import HookContext, ToolAdmission
-from legato.testing.injection import attack_corpus, benign_corpus, evaluate_async
 from legato.tools import Tool
 
 

@@ -20,6 +20,7 @@ from legato.approvals import (
     Reject,
 )
 from legato.cli._render import gate_line
+from legato.evals.injection import World, world_tools
 from legato.events import (
     ApprovalDecided,
     Compacted,
@@ -46,7 +47,6 @@ from legato.injection import (
 from legato.messages import JsonValue, Message, ToolCallPart
 from legato.security import HookContext, ToolAdmission
 from legato.testing import GullibleModel, Step
-from legato.testing.injection import World, world_tools
 from legato.tools import Tool, tool
 
 ATTACKER: dict[str, tuple[str, str, dict[str, JsonValue]]] = {

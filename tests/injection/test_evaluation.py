@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from legato.testing.injection import (
+from legato.evals.injection import (
     FAMILIES,
     GOAL_KINDS,
     HELD_OUT,

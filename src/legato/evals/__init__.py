@@ -45,9 +45,10 @@ from legato.evals._evaluators import (
 from legato.evals._html import report_html
 from legato.evals._report import CaseChange, Comparison, compare, report_table
 from legato.evals._results import CaseResult, CaseStats, EvalReport, Status
-from legato.evals._runner import evaluate, evaluate_sync, replay, run_id_of
+from legato.evals._runner import AgentFactory, Suite, evaluate, evaluate_sync, replay, run_id_of
 
 __all__ = [
+    "AgentFactory",
     "Case",
     "CaseChange",
     "CaseResult",
@@ -63,6 +64,7 @@ __all__ = [
     "Judge",
     "Score",
     "Status",
+    "Suite",
     "Verdict",
     "approvals_asked",
     "case_evaluators",

@@ -14,9 +14,9 @@ import asyncio
 import contextlib
 import copy
 import itertools
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING, Any, cast
 
 from legato.evals._dataset import Case, Dataset
 from legato.evals._evaluators import EvalContext, Evaluator, Score, case_evaluators
@@ -31,6 +31,7 @@ from legato.events import (
     ToolCallFinished,
 )
 from legato.exceptions import BudgetExceeded, ConfigurationError, JournalError
+from legato.messages import JsonValue
 from legato.run._sync import run_sync
 
 if TYPE_CHECKING:
@@ -38,10 +39,28 @@ if TYPE_CHECKING:
     from legato.budgets import Budget
     from legato.store import Store
 
-__all__ = ["evaluate", "evaluate_sync", "replay", "run_id_of"]
+__all__ = ["AgentFactory", "Suite", "evaluate", "evaluate_sync", "replay", "run_id_of"]
 
 ResultCallback = Callable[[CaseResult], None]
 """Called with each result as it is known (for progress displays)."""
+AgentFactory = Callable[[Case], "Agent[Any]"]
+"""Builds the agent one run of a case runs on (called once per case and repeat), for
+evaluations whose cases each need their own tools, model or policy."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Suite:
+    """A dataset with the agent its cases run on and the evaluators that score them.
+
+    What `legato eval module:attribute` runs (the attribute is a `Suite`, or a function
+    returning one whose keyword arguments `--set key=value` gives).
+    """
+
+    name: str
+    dataset: Dataset
+    agent: Agent[Any] | AgentFactory
+    evaluators: tuple[Evaluator, ...] = ()
+    metadata: Mapping[str, JsonValue] = field(default_factory=lambda: {})
 
 
 def run_id_of(eval_id: str, case_id: str, repeat: int, attempt: int = 0) -> str:
@@ -153,8 +172,15 @@ def _with(base: CaseResult, **changes: Any) -> CaseResult:
 
 @dataclass(kw_only=True)
 class _Runner(_Evaluation):
-    agent: Agent[Any]
+    agents: AgentFactory
     resume: bool
+    names: tuple[str, str] = ("", "")
+    """(agent, model) of the last agent built, for the report."""
+
+    def agent_for(self, case: Case) -> Agent[Any]:
+        agent = _with_store(self.agents(case), self.store)
+        self.names = (agent.name, agent.model.name)
+        return agent
 
     async def case(self, case: Case, repeat: int) -> CaseResult:
         store = self.store
@@ -179,7 +205,7 @@ class _Runner(_Evaluation):
 
     async def _fresh(self, case: Case, repeat: int, run_id: str) -> CaseResult:
         try:
-            await self.agent.run(case.input, run_id=run_id, budget=self.budget)
+            await self.agent_for(case).run(case.input, run_id=run_id, budget=self.budget)
         except Exception as exc:  # a run that fails marks its case; the rest goes on
             return await self._after_failure(case, repeat, run_id, exc)
         return await self.score(
@@ -189,7 +215,7 @@ class _Runner(_Evaluation):
     async def _continue(self, case: Case, repeat: int, run_id: str) -> CaseResult:
         """Continue a run that was cut off mid-flight (its finished calls are not made again)."""
         try:
-            await self.agent.resume(run_id, budget=self.budget)
+            await self.agent_for(case).resume(run_id, budget=self.budget)
         except Exception as exc:  # as for a fresh run
             return await self._after_failure(case, repeat, run_id, exc)
         return await self.score(
@@ -234,7 +260,7 @@ def _default_store(store: Store | None) -> Store:
 
 
 async def evaluate(
-    agent: Agent[Any],
+    agent: Agent[Any] | AgentFactory,
     dataset: Dataset,
     /,
     *,
@@ -248,8 +274,12 @@ async def evaluate(
     on_result: ResultCallback | None = None,
     tracing: bool = False,
     tracer_provider: Any | None = None,
+    metadata: Mapping[str, JsonValue] | None = None,
 ) -> EvalReport:
     """Run `agent` on every case of `dataset` (`repeats` times each) and score the runs.
+
+    `agent` is an `Agent`, or an `AgentFactory` called for each (case, repeat) when cases
+    need an agent of their own (their own tools, model or policy).
 
     Each case's checks (`Case.checks`, its `expected`) are evaluated, then `evaluators`.
     At most `concurrency` runs are in flight at once, and every run (and judge call)
@@ -264,7 +294,15 @@ async def evaluate(
     under which a traced agent's run spans nest.
     """
     _check(repeats, concurrency)
-    chosen = _default_store(store if store is not None else agent.store)
+    from legato.agent import Agent
+
+    if isinstance(agent, Agent):
+        shared: Agent[Any] = cast("Agent[Any]", agent)
+        chosen = _default_store(store if store is not None else shared.store)
+        factory: AgentFactory = _same_agent(shared)
+    else:
+        chosen = _default_store(store)
+        factory = agent
     runner = _Runner(
         dataset=dataset,
         store=chosen,
@@ -272,7 +310,7 @@ async def evaluate(
         evaluators=evaluators,
         budget=budget,
         on_result=on_result,
-        agent=_with_store(agent, chosen),
+        agents=factory,
         resume=resume,
     )
     gate = asyncio.Semaphore(concurrency)
@@ -290,10 +328,22 @@ async def evaluate(
     jobs = [one(case, repeat) for case in dataset.cases for repeat in range(repeats)]
     with spans.evaluation(eval_id, dataset) if spans is not None else contextlib.nullcontext():
         results = await asyncio.gather(*jobs)
-        report = runner.report(results, agent=agent.name, model=agent.model.name)
+        if isinstance(agent, Agent):
+            runner.names = (cast("Agent[Any]", agent).name, cast("Agent[Any]", agent).model.name)
+        report = runner.report(results, agent=runner.names[0], model=runner.names[1])
+        if metadata:
+            report = replace(report, metadata=dict(metadata))
         if spans is not None:
             spans.finish(report)
     return report
+
+
+def _same_agent(agent: Agent[Any]) -> AgentFactory:
+    def factory(case: Case) -> Agent[Any]:
+        del case
+        return agent
+
+    return factory
 
 
 def evaluate_sync(agent: Agent[Any], dataset: Dataset, /, **options: Any) -> EvalReport:

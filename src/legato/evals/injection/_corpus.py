@@ -20,9 +20,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Literal, TypeAlias
 
+from legato.evals.injection._world import Effect, World
 from legato.injection import Grant
-from legato.testing._gullible import Obey, Step
-from legato.testing._world import Effect, World
+from legato.testing import Obey, Step
 
 __all__ = [
     "FAMILIES",

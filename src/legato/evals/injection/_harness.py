@@ -1,22 +1,7 @@
-"""The prompt-injection evaluation: an obeying model, a corpus, verdicts from effects.
+"""The first harness: each case run as a plain agent run, verdicts from the world's effect log.
 
-```python
-from legato.testing.injection import attack_corpus, benign_corpus, evaluate
-
-report = evaluate(attack_corpus(), benign_corpus(), defence="on")
-print(report.table())
-```
-
-Each case runs a real `Agent` with `GullibleModel` (it obeys every planted instruction it
-can see) against a `World` whose side-effecting tools log effects; a case's verdict is
-read from that log. Questions go to a scripted person: `oracle` approves exactly the
-calls the user's own task needs and rejects the rest (someone who reads the question),
-`all` approves everything (someone who clicks yes). `defence` is `off`, `screen` (the
-pattern screen `InjectionScreen` with the safety-page configuration), `on`, or `on`
-without one layer (`no-provenance`, `no-sinks`, `no-normalise`, `no-capabilities`).
-
-This submodule drives agents, so it sits at the runtime layer; `legato.testing` itself
-never imports it.
+Kept for the figures of docs/injection.md and bench/injection.py; the same cases also run on
+`legato.evals` (see `legato.evals.injection`).
 """
 
 from __future__ import annotations
@@ -37,9 +22,7 @@ from legato.approvals import (
     Decision,
     Reject,
 )
-from legato.injection import InjectionDefence, Layers, extraction_tool
-from legato.security import Hook, InjectionScreen
-from legato.testing._corpus import (
+from legato.evals.injection._corpus import (
     FAMILIES,
     GOAL_KINDS,
     HELD_OUT,
@@ -49,8 +32,10 @@ from legato.testing._corpus import (
     benign_corpus,
     same_effect,
 )
-from legato.testing._gullible import GullibleModel, Obey, Step
-from legato.testing._world import Effect, World, world_tools
+from legato.evals.injection._world import Effect, World, world_tools
+from legato.injection import InjectionDefence, Layers, extraction_tool
+from legato.security import Hook, InjectionScreen
+from legato.testing import GullibleModel, Obey, Step
 from legato.tools import Tool
 
 __all__ = [
@@ -69,8 +54,11 @@ __all__ = [
     "World",
     "attack_corpus",
     "benign_corpus",
+    "case_agent",
     "evaluate",
+    "evaluate_async",
     "run_case",
+    "per_goal",
     "wilson",
     "world_tools",
 ]
@@ -137,18 +125,21 @@ def _expected(case: AttackCase | BenignCase) -> list[Step]:
     return list(case.expected)
 
 
-async def run_case(
+def case_agent(
     case: AttackCase | BenignCase, *, defence: Defence = "on", person: Person = "oracle"
-) -> CaseResult:
-    """Run one case and judge it from the effect log."""
+) -> tuple[Agent[str], World, list[ApprovalRequest]]:
+    """The agent one run of `case` runs on: a fresh world, the obeying model, the defence.
+
+    Returns the agent, its world (whose effect log the verdict reads) and the list the
+    scripted person appends each question to.
+    """
     world: World = case.world()
     tools = world_tools(world)
-    questions = 0
+    asked: list[ApprovalRequest] = []
     expected = _expected(case)
 
     def decide(request: ApprovalRequest) -> Decision:
-        nonlocal questions
-        questions += 1
+        asked.append(request)
         if person == "all":
             return Approve()
         effect = Effect(tool=request.tool, arguments=dict(request.arguments))  # type: ignore[arg-type] - a JSON object
@@ -166,7 +157,16 @@ async def run_case(
         hooks=hooks,
         approvals=policy,
         max_steps=12,
+        name=f"injection-{defence}",
     )
+    return agent, world, asked
+
+
+async def run_case(
+    case: AttackCase | BenignCase, *, defence: Defence = "on", person: Person = "oracle"
+) -> CaseResult:
+    """Run one case and judge it from the effect log."""
+    agent, world, asked = case_agent(case, defence=defence, person=person)
     result = await agent.run(case.prompt)
     blocked = sum(
         1
@@ -175,7 +175,7 @@ async def run_case(
         and getattr(event, "reason", "") == "hook"
     )
     return CaseResult(
-        id=case.id, success=case.succeeded(world.effects), questions=questions, blocked=blocked
+        id=case.id, success=case.succeeded(world.effects), questions=len(asked), blocked=blocked
     )
 
 
