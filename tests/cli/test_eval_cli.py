@@ -104,3 +104,62 @@ def test_the_command_lines_of_docs_evals_work_as_written(workdir: Path) -> None:
     assert "pass rate 50% -> 50%" in outputs[3]
     page = (workdir / "b.html").read_text(encoding="utf-8")
     assert 'data-case="bye"' in page and "journal (" in page
+
+
+SUITE = "legato.evals.injection:injection_suite"
+
+
+def test_eval_runs_a_suite_and_compare_shows_what_the_defence_changes(workdir: Path) -> None:
+    off = runner.invoke(app, ["eval", SUITE, "--set", "defence=off", "--set", "every=40"])
+    assert off.exit_code == 1, off.output  # the attacks got through
+    assert "injection-off-oracle" in off.output
+    args = ["eval", SUITE, "--set", "every=40", "--json", "on.json"]
+    on = runner.invoke(app, args)
+    assert on.exit_code == 0, on.output
+    runner.invoke(
+        app, ["eval", SUITE, "--set", "defence=off", "--set", "every=40", "--json", "off.json"]
+    )
+    report = EvalReport.load(workdir / "on.json")
+    assert report.metadata == {"defence": "on", "person": "oracle"}
+    assert {"attack_resisted", "task_done", "questions", "blocked"} <= {
+        s.name for r in report.results for s in r.scores
+    }
+    attacks = sum("attack" in r.tags for r in report.results)
+    diff = runner.invoke(app, ["eval", "compare", "off.json", "on.json"], env=WIDE)
+    assert f"0 regressions, {attacks} improvements" in diff.output, diff.output
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["eval", SUITE, "--set", "defence=maybe"], "unknown defence"),
+        (["eval", SUITE, "--set", "defence"], "--set takes key=value"),
+        (["eval", SUITE, "--set", "colour=red"], "unexpected keyword argument"),
+        (["eval", SUITE, "-m", "test:echo"], "a suite brings its own agent"),
+        (["eval", "legato.evals:__name__"], "is not a legato.evals.Suite"),
+        (["eval", "legato.evals:nothing"], "nothing"),
+        (["eval", "cases.yaml", "-m", "test:echo", "--set", "a=b"], "--set applies to a suite"),
+    ],
+)
+def test_eval_refuses_a_bad_suite_with_one_line(
+    workdir: Path, args: list[str], message: str
+) -> None:
+    result = runner.invoke(app, args, env=WIDE)
+    assert result.exit_code == 1 and message in result.output, result.output
+
+
+def test_eval_keeps_its_runs_in_postgresql_and_resumes_from_there(
+    workdir: Path, pg_dsn: str
+) -> None:
+    from legato.store import PostgresStore
+
+    first = runner.invoke(app, ["eval", "cases.yaml", "-m", "test:echo", "--store", pg_dsn])
+    assert "pass hi #0" in first.output and "(stored)" not in first.output, first.output
+    again = runner.invoke(app, ["eval", "cases.yaml", "-m", "test:echo", "--store", pg_dsn])
+    assert "pass hi #0 (stored)" in again.output, again.output
+    assert not (workdir / ".legato").exists()  # nothing went to the default SQLite file
+    store = PostgresStore(pg_dsn)
+    try:
+        assert any(r.run_id.startswith("eval:echo-") for r in store.list_runs())
+    finally:
+        store.close()
