@@ -7,9 +7,11 @@ from __future__ import annotations
 
 import asyncio
 from pathlib import Path
+from typing import Any
 
 import pytest
 
+from legato import Agent
 from legato.evals import Case, EvalReport, compare, evaluate_sync, replay
 from legato.evals.injection import (
     attack_corpus,
@@ -86,11 +88,12 @@ def test_a_stored_injection_evaluation_resumes_and_replays_without_building_an_a
     suite = injection_suite(defence="on", every=25)
     built: list[str] = []
 
-    def counting(case: Case) -> object:
+    factory = suite.agent
+    assert not isinstance(factory, Agent)
+
+    def counting(case: Case) -> Agent[Any]:
         built.append(case.id)
-        factory = suite.agent
-        assert callable(factory)
-        return factory(case)  # type: ignore[call-arg]
+        return factory(case)
 
     store = SQLiteStore(tmp_path / "e.db")
     first = evaluate_sync(

@@ -346,7 +346,9 @@ def _same_agent(agent: Agent[Any]) -> AgentFactory:
     return factory
 
 
-def evaluate_sync(agent: Agent[Any], dataset: Dataset, /, **options: Any) -> EvalReport:
+def evaluate_sync(
+    agent: Agent[Any] | AgentFactory, dataset: Dataset, /, **options: Any
+) -> EvalReport:
     """`evaluate` for synchronous code (works inside a running event loop too)."""
     return run_sync(evaluate(agent, dataset, **options))
 
