@@ -112,10 +112,13 @@ def _rate(value: float | None) -> str:
 
 
 def _comparison_summary(diff: Comparison) -> str:
-    rate = _rate
+    from legato.evals import rate_text
+
     p = "-" if diff.p_value is None else f"{diff.p_value:.3g}"
+    before = rate_text(diff.pass_rate_before, diff.interval_before)
+    after = rate_text(diff.pass_rate_after, diff.interval_after)
     summary = (
-        f"pass rate {rate(diff.pass_rate_before)} -> {rate(diff.pass_rate_after)}; "
+        f"pass rate {before} -> {after} (95% CI); "
         f"{len(diff.regressions)} regressions, {len(diff.improvements)} improvements; "
         f"McNemar p = {p}"
     )

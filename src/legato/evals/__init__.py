@@ -43,9 +43,10 @@ from legato.evals._evaluators import (
     tool_not_called,
 )
 from legato.evals._html import report_html
-from legato.evals._report import CaseChange, Comparison, compare, report_table
+from legato.evals._report import CaseChange, Comparison, compare, rate_text, report_table
 from legato.evals._results import CaseResult, CaseStats, EvalReport, Status
 from legato.evals._runner import AgentFactory, Suite, evaluate, evaluate_sync, replay, run_id_of
+from legato.evals._stats import clustered_interval, wilson
 
 __all__ = [
     "AgentFactory",
@@ -68,6 +69,7 @@ __all__ = [
     "Verdict",
     "approvals_asked",
     "case_evaluators",
+    "clustered_interval",
     "compare",
     "contains",
     "dataset_schema",
@@ -78,6 +80,7 @@ __all__ = [
     "json_schema",
     "judge",
     "matches",
+    "rate_text",
     "max_cost",
     "max_latency",
     "max_tokens",
@@ -90,4 +93,5 @@ __all__ = [
     "tool_called",
     "tool_calls_in_order",
     "tool_not_called",
+    "wilson",
 ]

@@ -11,6 +11,7 @@ from collections.abc import Mapping
 from html import escape
 from typing import TYPE_CHECKING
 
+from legato.evals._report import rate_text
 from legato.events import (
     ApprovalDecided,
     ApprovalRequested,
@@ -117,7 +118,7 @@ def report_html(report: EvalReport, /, *, store: RunStore | None = None) -> str:
             if r.run_id is not None and store.run_info(r.run_id) is not None
         }
     counts = report.counts
-    rate = "-" if report.pass_rate is None else f"{report.pass_rate:.0%}"
+    rate = rate_text(report.pass_rate, report.pass_rate_interval)
     summary = ", ".join(f"{n} {k}" for k, n in counts.items())
     rows = "".join(
         _row(r, journals.get(r.run_id) if r.run_id else None) for r in report.failures_first()
@@ -136,7 +137,7 @@ def report_html(report: EvalReport, /, *, store: RunStore | None = None) -> str:
         f"<title>{title}</title><style>{_STYLE}</style></head><body>"
         f"<h1>{title}</h1>"
         f'<p id="summary">dataset {escape(report.dataset)} · agent {escape(report.agent)} · '
-        f"model {escape(report.model)} · pass rate {rate} · ${report.cost:.4f} · "
+        f"model {escape(report.model)} · pass rate {escape(rate)} (95% CI) · ${report.cost:.4f} · "
         f"{escape(summary)}</p>"
         "<table><thead><tr><th>case</th><th>repeat</th><th>result</th><th>why</th>"
         "<th>output and journal</th><th>tokens</th><th>cost</th></tr></thead>"

@@ -11,7 +11,7 @@ from legato.evals._results import CaseResult, EvalReport
 if TYPE_CHECKING:
     from rich.table import Table
 
-__all__ = ["CaseChange", "Comparison", "compare", "report_table"]
+__all__ = ["CaseChange", "Comparison", "compare", "rate_text", "report_table"]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -39,6 +39,9 @@ class Comparison:
     """Exact two-sided McNemar test on the cases that flipped (pass/fail over aligned
     (case, repeat) runs); None when nothing is paired."""
     same_dataset: bool
+    interval_before: tuple[float, float] | None = None
+    """95% interval of `pass_rate_before` (see `EvalReport.pass_rate_interval`)."""
+    interval_after: tuple[float, float] | None = None
 
     @property
     def regressions(self) -> list[CaseChange]:
@@ -96,7 +99,18 @@ def compare(before: EvalReport, after: EvalReport) -> Comparison:
         pass_rate_after=after.pass_rate,
         p_value=_mcnemar(before, after),
         same_dataset=before.dataset_digest == after.dataset_digest,
+        interval_before=before.pass_rate_interval,
+        interval_after=after.pass_rate_interval,
     )
+
+
+def rate_text(rate: float | None, interval: tuple[float, float] | None) -> str:
+    """`83% [71%, 91%]`: a pass rate and its 95% interval (`-` when unknown)."""
+    if rate is None:
+        return "-"
+    if interval is None:
+        return f"{rate:.0%}"
+    return f"{rate:.0%} [{interval[0]:.0%}, {interval[1]:.0%}]"
 
 
 def _verdict(result: CaseResult) -> str:
@@ -119,11 +133,11 @@ def report_table(report: EvalReport) -> Table:
     from rich.table import Table
 
     counts = report.counts
-    rate = "-" if report.pass_rate is None else f"{report.pass_rate:.0%}"
+    rate = rate_text(report.pass_rate, report.pass_rate_interval)
     caption = (
         f"{counts['passed']} passed, {counts['failed']} failed, {counts['unscored']} unscored, "
         f"{counts['error']} errors, {counts['budget']} stopped by the budget, "
-        f"{counts['invalid']} invalid; pass rate {rate}; ${report.cost:.4f}"
+        f"{counts['invalid']} invalid; pass rate {rate} (95% CI); ${report.cost:.4f}"
     )
     table = Table(title=f"evaluation {escape(report.eval_id)}", caption=caption)
     for column in ("case", "repeat", "result", "tokens", "cost", "why"):

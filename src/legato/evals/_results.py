@@ -12,6 +12,7 @@ from typing import Literal, TypeAlias, cast
 
 from legato.evals._dataset import InvalidCase
 from legato.evals._evaluators import Score
+from legato.evals._stats import Interval, clustered_interval, wilson
 from legato.exceptions import ConfigurationError
 from legato.messages import JsonValue
 
@@ -110,6 +111,8 @@ class CaseStats:
     """Mean of pass (1) / fail (0) over the scored runs; None when none was scored."""
     variance: float | None
     """Sample variance of pass/fail over the scored runs (None below two)."""
+    interval: Interval = (0.0, 1.0)
+    """95% Wilson interval of the case's pass rate over its scored runs ((0, 1) with none)."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -157,6 +160,22 @@ class EvalReport:
         scored = c["passed"] + c["failed"]
         return c["passed"] / scored if scored else None
 
+    @property
+    def pass_rate_interval(self) -> Interval | None:
+        """A 95% confidence interval of the pass rate (None when no run was scored).
+
+        With one scored run per case, Wilson's interval on the runs. With repeats, the
+        case is the unit (its repeats are not independent): the interval of the mean of
+        the cases' pass rates (`legato.evals._stats.clustered_interval`), whose centre
+        may differ slightly from `pass_rate` when cases have unequal numbers of runs.
+        """
+        stats = [s for s in self.case_stats() if s.pass_rate is not None]
+        if not stats:
+            return None
+        if all(s.scored == 1 for s in stats):
+            return wilson(sum(s.pass_rate or 0.0 for s in stats), len(stats))
+        return clustered_interval([s.pass_rate or 0.0 for s in stats])
+
     def case_stats(self) -> list[CaseStats]:
         """Per case, over its repeats: pass rate and its variance."""
         by_case: dict[str, list[CaseResult]] = {}
@@ -172,6 +191,7 @@ class EvalReport:
                     scored=len(values),
                     pass_rate=statistics.fmean(values) if values else None,
                     variance=statistics.variance(values) if len(values) >= 2 else None,
+                    interval=wilson(sum(values), len(values)),
                 )
             )
         return stats
@@ -221,6 +241,9 @@ class EvalReport:
             "evaluators": list(self.evaluators),
             "counts": cast(dict[str, JsonValue], self.counts),
             "pass_rate": self.pass_rate,
+            "pass_rate_interval": (
+                None if self.pass_rate_interval is None else list(self.pass_rate_interval)
+            ),
             "cost": self.cost,
             "judge_cost": self.judge_cost,
             "results": [r.to_json() for r in self.results],

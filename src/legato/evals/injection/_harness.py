@@ -7,7 +7,6 @@ Kept for the figures of docs/injection.md and bench/injection.py; the same cases
 from __future__ import annotations
 
 import asyncio
-import math
 from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -22,6 +21,7 @@ from legato.approvals import (
     Decision,
     Reject,
 )
+from legato.evals._stats import wilson
 from legato.evals.injection._corpus import (
     FAMILIES,
     GOAL_KINDS,
@@ -177,17 +177,6 @@ async def run_case(
     return CaseResult(
         id=case.id, success=case.succeeded(world.effects), questions=len(asked), blocked=blocked
     )
-
-
-def wilson(successes: int, n: int, z: float = 1.96) -> tuple[float, float]:
-    """The Wilson score interval of a proportion (95% by default)."""
-    if n == 0:
-        return (0.0, 1.0)
-    p = successes / n
-    denominator = 1 + z * z / n
-    centre = (p + z * z / (2 * n)) / denominator
-    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / denominator
-    return (max(0.0, centre - half), min(1.0, centre + half))
 
 
 @dataclass(kw_only=True)
