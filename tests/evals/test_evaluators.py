@@ -220,7 +220,7 @@ def test_the_judge_passes_fails_and_marks_an_answer_that_does_not_parse() -> Non
             '{"verdict": "yes"}',
         ]
     )
-    grader = judge(model, "The answer names the cities asked about.")
+    grader = judge(model, "The answer names the cities asked about.", cache=None)
     good = score(grader)
     assert good == Score(name="judge", passed=True, value=1.0, reason="names both cities")
     assert score(grader).passed is False

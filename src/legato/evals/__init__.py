@@ -30,6 +30,7 @@ from legato.evals._evaluators import (
     contains,
     equals,
     evaluator,
+    evaluator_version,
     json_schema,
     judge,
     matches,
@@ -43,6 +44,7 @@ from legato.evals._evaluators import (
     tool_not_called,
 )
 from legato.evals._html import report_html
+from legato.evals._judge_cache import JudgeCache
 from legato.evals._report import CaseChange, Comparison, compare, rate_text, report_table
 from legato.evals._results import CaseResult, CaseStats, EvalReport, Status
 from legato.evals._runner import AgentFactory, Suite, evaluate, evaluate_sync, replay, run_id_of
@@ -63,6 +65,7 @@ __all__ = [
     "FunctionEvaluator",
     "InvalidCase",
     "Judge",
+    "JudgeCache",
     "Score",
     "Status",
     "Suite",
@@ -77,6 +80,7 @@ __all__ = [
     "evaluate",
     "evaluate_sync",
     "evaluator",
+    "evaluator_version",
     "json_schema",
     "judge",
     "matches",

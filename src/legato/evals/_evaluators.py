@@ -9,13 +9,16 @@ evaluator that raises, or a judge whose answer does not parse, gives an *unscore
 
 from __future__ import annotations
 
+import hashlib
 import inspect
 import json
 import re
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+import types
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Literal, Protocol, TypeAlias, cast, runtime_checkable
 
+from legato.evals._judge_cache import JudgeCache, judge_key
 from legato.events import (
     ApprovalRequested,
     Journal,
@@ -42,6 +45,7 @@ __all__ = [
     "contains",
     "equals",
     "evaluator",
+    "evaluator_version",
     "judge",
     "json_schema",
     "matches",
@@ -68,6 +72,9 @@ class Score:
     reason: str = ""
     cost: float = 0.0
     """US dollars the evaluator spent (a judge's model calls, when priced)."""
+    version: str = ""
+    """The version of the evaluator that gave it (`evaluator_version`); a replay given the
+    report this score is in keeps it while the evaluator's version is the same."""
 
     def to_json(self) -> dict[str, JsonValue]:
         """A JSON object (what the report stores)."""
@@ -77,6 +84,7 @@ class Score:
             "value": self.value,
             "reason": self.reason,
             "cost": self.cost,
+            "version": self.version,
         }
 
     @classmethod
@@ -91,6 +99,7 @@ class Score:
             value=float(value) if isinstance(value, int | float) else None,
             reason=str(data.get("reason", "")),
             cost=float(cost) if isinstance(cost, int | float) else 0.0,
+            version=str(data.get("version") or ""),
         )
 
 
@@ -186,10 +195,15 @@ def _as_score(name: str, verdict: object) -> Score:
 
 @dataclass(frozen=True, slots=True)
 class FunctionEvaluator:
-    """An evaluator made from a function of `EvalContext` (sync or async)."""
+    """An evaluator made from a function of `EvalContext` (sync or async).
+
+    Its version is `version` when given, else a digest of the function's code and of the
+    values it closes over (see `evaluator_version`).
+    """
 
     function: Callable[[EvalContext], object]
     name: str = ""
+    version: str = ""
 
     async def evaluate(self, context: EvalContext) -> Score:
         """Call the function and turn its verdict into a `Score`."""
@@ -200,7 +214,11 @@ class FunctionEvaluator:
 
 
 def evaluator(
-    function: Callable[[EvalContext], Verdict | Awaitable[Verdict]], /, *, name: str | None = None
+    function: Callable[[EvalContext], Verdict | Awaitable[Verdict]],
+    /,
+    *,
+    name: str | None = None,
+    version: str = "",
 ) -> FunctionEvaluator:
     """A custom evaluator from a typed function of `EvalContext` (the function's name labels it).
 
@@ -210,7 +228,77 @@ def evaluator(
         return len(ctx.text) < 200
     ```
     """
-    return FunctionEvaluator(function, name or getattr(function, "__name__", "custom"))
+    return FunctionEvaluator(function, name or getattr(function, "__name__", "custom"), version)
+
+
+def _fingerprint(value: object, depth: int = 0) -> JsonValue:
+    """A JSON form of what decides an evaluator's behaviour: code, constants, closed-over values.
+
+    Objects it does not know are represented by their type's name (their state is not seen).
+    """
+    if depth > 8:
+        return type(value).__qualname__
+    if value is None or isinstance(value, str | int | float | bool):
+        return value
+    if isinstance(value, list | tuple | frozenset | set):
+        items = [_fingerprint(v, depth + 1) for v in cast(Iterable[object], value)]
+        if isinstance(value, frozenset | set):
+            items = sorted(items, key=lambda v: json.dumps(v, sort_keys=True))
+        return items
+    if isinstance(value, Mapping):
+        mapping = cast(Mapping[object, object], value)
+        return {str(k): _fingerprint(v, depth + 1) for k, v in mapping.items()}
+    if isinstance(value, re.Pattern):
+        pattern = cast("re.Pattern[str]", value)
+        return ["re", pattern.pattern, pattern.flags]
+    if isinstance(value, types.CodeType):
+        return [
+            "code",
+            value.co_code.hex(),
+            _fingerprint(value.co_consts, depth + 1),
+            list(value.co_names),
+        ]
+    if isinstance(value, types.FunctionType):
+        cells: list[object] = []
+        for cell in value.__closure__ or ():
+            try:
+                cells.append(cell.cell_contents)
+            except ValueError:  # an empty cell
+                cells.append(None)
+        return [
+            "function",
+            value.__qualname__,
+            _fingerprint(value.__code__, depth + 1),
+            _fingerprint(cells, depth + 1),
+            _fingerprint(value.__defaults__, depth + 1),
+        ]
+    if isinstance(value, FunctionEvaluator | Judge):
+        return _fingerprint(evaluator_version(value), depth + 1)
+    return type(value).__qualname__
+
+
+def _digest(value: JsonValue) -> str:
+    text = json.dumps(value, sort_keys=True, ensure_ascii=False)
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def evaluator_version(evaluator: object, /) -> str:
+    """The version a score is stored with: the evaluator's own `version` when it sets one.
+
+    Otherwise, for a function evaluator, a digest of its function's code and of the
+    values it closes over (so editing the function, or building it with another argument,
+    changes it). Closed-over values of plain types (text, numbers, lists, mappings,
+    patterns, functions) count by content, other objects by their type only; editing a
+    helper the function calls is not seen: give `version=` for that. For a
+    judge a digest of its model, rubric and instructions. "" for an evaluator with neither:
+    it is scored again on every replay.
+    """
+    given = getattr(evaluator, "version", "")
+    if isinstance(given, str) and given:
+        return given
+    if isinstance(evaluator, FunctionEvaluator):
+        return _digest(_fingerprint(evaluator.function))
+    return ""
 
 
 def _check(name: str, ok: bool, reason: str) -> Score:
@@ -482,6 +570,17 @@ class Judge:
     rubric: str
     name: str = "judge"
     include_expected: bool = True
+    cache: JudgeCache | None = field(default_factory=JudgeCache, compare=False)
+    """Verdicts already given, by question (None: ask the model every time)."""
+
+    @property
+    def version(self) -> str:
+        """A digest of the model's name, the rubric and the instructions."""
+        return _digest([self._model_name, self.rubric, _JUDGE_INSTRUCTIONS, self.include_expected])
+
+    @property
+    def _model_name(self) -> str:
+        return self.model if isinstance(self.model, str) else self.model.name
 
     def _prompt(self, ctx: EvalContext) -> str:
         parts = [f"Rubric:\n{self.rubric}", f"Question:\n{ctx.case.input}"]
@@ -491,11 +590,29 @@ class Judge:
         return "\n\n".join(parts)
 
     async def evaluate(self, context: EvalContext) -> Score:
-        """Ask the model; an answer that is not the JSON verdict gives an unscored `Score`."""
+        """Ask the model; an answer that is not the JSON verdict gives an unscored `Score`.
+
+        With a `cache`, a question asked before (same model, rubric and prompt) is answered
+        from it: no model call, no cost.
+        """
+        prompt = self._prompt(context)
+        if self.cache is None:
+            return await self._ask(prompt, context)
+        key = judge_key(self._model_name, _JUDGE_INSTRUCTIONS, self.rubric, prompt)
+        async with self.cache.asking(key):
+            known = self.cache.get(key)
+            if known is not None:
+                return _parse_verdict(self.name, json.dumps(known))
+            score = await self._ask(prompt, context)
+            if score.passed is not None:
+                self.cache.put(key, {"pass": score.passed, "reason": score.reason})
+            return score
+
+    async def _ask(self, prompt: str, context: EvalContext) -> Score:
         from legato.agent import Agent
 
         agent = Agent(self.model, instructions=_JUDGE_INSTRUCTIONS, name=self.name, max_steps=1)
-        result = await agent.run(self._prompt(context), budget=context.budget)
+        result = await agent.run(prompt, budget=context.budget)
         return replace(_parse_verdict(self.name, result.output), cost=result.cost or 0.0)
 
 
@@ -515,10 +632,20 @@ def _parse_verdict(name: str, answer: str) -> Score:
     return Score(name=name, passed=verdict, value=1.0 if verdict else 0.0, reason=str(reason))  # pyright: ignore[reportUnknownArgumentType]
 
 
-def judge(model: Model | str, rubric: str, *, name: str = "judge") -> Judge:
+def judge(
+    model: Model | str,
+    rubric: str,
+    *,
+    name: str = "judge",
+    cache: JudgeCache | None | Literal["memory"] = "memory",
+) -> Judge:
     """An LLM judge on any legato model: passes when the model says the output meets `rubric`.
 
     Its calls spend from the evaluation's budget. An answer that is not the JSON verdict
-    leaves the case unscored for this judge, with the answer as the reason.
+    leaves the case unscored for this judge, with the answer as the reason. A question
+    asked again (same model, rubric and prompt) is answered from `cache`: by default one
+    in memory for this judge; a `JudgeCache(path)` keeps verdicts in a file across
+    processes; None asks every time.
     """
-    return Judge(model=model, rubric=rubric, name=name)
+    chosen = JudgeCache() if cache == "memory" else cache
+    return Judge(model=model, rubric=rubric, name=name, cache=chosen)

@@ -19,7 +19,13 @@ from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, cast
 
 from legato.evals._dataset import Case, Dataset
-from legato.evals._evaluators import EvalContext, Evaluator, Score, case_evaluators
+from legato.evals._evaluators import (
+    EvalContext,
+    Evaluator,
+    Score,
+    case_evaluators,
+    evaluator_version,
+)
 from legato.evals._results import CaseResult, EvalReport, Status
 from legato.evals._tracing import EvalSpans
 from legato.events import (
@@ -113,8 +119,13 @@ class _Evaluation:
         repeat: int,
         run_id: str,
         reused: bool,
+        kept: Mapping[str, Score] | None = None,
     ) -> CaseResult:
-        """Score a finished (or failed) run from its journal."""
+        """Score a finished (or failed) run from its journal.
+
+        `kept`: scores this run already has, by name; one whose version is the version of
+        the evaluator of that name is kept instead of evaluated again.
+        """
         cost, tokens, latency = _figures(journal)
         base = CaseResult(
             case_id=case.id,
@@ -133,17 +144,25 @@ class _Evaluation:
         if not isinstance(end, RunFinished):
             return _with(base, status="error", error="the run did not finish")
         context = EvalContext(case=case, output=end.output, journal=journal, budget=self.budget)
-        scores = [await self._one(e, context) for e in (*case_evaluators(case), *self.evaluators)]
+        evaluators = (*case_evaluators(case), *self.evaluators)
+        scores = [await self._one(e, context, kept or {}) for e in evaluators]
         return _with(base, status="ok", output=end.output, scores=tuple(scores))
 
-    async def _one(self, evaluator: Evaluator, context: EvalContext) -> Score:
+    async def _one(
+        self, evaluator: Evaluator, context: EvalContext, kept: Mapping[str, Score]
+    ) -> Score:
         name = getattr(evaluator, "name", type(evaluator).__name__)
+        version = evaluator_version(evaluator)
+        before = kept.get(name)
+        if version and before is not None and before.version == version:
+            return replace(before, cost=0.0)  # the same evaluator on the same journal
         try:
-            return await evaluator.evaluate(context)
+            score = await evaluator.evaluate(context)
         except BudgetExceeded as exc:
             return Score(name=name, passed=None, reason=f"the budget ran out: {exc}")
         except Exception as exc:  # an evaluator's bug marks this case, the rest goes on
             return Score(name=name, passed=None, reason=f"{type(exc).__name__}: {exc}")
+        return replace(score, version=version)
 
     def emit(self, result: CaseResult) -> CaseResult:
         if self.on_result is not None:
@@ -370,12 +389,21 @@ async def replay(
     repeats: int = 1,
     budget: Budget | None = None,
     on_result: ResultCallback | None = None,
+    previous: EvalReport | None = None,
 ) -> EvalReport:
     """Score the stored runs of evaluation `eval_id` again, with `evaluators`: no agent runs.
 
     No model is called (a judge among `evaluators` calls its own). A case with no stored
-    run, or one still unfinished, is marked `missing`.
+    run, or one still unfinished, is marked `missing`. Every score carries its
+    evaluator's version (`evaluator_version`); given the `previous` report of these runs
+    (a saved replay or evaluation), a score whose evaluator has the same version and whose
+    run is the same is kept as it is, and only changed or new evaluators evaluate.
     """
+    kept_scores: dict[str, dict[str, Score]] = {}
+    if previous is not None:
+        for before in previous.results:
+            if before.run_id is not None:
+                kept_scores[before.run_id] = {sc.name: sc for sc in before.scores}
     _check(repeats, 1)
     evaluation = _Evaluation(
         dataset=dataset,
@@ -411,7 +439,12 @@ async def replay(
                 agent, model = first.agent, first.model
             run_id = run_id_of(eval_id, case.id, repeat, latest)
             scored = await evaluation.score(
-                case, journal, repeat=repeat, run_id=run_id, reused=True
+                case,
+                journal,
+                repeat=repeat,
+                run_id=run_id,
+                reused=True,
+                kept=kept_scores.get(run_id),
             )
             results.append(evaluation.emit(scored))
     return evaluation.report(results, agent=agent, model=model)
