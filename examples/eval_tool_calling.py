@@ -10,8 +10,8 @@ values compared case-insensitively) and a word of the answer; the journals go to
 from __future__ import annotations
 
 import sys
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
 
 from legato import Agent, tool
 from legato.evals import Dataset, EvalContext, EvalReport, evaluate_sync, evaluator
@@ -102,9 +102,26 @@ def scripted_model() -> Model:
     return FunctionModel(_scripted, name="test:tool-caller")
 
 
-def run(model: Model, *, store_path: str | Path, eval_id: str | None = None) -> EvalReport:
-    """Evaluate `model` on the tool-calling dataset."""
+def local_model() -> Model:
+    """SmolLM2-135M in process (the GGUF the `local` extra ships), greedy, a call first."""
+    from legato.models import ModelSettings
+    from legato.models.llamacpp import LlamaCppModel
+
+    settings = ModelSettings(temperature=0, max_tokens=160)
+    return LlamaCppModel("smollm2", call_tool_first=True, settings=settings)
+
+
+def run(
+    model: Model,
+    *,
+    store_path: str | Path,
+    eval_id: str | None = None,
+    cases: Sequence[str] | None = None,
+) -> EvalReport:
+    """Evaluate `model` on the tool-calling dataset (or on the `cases` with these ids)."""
     dataset = Dataset.from_file(HERE / "tool_calling.yaml")
+    if cases is not None:
+        dataset = dataset.select(cases)
     agent = Agent(
         model,
         tools=[get_weather, convert_currency, add_reminder],
@@ -127,15 +144,7 @@ def main(argv: list[str]) -> None:
 
     from legato.evals import report_table
 
-    model: Any
-    if "--local" in argv:
-        from legato.models import ModelSettings
-        from legato.models.llamacpp import LlamaCppModel
-
-        settings = ModelSettings(temperature=0, max_tokens=160)
-        model = LlamaCppModel("smollm2", call_tool_first=True, settings=settings)
-    else:
-        model = scripted_model()
+    model = local_model() if "--local" in argv else scripted_model()
     report = run(model, store_path=".legato/evals.db")
     Console().print(report_table(report))
 

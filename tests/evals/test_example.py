@@ -50,3 +50,20 @@ def test_a_model_with_the_wrong_arguments_fails_on_them_alone(
         "right_arguments",
         "tool_calls",
     }
+
+
+@pytest.mark.slow
+def test_the_local_model_calls_the_right_tool_with_the_right_arguments(
+    example: dict[str, Any], tmp_path: Path
+) -> None:
+    """SmolLM2-135M in process (greedy): the figures docs/evals.md publishes, on two cases."""
+    report = example["run"](
+        example["local_model"](),
+        store_path=tmp_path / "e.db",
+        cases=["remind-monday", "convert-usd"],
+    )
+    assert report.model == "llamacpp:smollm2" and report.counts["error"] == 0
+    for result in report.results:
+        verdicts = {s.name: s.passed for s in result.scores}
+        assert verdicts["right_arguments"] and verdicts["tool_calls"], result.scores
+    assert report.results[0].tokens > 0 and report.results[0].latency > 0
