@@ -14,6 +14,7 @@ from legato.cli._app import app
 from legato.evals import EvalReport
 
 runner = CliRunner(env={"COLUMNS": "200"})
+SUITE = "legato.evals.injection:injection_suite"
 WIDE = {"COLUMNS": "200"}
 
 DATASET = """
@@ -90,23 +91,23 @@ def test_the_command_lines_of_docs_evals_work_as_written(workdir: Path) -> None:
     """docs/evals.md's `legato eval` lines, in order, each model stood in by test:echo."""
     docs = Path(__file__).resolve().parents[2] / "docs" / "evals.md"
     lines = re.findall(r"^\$ legato (eval .+)$", docs.read_text(encoding="utf-8"), re.MULTILINE)
-    assert len(lines) == 4
+    assert len(lines) == 7
     outputs: list[str] = []
     for line in lines:
         args = shlex.split(line)
         if "--model" in args:  # one evaluation per model named, all on the echo model
             at = args.index("--model")
             args[at : at + 2] = ["--model", "test:echo", "--id", args[at + 1].replace(":", "-")]
-        result = runner.invoke(app, args)
+        if args[1] == SUITE:  # the injection suite: every 40th case is enough here
+            args += ["--set", "every=40"]
+        result = runner.invoke(app, args, env=WIDE)
         assert result.exit_code in (0, 1), result.output  # 1: the dataset has failing cases
         outputs.append(result.output)
     assert "(stored)" not in outputs[0] and "pass hi #0 (stored)" in outputs[1]
     assert re.search(r"pass rate 50% \[\d+%, \d+%\] -> 50% \[\d+%, \d+%\]", outputs[3])
     page = (workdir / "b.html").read_text(encoding="utf-8")
     assert 'data-case="bye"' in page and "journal (" in page
-
-
-SUITE = "legato.evals.injection:injection_suite"
+    assert re.search(r"0 regressions, [1-9]\d* improvements", outputs[6]), outputs[6]
 
 
 def test_eval_runs_a_suite_and_compare_shows_what_the_defence_changes(workdir: Path) -> None:
