@@ -11,7 +11,7 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from legato import Agent
-from legato.evals import Case, Dataset, evaluate_sync
+from legato.evals import Case, Dataset, evaluate_sync, wilson
 from legato.store import SQLiteStore
 from legato.testing import FunctionModel
 from legato.tracing import GenAITracing
@@ -51,6 +51,9 @@ def test_an_evaluation_span_holds_a_span_per_case_and_the_runs_nest_under_them(
     assert root.attributes is not None
     assert root.attributes["legato.eval.passed"] == 1
     assert root.attributes["legato.eval.failed"] == 1
+    low, high = wilson(1, 2)
+    assert root.attributes["legato.eval.pass_rate_low"] == pytest.approx(low)
+    assert root.attributes["legato.eval.pass_rate_high"] == pytest.approx(high)
     cases = {s.name: s for s in finished if s.name.startswith("evaluate_case")}
     assert set(cases) == {"evaluate_case a", "evaluate_case b"}
     for span in cases.values():

@@ -61,6 +61,10 @@ class EvalSpans:
             self._root.set_attribute(f"legato.eval.{name}", count)
         if report.pass_rate is not None:
             self._root.set_attribute("legato.eval.pass_rate", report.pass_rate)
+        interval = report.pass_rate_interval
+        if interval is not None:
+            self._root.set_attribute("legato.eval.pass_rate_low", interval[0])
+            self._root.set_attribute("legato.eval.pass_rate_high", interval[1])
 
     @contextmanager
     def case(self, case: Case, repeat: int) -> Generator[Any]:

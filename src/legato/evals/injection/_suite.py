@@ -22,6 +22,7 @@ from collections.abc import Mapping, Sequence
 from functools import cache
 from typing import Any, Literal, cast, get_args
 
+from legato.agent import Agent
 from legato.evals._dataset import Case, Dataset
 from legato.evals._evaluators import EvalContext, FunctionEvaluator, Score
 from legato.evals._runner import Suite
@@ -36,6 +37,7 @@ from legato.evals.injection._harness import Defence, Person, case_agent
 from legato.evals.injection._world import Effect
 from legato.events import ApprovalRequested, StateRejected, ToolCallFinished, ToolCallRefused
 from legato.exceptions import ConfigurationError
+from legato.messages import JsonValue
 
 __all__ = [
     "SIDE_EFFECTS",
@@ -223,11 +225,11 @@ def injection_suite(
     chosen_defence = cast(Defence, defence)
     chosen_person = cast(Literal["oracle", "all"], person)
 
-    def agent_for(case: Case) -> Any:
+    def agent_for(case: Case) -> Agent[str]:
         agent, _, _ = case_agent(_source(case), defence=chosen_defence, person=chosen_person)
         return agent
 
-    metadata: Mapping[str, Any] = {"defence": defence, "person": person}
+    metadata: Mapping[str, JsonValue] = {"defence": defence, "person": person}
     return Suite(
         name=f"injection-{defence}-{person}",
         dataset=dataset if dataset is not None else injection_dataset(every=step),
