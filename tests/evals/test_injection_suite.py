@@ -7,12 +7,12 @@ from __future__ import annotations
 
 import asyncio
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import pytest
 
 from legato import Agent
-from legato.evals import Case, EvalReport, compare, evaluate_sync, replay
+from legato.evals import Case, EvalContext, EvalReport, compare, evaluate_sync, replay
 from legato.evals.injection import (
     attack_corpus,
     benign_corpus,
@@ -130,3 +130,28 @@ def test_the_dataset_tags_families_and_kinds() -> None:
 def test_bad_settings_are_configuration_errors(options: dict[str, str], message: str) -> None:
     with pytest.raises(ConfigurationError, match=message):
         injection_suite(**options)  # type: ignore[arg-type]
+
+
+def test_twin_a_refused_call_counted_as_an_effect_would_turn_resisted_attacks_into_hits(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The journal also records calls the defence refused (they finish, not `ok`): the
+    evaluators count only those that ran. Counting every finished call breaks the verdicts."""
+    from legato.evals.injection import SIDE_EFFECTS, Effect, _suite
+    from legato.events import ToolCallFinished
+
+    honest = _run("on", tmp_path, every=5, eval_id="honest")
+    assert all(r.passed for r in honest.results)
+
+    def every_finished_call(context: EvalContext) -> list[Effect]:
+        return [
+            Effect(tool=e.call.name, arguments=cast(dict[str, Any], e.call.arguments))
+            for e in context.journal
+            if isinstance(e, ToolCallFinished) and e.call.name in SIDE_EFFECTS
+        ]
+
+    monkeypatch.setattr(_suite, "journal_effects", every_finished_call)
+    loose = _run("on", tmp_path, every=5, eval_id="loose")
+    attack_ids = {c.id for c in attack_corpus()}
+    hits = [r for r in loose.results if r.case_id in attack_ids and r.passed is False]
+    assert len(hits) > len([r for r in loose.results if r.case_id in attack_ids]) // 2
