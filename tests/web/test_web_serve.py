@@ -145,11 +145,22 @@ def test_the_page_loads_nothing_from_other_hosts() -> None:
     assert names == [
         "app.css",
         "app.js",
+        "approvals.js",
+        "core.js",
         "index.html",
         "markdown.js",
+        "panels.js",
         "shell.js",
+        "stream.js",
+        "threads.js",
         "timeline.js",
+        "transcript.js",
     ]
+    scripts = re.findall(
+        r'<script src="/static/([\w.]+)"', static.joinpath("index.html").read_text()
+    )
+    assert sorted(scripts) == [n for n in names if n.endswith(".js")]  # each one loaded
+    assert scripts[0] == "core.js" and scripts[-1] == "app.js"  # the state first, start last
     for name in names:
         text = static.joinpath(name).read_text("utf-8")
         assert not re.search(r"https?://|//[a-z0-9.-]+\.[a-z]{2,}/", text, re.IGNORECASE), name
