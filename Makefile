@@ -52,11 +52,11 @@ pytest: $(VENV)/.installed-dev $(MCP_NODE)/.installed $(WEB_NODE)/.installed pos
 
 test: lint typecheck pytest
 
-# The web UI's pictures in docs/: the quickstart walked with the real local model (and the
-# scripted state and sub-agents view), in headless Chromium.
-screenshots: $(VENV)/.installed-dev $(WEB_NODE)/.installed chromium tmux
-	LEGATO_SCREENSHOTS=1 $(BIN)/python -m pytest -q -p no:cacheprovider tests/web/test_quickstart.py \
-		"tests/web/test_web_browser.py::test_state_panel_sub_agent_tree_and_conversation_list"
+# The web UI's pictures in docs/, from real runs of the local model (SmolLM2-135M) in headless
+# Chromium: the quickstart walked as written, and a run with typed state and a sub-agent.
+screenshots: $(VENV)/.installed-dev chromium tmux
+	LEGATO_SCREENSHOTS=1 $(BIN)/python -m pytest -q -p no:cacheprovider \
+		tests/web/test_quickstart.py tests/web/test_local_page.py
 
 bench: $(VENV)/.installed-dev
 	$(BIN)/python bench/import_time.py

@@ -190,7 +190,7 @@ def test_state_panel_sub_agent_tree_and_conversation_list(browser: Any) -> None:
         assert "sub-agent researcher" in (child.text_content() or "")
         assert page.locator("#journal li.tl-model").count() == 2
         assert page.locator("#journal li.tl-tool").count() == 2
-        page.screenshot(path=shot("web-state-subagents.png", docs=True))
+        page.screenshot(path=shot("web-state-subagents.png"))
 
         # the sub-agent's node opens its own timeline
         page.click("#subagents li .label")

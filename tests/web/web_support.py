@@ -230,8 +230,8 @@ LOOPBACK = {"127.0.0.1", "localhost", "[::1]", "::1"}
 def shot(name: str, *, docs: bool = False) -> str:
     """Where a screenshot goes: docs/ for one the docs show (`docs`) when LEGATO_SCREENSHOTS
     is set (`make screenshots`), else the temporary folder, so a test run never changes
-    tracked files. The docs' pictures of a run come from the real local model's run
-    (tests/web/test_quickstart.py); the scripted tests' pictures stay in the temporary folder."""
+    tracked files. The docs' pictures come from runs of the real local model
+    (test_quickstart.py, test_local_page.py); the scripted tests' stay in the temporary folder."""
     wanted = docs and os.environ.get("LEGATO_SCREENSHOTS")
     folder = DOCS if wanted else Path(tempfile.gettempdir())
     return str(folder / name)
