@@ -9,7 +9,7 @@ BIN    := $(VENV)/bin
 export CMAKE_ARGS ?= -DGGML_NATIVE=OFF -DLLAVA_BUILD=OFF -DGGML_BLAS=OFF -DGGML_CCACHE=OFF
 export CMAKE_BUILD_PARALLEL_LEVEL ?= $(shell nproc 2>/dev/null || echo 2)
 
-.PHONY: demo dist test lint typecheck pytest bench bench-peers bench-agentdojo clean postgres-server chromium tmux
+.PHONY: demo dist test lint typecheck pytest bench bench-peers bench-agentdojo clean postgres-server chromium tmux screenshots
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -51,6 +51,12 @@ pytest: $(VENV)/.installed-dev $(MCP_NODE)/.installed $(WEB_NODE)/.installed pos
 	$(BIN)/python tools/pytest_junit.py
 
 test: lint typecheck pytest
+
+# The web UI's pictures in docs/, from real runs of the local model (SmolLM2-135M) in headless
+# Chromium: the quickstart walked as written, and a run with typed state and a sub-agent.
+screenshots: $(VENV)/.installed-dev chromium tmux
+	LEGATO_SCREENSHOTS=1 $(BIN)/python -m pytest -q -p no:cacheprovider \
+		tests/web/test_quickstart.py tests/web/test_local_page.py
 
 bench: $(VENV)/.installed-dev
 	$(BIN)/python bench/import_time.py

@@ -43,6 +43,22 @@ async def slow() -> str:
     return "slow done"
 
 
+@tool
+async def stubborn() -> str:
+    """Run until released, even once cancelled (a turn that takes its time to stop)."""
+    started = Path(os.environ["LEGATO_TEST_EFFECTS"] + ".slow")
+    release = Path(os.environ["LEGATO_TEST_EFFECTS"] + ".release")
+    await asyncio.to_thread(started.write_text, "started\n", encoding="utf-8")
+    try:
+        await asyncio.sleep(60)
+    finally:
+        for _ in range(600):  # the test releases it; 30 s at most
+            if await asyncio.to_thread(release.exists):
+                break
+            await asyncio.sleep(0.05)
+    return "stubborn done"
+
+
 def _last(request: ModelRequest) -> Message:
     return request.messages[-1]
 
@@ -57,6 +73,8 @@ def _answer(request: ModelRequest) -> object:
         return reply("Sending your message right now.", call("send", {"to": text[5:]}))
     if text == "slow":
         return reply(call("slow", {}))
+    if text == "stubborn":
+        return reply(call("stubborn", {}))
     if text.startswith("lines "):
         count = int(text[6:])
         return "\n".join(f"line {n:03d}" for n in range(1, count + 1))
@@ -90,6 +108,11 @@ register_provider("chatdemo", model)
 
 if __name__ == "__main__":
     from legato.cli import main
+
+    if os.environ.get("LEGATO_TEST_CTRL_C_LEAVES"):  # the twin: the old Ctrl-C at the prompt
+        from legato.cli._chat import ChatSession
+
+        ChatSession.interrupted_at_prompt = lambda self, typed: True
 
     sys.argv[0] = "legato"
     main()

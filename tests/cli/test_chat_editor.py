@@ -138,7 +138,56 @@ def test_ctrl_c_mid_answer_prints_no_fragment_after_the_notice_and_counts_the_ca
     chat.wait_for("echo: hello")
 
 
-def test_ctrl_c_at_the_prompt_still_leaves(open_chat: Callable[..., Chat]) -> None:
-    chat = open_chat("--session", "leave")
+def test_ctrl_c_at_the_prompt_clears_the_line_and_the_chat_stays(
+    open_chat: Callable[..., Chat],
+) -> None:
+    chat = open_chat("--session", "stay")
     chat.keys("half typed", "C-c")
+    chat.wait_prompt(2)
+    chat.keys("C-c")  # on an empty line: a hint, and still no exit
+    chat.wait_for("Ctrl-D on an empty line, or /exit, leaves")
+    chat.say("hello")
+    screen = chat.wait_for("echo: hello")
+    assert "EXIT=" not in screen
+    assert _prompts(chat, "stay") == ["hello"]  # the cleared line was never sent
+    chat.keys("C-d")
+    chat.wait_for("EXIT=0")
+    assert "resume with: legato chat --session stay" in chat.screen()
+
+
+@pytest.mark.parametrize("twin", [False, True], ids=["plain", "twin_old_ctrl_c"])
+def test_without_the_editor_ctrl_c_at_the_prompt_clears_the_line_too(
+    tmp_path: Path, twin: bool
+) -> None:
+    environ = {"LEGATO_TEST_CTRL_C_LEAVES": "1"} if twin else {}
+    chat = Chat(tmp_path, ["--session", "plain"], environ=environ, plain=True)
+    try:
+        chat.wait_prompt()
+        chat.keys("half typed", "C-c")
+        if twin:
+            chat.wait_for("EXIT=0")
+            return
+        chat.wait_for("Ctrl-D on an empty line, or /exit, leaves")
+        chat.say("hello")
+        assert "EXIT=" not in chat.wait_for("echo: hello")
+        assert _prompts(chat, "plain") == ["hello"]
+        chat.keys("C-d")
+        chat.wait_for("EXIT=0")
+    finally:
+        chat.close()
+
+
+def test_twin_with_the_old_ctrl_c_the_chat_leaves_at_the_prompt(tmp_path: Path) -> None:
+    chat = Chat(tmp_path, ["--session", "leave"], environ={"LEGATO_TEST_CTRL_C_LEAVES": "1"})
+    try:
+        chat.wait_prompt()
+        chat.keys("half typed", "C-c")
+        chat.wait_for("EXIT=0")
+    finally:
+        chat.close()
+
+
+def test_slash_exit_leaves(open_chat: Callable[..., Chat]) -> None:
+    chat = open_chat("--session", "bye")
+    chat.say("/exit")
     chat.wait_for("EXIT=0")

@@ -38,7 +38,15 @@ DEADLINE = 30.0
 class Chat:
     """A `legato chat` in a detached tmux session of its own."""
 
-    def __init__(self, workdir: Path, args: list[str], *, command: str = "chat") -> None:
+    def __init__(
+        self,
+        workdir: Path,
+        args: list[str],
+        *,
+        command: str = "chat",
+        environ: dict[str, str] | None = None,
+        plain: bool = False,
+    ) -> None:
         self.workdir = workdir
         self.socket = f"legato-test-{uuid.uuid4().hex[:10]}"
         self.effects = workdir / "effects"
@@ -47,10 +55,13 @@ class Chat:
             "LEGATO_TEST_EFFECTS": str(self.effects),
             "XDG_DATA_HOME": str(workdir / "data"),  # the chat history, kept out of $HOME
             "PYTHONPATH": os.pathsep.join([str(SRC), str(HERE)]),
+            **(environ or {}),
         }
         command = " ".join(
             [sys.executable, str(HERE / "chat_app.py"), command, "--model", "chatdemo:x", *args]
         )
+        if plain:  # output piped: no line editor, lines read from the terminal driver
+            command += " | (trap '' INT; cat)"  # cat outlives the Ctrl-C sent to the group
         self._tmux(
             "new-session",
             "-d",
@@ -354,12 +365,14 @@ def test_legato_run_end_of_input_rejects_and_ctrl_c_cancels_at_its_question(
 
 
 def test_ctrl_c_twice_during_a_turn_leaves_the_chat(open_chat: Callable[..., Chat]) -> None:
-    chat = open_chat(*ASKING, "--session", "twice")
-    chat.say("slow")
+    chat = open_chat(*ASKING, "--tools", "chat_app:stubborn", "--session", "twice")
+    chat.say("stubborn")
 
-    chat.wait(chat.slow_started, "the slow tool to start")
+    chat.wait(chat.slow_started, "the stubborn tool to start")
     chat.keys("C-c")
     chat.wait_for("cancelling the turn")
-    chat.keys("C-c")  # while the turn stops, or at the prompt it came back to: either leaves
+    chat.keys("C-c")  # the turn is still stopping (the tool holds on until released)
+    chat.wait_for("leaving once the turn has stopped")
+    Path(f"{chat.effects}.release").touch()
     chat.wait_for("EXIT=0")
     assert "resume with: legato chat --session twice" in chat.screen()

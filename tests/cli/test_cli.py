@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 from typer.testing import CliRunner
@@ -80,3 +81,16 @@ def test_streamed_progress_renders_as_one_line_per_event() -> None:
     assert lines[0].strip() == "… crawl 40% (2/5): page b"
     assert lines[1].strip() == "… crawl 7"
     assert lines[2].startswith("  [kid]") and lines[2].endswith("crawl 40% (2/5): page b")
+
+
+def test_a_decision_line_shows_edited_arguments_as_sent_and_a_rejections_reason() -> None:
+    from legato.cli._render import gate_line
+    from legato.events import ApprovalDecided
+
+    def line(**fields: Any) -> str:
+        return gate_line(ApprovalDecided(request_id="apr_1", call_id="c1", **fields))
+
+    edited = line(verdict="edit", arguments={"to": "bob@example.com"})
+    assert edited == 'approval edit (apr_1): run with {"to": "bob@example.com"}'
+    assert line(verdict="reject", message="not him") == "approval reject (apr_1): not him"
+    assert line(verdict="approve") == "approval approve (apr_1)"

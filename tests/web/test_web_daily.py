@@ -11,6 +11,7 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
+import pytest
 from pydantic import BaseModel, ValidationError
 from web_support import (
     AXE,
@@ -582,3 +583,31 @@ def test_axe_check_catches_a_violation() -> None:
         found = _axe(page)
         launched.close()
     assert any(v.startswith("button-name") for v in found)
+
+
+@pytest.mark.parametrize("keep", [True, False], ids=["kept", "twin_without_openRows"])
+def test_a_timeline_row_opened_during_a_run_stays_open_as_the_run_goes_on(
+    browser: Any, keep: bool
+) -> None:
+    outbox = Outbox()
+    script = [reply(call("send_email", {"to": "ann@example.com", "body": "Hi"})), "Sent."]
+    guard = Guarded()
+    with running(_factory(outbox, turns=script)) as server:
+        page = _open(browser, server, guard)
+        if not keep:  # the old redraw: every row folded again
+            page.evaluate("window.openRows = () => new Set()")
+        page.fill("#prompt", "Mail Ann.")
+        page.click("#send")
+        page.locator(".approval").wait_for()
+        page.wait_for_selector("#journal li.tl-model")
+        head = page.locator("#journal li.tl-model .tl-head").first
+        head.click()
+        assert head.get_attribute("aria-expanded") == "true"
+        page.locator(".approval button.approve").click()
+        page.wait_for_selector("#journal li.tl-end:has-text('finished')")  # redrawn since
+        head = page.locator("#journal li.tl-model .tl-head").first
+        expanded = head.get_attribute("aria-expanded")
+        shown = page.locator("#journal li.tl-model .tl-events").first.is_visible()
+        assert (expanded, shown) == (("true", True) if keep else ("false", False))
+        page.context.close()
+    assert outbox.sent == ["ann@example.com"]

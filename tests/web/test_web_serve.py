@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import re
+import signal
 import socket
 import subprocess
 import sys
@@ -116,6 +117,38 @@ def test_the_server_stops_while_a_tab_follows_its_notices(tmp_path: Path) -> Non
         process.wait(20)  # TimeoutExpired if the open stream held the server up
 
 
+_SERVE_SCRIPT = """
+import sys
+from legato import Agent
+from legato.web import _serve, serve
+
+if sys.argv[1] == "twin":  # the old path: asyncio.run without the catch
+    _serve._until_interrupted = lambda run: run()
+serve(Agent("test:echo"), port=0)
+print("serve returned", flush=True)
+"""
+
+
+@pytest.mark.parametrize("twin", [False, True], ids=["serve", "twin_without_the_catch"])
+def test_ctrl_c_ends_serve_from_python_without_a_traceback(tmp_path: Path, twin: bool) -> None:
+    process = subprocess.Popen(
+        [sys.executable, "-c", _SERVE_SCRIPT, "twin" if twin else "plain"],
+        cwd=tmp_path,
+        env={**os.environ, "PYTHONPATH": str(SRC)},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    assert process.stderr is not None
+    assert "legato web UI: http://127.0.0.1:" in process.stderr.readline()
+    process.send_signal(signal.SIGINT)
+    out, err = process.communicate(timeout=30)
+    if twin:
+        assert process.returncode != 0 and "KeyboardInterrupt" in err
+    else:
+        assert (process.returncode, out, err) == (0, "serve returned\n", "")
+
+
 def test_the_demo_needs_no_key_and_asks_before_its_side_effect(tmp_path: Path) -> None:
     with (
         _legato_serve(tmp_path, "--demo") as (base, token),
@@ -145,11 +178,22 @@ def test_the_page_loads_nothing_from_other_hosts() -> None:
     assert names == [
         "app.css",
         "app.js",
+        "approvals.js",
+        "core.js",
         "index.html",
         "markdown.js",
+        "panels.js",
         "shell.js",
+        "stream.js",
+        "threads.js",
         "timeline.js",
+        "transcript.js",
     ]
+    scripts = re.findall(
+        r'<script src="/static/([\w.]+)"', static.joinpath("index.html").read_text()
+    )
+    assert sorted(scripts) == [n for n in names if n.endswith(".js")]  # each one loaded
+    assert scripts[0] == "core.js" and scripts[-1] == "app.js"  # the state first, start last
     for name in names:
         text = static.joinpath(name).read_text("utf-8")
         assert not re.search(r"https?://|//[a-z0-9.-]+\.[a-z]{2,}/", text, re.IGNORECASE), name

@@ -227,10 +227,13 @@ AXE = Path(__file__).resolve().parents[2] / ".web-node" / "node_modules" / "axe-
 LOOPBACK = {"127.0.0.1", "localhost", "[::1]", "::1"}
 
 
-def shot(name: str) -> str:
-    """Where a screenshot goes: docs/ when LEGATO_SCREENSHOTS is set (to refresh the ones
-    the docs show), else the temporary folder, so a test run never changes tracked files."""
-    folder = DOCS if os.environ.get("LEGATO_SCREENSHOTS") else Path(tempfile.gettempdir())
+def shot(name: str, *, docs: bool = False) -> str:
+    """Where a screenshot goes: docs/ for one the docs show (`docs`) when LEGATO_SCREENSHOTS
+    is set (`make screenshots`), else the temporary folder, so a test run never changes
+    tracked files. The docs' pictures come from runs of the real local model
+    (test_quickstart.py, test_local_page.py); the scripted tests' stay in the temporary folder."""
+    wanted = docs and os.environ.get("LEGATO_SCREENSHOTS")
+    folder = DOCS if wanted else Path(tempfile.gettempdir())
     return str(folder / name)
 
 

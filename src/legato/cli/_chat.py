@@ -2,9 +2,10 @@
 
 Output is append-only (no alternate screen, no cursor movement, so scrollback keeps every
 line), and plain when standard output is not a terminal. Ctrl-C during a turn cancels it
-through the run's fence and returns to the prompt; Ctrl-C again while it stops, Ctrl-C at
-the prompt, or Ctrl-D at the prompt ends the chat. Approval questions are asked in the
-stream's place (see `legato.cli._turn`).
+through the run's fence and returns to the prompt (Ctrl-C again while it stops ends the
+chat). Ctrl-C at the prompt clears the line and prompts again, as in IPython or psql; Ctrl-D
+on an empty line, or `/exit`, ends the chat. Approval questions are asked in the stream's
+place (see `legato.cli._turn`).
 """
 
 from __future__ import annotations
@@ -85,9 +86,10 @@ class ChatSession:
                 read = self.editor.read if self.editor is not None else self.reader.read
                 try:
                     line = await read("› ")
-                except Interrupted:
-                    self.console.print()
-                    break
+                except Interrupted as interrupted:
+                    if self.interrupted_at_prompt(interrupted.typed):
+                        break
+                    continue
                 if line is None:
                     self.console.print()
                     break
@@ -101,6 +103,17 @@ class ChatSession:
         self.console.print(
             f"[dim]session {escape(self.session)} saved; resume with: legato chat --session {escape(self.session)}[/]"
         )
+
+    def interrupted_at_prompt(self, typed: str) -> bool:
+        """Ctrl-C at the prompt: the line is dropped and the chat stays (returns False to stay).
+
+        On an empty line it says how to leave, since Ctrl-C no longer does.
+        """
+        if self.editor is None:
+            self.console.print()  # the terminal echoed ^C and no newline; the editor ends its line
+        if not typed.strip():
+            self.console.print("[dim](Ctrl-D on an empty line, or /exit, leaves)[/]")
+        return False
 
     async def turn(self, prompt: str) -> TurnOutcome:
         """Run one turn of the conversation."""
@@ -171,7 +184,10 @@ class ChatSession:
     def do_help(self, args: list[str]) -> None:
         for usage, what in COMMANDS.items():
             self.console.print(f"  {usage:<20} {what}", highlight=False, markup=False)
-        self.console.print("  Ctrl-C cancels a turn; at the prompt it (or Ctrl-D) leaves.")
+        self.console.print(
+            "  Ctrl-C cancels a turn, and clears the line at the prompt; "
+            "Ctrl-D on an empty line (or /exit) leaves."
+        )
         if self.editor is not None:
             self.console.print(
                 "  Alt-Enter or Ctrl-J adds a line; Tab completes commands and tool names; "

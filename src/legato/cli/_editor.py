@@ -7,9 +7,9 @@ whatever its lines and length (the driver's line buffer stops at 4,095 character
 completion of slash commands and tool names. Control characters and escape sequences in a
 paste or a typed line are dropped before the text is shown or sent.
 
-Ctrl-C at this prompt ends the chat (as before: `Interrupted`), Ctrl-D on an empty line too
-(end of input). During a turn the prompt is not active, so Ctrl-C there is still the signal
-the chat's turn handling catches.
+Ctrl-C at this prompt raises `Interrupted` carrying what was typed (the chat drops the line and
+prompts again, as IPython and psql do); Ctrl-D on an empty line is end of input. During a turn
+the prompt is not active, so Ctrl-C there is still the signal the chat's turn handling catches.
 """
 
 from __future__ import annotations
@@ -102,11 +102,17 @@ class LineEditor:
         from prompt_toolkit.keys import Keys
 
         keys = KeyBindings()
+        self._typed = ""
 
         @keys.add("escape", "enter")
         @keys.add("c-j")
         def _newline(event: KeyPressEvent) -> None:
             event.current_buffer.insert_text("\n")
+
+        @keys.add("c-c")
+        def _interrupt(event: KeyPressEvent) -> None:
+            self._typed = event.current_buffer.text
+            event.app.exit(exception=KeyboardInterrupt, style="class:aborting")
 
         @keys.add(Keys.BracketedPaste)
         def _paste(event: KeyPressEvent) -> None:
@@ -132,11 +138,12 @@ class LineEditor:
         )
 
     async def read(self, prompt: str) -> str | None:
-        """The next message (None at end of input); `Interrupted` on Ctrl-C."""
+        """The next message (None at end of input); `Interrupted` (with the line) on Ctrl-C."""
+        self._typed = ""
         try:
             text = await self.session.prompt_async(prompt, handle_sigint=False)
         except KeyboardInterrupt:
-            raise Interrupted from None
+            raise Interrupted(clean_text(self._typed)) from None
         except EOFError:
             return None
         return clean_text(text)

@@ -23,6 +23,11 @@ __all__ = ["Interrupted", "LineReader"]
 class Interrupted(Exception):
     """Ctrl-C arrived while a prompt was waiting for its line."""
 
+    def __init__(self, typed: str = "") -> None:
+        super().__init__("interrupted")
+        self.typed = typed
+        """What was on the line when Ctrl-C came ("" when unknown: the terminal dropped it)."""
+
 
 class LineReader:
     """Async lines from standard input; `None` means end of input (Ctrl-D)."""

@@ -134,7 +134,10 @@ def gate_line(event: RunEvent) -> str:
         case ApprovalRequested():
             return f"approval requested for {event.call.name}: {event.rule}"
         case ApprovalDecided():
-            return f"approval {event.verdict} ({event.request_id})"
+            line = f"approval {event.verdict} ({event.request_id})"
+            if event.verdict == "edit":  # the call runs with these, not the model's
+                return f"{line}: run with {_short(_json(event.arguments))}"
+            return f"{line}: {_short(event.message)}" if event.message else line
         case CancelRequested():
             return f"cancel requested: {event.reason}"
         case Parked():

@@ -313,6 +313,8 @@ class _Consumer:
         if self.handle.done:
             return
         if self.outcome.status == "cancelled":
+            if not self.outcome.exit_requested:
+                self.view.line("[yellow]leaving once the turn has stopped[/]")
             self.outcome.exit_requested = True
             return
         self.outcome.status = "cancelled"

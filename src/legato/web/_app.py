@@ -49,10 +49,21 @@ __all__ = ["WebApp", "create_app"]
 
 _NAME = re.compile(r"^[\w][\w .:@-]{0,99}$")
 _STATIC = {
-    "app.js": "text/javascript",
-    "markdown.js": "text/javascript",
-    "timeline.js": "text/javascript",
-    "shell.js": "text/javascript",
+    **{
+        f"{name}.js": "text/javascript"
+        for name in (
+            "core",
+            "markdown",
+            "timeline",
+            "shell",
+            "stream",
+            "transcript",
+            "approvals",
+            "panels",
+            "threads",
+            "app",
+        )
+    },
     "app.css": "text/css",
 }
 _CSP = (

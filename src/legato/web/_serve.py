@@ -56,7 +56,7 @@ def serve(
     token: str | None = None,
     announce: Callable[[str], None] | None = None,
 ) -> None:
-    """Serve the web UI for `agent` until interrupted.
+    """Serve the web UI for `agent` until interrupted (Ctrl-C ends it quietly and returns).
 
     Binds `host:port` (port 0: any free port); a host other than loopback needs
     `allow_remote=True` (anyone who can reach it and holds the token can approve calls).
@@ -86,12 +86,28 @@ def serve(
             f"warning: listening on {host}, not loopback: anyone who can reach it with the "
             "token can approve tool calls"
         )
-    (announce or _announce)(url)
-    # every open tab holds a notices stream that never ends by itself: on Ctrl-C they get
-    # a few seconds, then they are cut (the runs are cancelled at shutdown either way)
-    config = uvicorn.Config(app, log_level="warning", lifespan="on", timeout_graceful_shutdown=3)
-    server = uvicorn.Server(config)
-    asyncio.run(server.serve(sockets=[sock]))
+
+    def run() -> None:
+        (announce or _announce)(url)
+        # every open tab holds a notices stream that never ends by itself: on Ctrl-C they
+        # get a few seconds, then they are cut (the runs are cancelled at shutdown either way)
+        config = uvicorn.Config(
+            app, log_level="warning", lifespan="on", timeout_graceful_shutdown=3
+        )
+        asyncio.run(uvicorn.Server(config).serve(sockets=[sock]))
+
+    _until_interrupted(run)
+
+
+def _until_interrupted(run: Callable[[], None]) -> None:
+    """Call `run`; a Ctrl-C once the address is out returns instead of a traceback.
+
+    uvicorn stops on Ctrl-C, then raises it again; before uvicorn starts it is raised as is.
+    """
+    try:
+        run()
+    except KeyboardInterrupt:
+        pass
 
 
 def _stderr(text: str) -> None:

@@ -88,14 +88,24 @@ function timelineRows(events) {
   return rows;
 }
 
-function drawTimeline(events, list) {
+// The rows a reader opened in `list`, if it shows `runId`: a redraw of the same run (a new
+// event arrived) keeps them open instead of folding everything back.
+function openRows(list, runId) {
+  if (list.dataset.runId !== runId) return new Set();
+  return new Set([...list.querySelectorAll(".tl-head[aria-expanded='true']")].map((h) => h.dataset.key));
+}
+
+function drawTimeline(events, list, runId) {
+  const open = openRows(list, runId);
   list.replaceChildren();
+  list.dataset.runId = runId || "";
   const rows = timelineRows(events);
   const longest = Math.max(0.001, ...rows.map((r) => r.duration || 0));
-  for (const row of rows) {
+  rows.forEach((row, index) => {
     const item = el("li", `tl-row tl-${row.kind}${row.outcome ? ` tl-${row.outcome}` : ""}`);
     const head = el("button", "tl-head");
     head.type = "button";
+    head.dataset.key = `${index}:${row.kind}:${row.label}`;
     head.setAttribute("aria-expanded", "false");
     head.append(el("span", "tl-label", row.label));
     head.append(el("span", "tl-detail", row.detail || ""));
@@ -105,20 +115,21 @@ function drawTimeline(events, list) {
     bar.style.setProperty("--w", `${Math.round(((row.duration || 0) / longest) * 100)}%`);
     head.append(bar);
     const body = el("pre", "tl-events", row.events.map((e) => JSON.stringify(e, null, 2)).join("\n"));
-    body.hidden = true;
+    body.hidden = !open.has(head.dataset.key);
+    head.setAttribute("aria-expanded", String(!body.hidden));
     head.addEventListener("click", () => {
       body.hidden = !body.hidden;
       head.setAttribute("aria-expanded", String(!body.hidden));
     });
     item.append(head, body);
     if (row.childRunId) {
-      const open = el("button", "tl-open", "open its timeline");
-      open.type = "button";
-      open.addEventListener("click", () => showTimeline(row.childRunId, row.label));
-      item.append(open);
+      const link = el("button", "tl-open", "open its timeline");
+      link.type = "button";
+      link.addEventListener("click", () => showTimeline(row.childRunId, row.label));
+      item.append(link);
     }
     list.append(item);
-  }
+  });
 }
 
 // The timeline of `runId` (a child's when `trail` names it) into the panel.
@@ -128,7 +139,7 @@ async function showTimeline(runId, trail) {
   if (!runId) { list.replaceChildren(); return; }
   try {
     const data = await (await api(`/api/runs/${encodeURIComponent(runId)}/journal`)).json();
-    drawTimeline(data.events, list);
+    drawTimeline(data.events, list, runId);
     crumb.replaceChildren();
     crumb.hidden = !trail;
     if (trail) {
