@@ -72,3 +72,22 @@ async def open_request(runs: Any, run_id: str) -> str:
         if requests:
             return requests[0]
         await asyncio.sleep(0.05)
+
+
+def activity_types(history: Any) -> list[str]:
+    """The activity types a workflow history ran, in order: regular ones (scheduled) and
+    local ones (their `core_local_activity` markers)."""
+    import json
+
+    from temporalio.api.enums.v1 import EventType
+
+    names: list[str] = []
+    for event in history.events:
+        if event.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED:
+            names.append(event.activity_task_scheduled_event_attributes.activity_type.name)
+        elif event.event_type == EventType.EVENT_TYPE_MARKER_RECORDED:
+            marker = event.marker_recorded_event_attributes
+            if marker.marker_name == "core_local_activity":
+                data = json.loads(marker.details["data"].payloads[0].data)
+                names.append(data["activity_type"])
+    return names

@@ -62,11 +62,13 @@ def legato_worker(
 
     Registers the `LegatoRun` workflow and the activities, passes legato and the libraries
     it loads through the workflow sandbox, and fails a workflow (instead of retrying its
-    task forever) on a legato error. Other `Worker` options pass through `options`. Run
+    task forever) on a legato error, and builds the event schemas its first activity would
+    otherwise build (`LegatoActivities.warm`). Other `Worker` options pass through `options`. Run
     it in `async with` (or `await worker.shutdown()` in `finally`): a worker left running
     when the interpreter exits can crash it.
     """
     activities = LegatoActivities(agents)
+    activities.warm()
     restrictions = SandboxRestrictions.default.with_passthrough_modules(*PASSED_THROUGH)
     return Worker(
         client,
