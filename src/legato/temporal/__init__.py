@@ -24,7 +24,13 @@ if importlib.util.find_spec("temporalio") is None:  # pragma: no cover - the env
     raise MissingDependency(package, "temporal")
 
 from legato.temporal._activities import MAX_PROMPT_BYTES, LegatoActivities, journal_digest
-from legato.temporal._client import PASSED_THROUGH, TemporalRuns, legato_worker
+from legato.temporal._client import (
+    MAX_LOCAL_RESULT_BYTES,
+    PASSED_THROUGH,
+    LocalResultLimit,
+    TemporalRuns,
+    legato_worker,
+)
 from legato.temporal._types import (
     ActivitySettings,
     DecisionInput,
@@ -36,12 +42,14 @@ from legato.temporal._types import (
 from legato.temporal._workflow import LegatoRun
 
 __all__ = [
+    "MAX_LOCAL_RESULT_BYTES",
     "MAX_PROMPT_BYTES",
     "PASSED_THROUGH",
     "ActivitySettings",
     "DecisionInput",
     "LegatoActivities",
     "LegatoRun",
+    "LocalResultLimit",
     "Plan",
     "RunInput",
     "RunOutcome",
