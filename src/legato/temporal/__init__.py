@@ -2,7 +2,8 @@
 
 The workflow (`LegatoRun`) plans; activities advance the run one unit each (one model
 call, one tool call keyed by its effect id, a step's close, a decision), writing to the
-legato store and returning references. The journal stays the truth and Temporal's history
+legato store and returning references; model calls and safe tool calls run as local
+activities by default. The journal stays the truth and Temporal's history
 stays small. See docs/temporal.md.
 
 ```python
@@ -34,6 +35,7 @@ from legato.temporal._client import (
 from legato.temporal._types import (
     ActivitySettings,
     DecisionInput,
+    LocalActivities,
     Plan,
     RunInput,
     RunOutcome,
@@ -49,6 +51,7 @@ __all__ = [
     "DecisionInput",
     "LegatoActivities",
     "LegatoRun",
+    "LocalActivities",
     "LocalResultLimit",
     "Plan",
     "RunInput",

@@ -6,7 +6,8 @@ advances one unit (`RunDriver.advance`), and returns a `Plan`: a reference (run 
 journal length, digest) and what comes next. Messages never leave the store.
 
 Temporal runs an activity at least once (a worker killed mid-call: the next attempt runs
-the body again). The legato store makes effects exactly once: a finished unit is not run
+the body again; a local activity whose workflow task never completed runs again even when
+it had finished). The legato store makes effects exactly once: a finished unit is not run
 again (`next_unit` no longer plans it), a call admitted and never finished is reconciled
 by its tool's declared kind, and a second attempt racing the first loses its claim
 (`JournalConflict`) before it admits anything. Temporal is the lease: activities take the

@@ -2,7 +2,8 @@
 
 Workflow code decides only the order: it holds references and plans (`_types`), asks the
 activities to advance the run one unit each (a model call, a tool call, a step's close),
-waits on approvals, and continues as new. It reads no clock, random, uuid, environment
+waits on approvals, and continues as new. By default the start, model calls, closes and
+calls of `none`/`idempotent` tools are local activities (`ActivitySettings.local_activities`). It reads no clock, random, uuid, environment
 or store: everything it knows came back from an activity, so a replay decides the same.
 `tests/temporal/test_temporal_determinism.py` scans this module's source for such reads.
 """
