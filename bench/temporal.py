@@ -1,6 +1,7 @@
 """What Temporal costs a legato run: N concurrent runs on 1 and 2 worker processes.
 
-Run: `python bench/temporal.py [--runs N] [--steps N] [--delay S] [--calls K] [--parallel]`.
+Run: `python bench/temporal.py [--runs N] [--steps N] [--delay S] [--calls K] [--parallel]
+[--local none|model|model_and_tools]`.
 
 Each run is a scripted agent (no provider): `--steps` model calls, each but the last
 calling a tool that sleeps `--delay` seconds (`--calls` such calls in one response: one
@@ -11,6 +12,10 @@ process runs them concurrently, Temporal one activity after another, or, with
 (the `temporal` binary next to this python, on 127.0.0.1, in memory). Reported: runs/s,
 the p50/p99 of one step's latency (from one model call of a run to its next: the tool
 call and the overheads in between), and Temporal's overhead per step against (1).
+
+`--local` picks which units run as local activities (`ActivitySettings.local_activities`,
+default `model_and_tools`; `none` is the path before local activities). The client starts
+the runs one after another (each start is a server round trip) unless `--gather-starts`.
 
 `--profile` runs each worker under cProfile and prints where its time went; with it or
 not, the CPU seconds of the dev server, of the worker processes and of this process are
@@ -192,15 +197,22 @@ async def on_temporal(folder: Path, address: str, workers: int, args: argparse.N
         cpu_before = [cpu_seconds(p) for p in (args.server_pid, *(p.pid for p in procs))]
         me_before = time.process_time()
         started = time.perf_counter()
-        settings = ActivitySettings(parallel_tools=args.parallel)
-        ids = [await runs.start("bench", f"run{i}", settings=settings) for i in range(args.runs)]
+        settings = ActivitySettings(parallel_tools=args.parallel, local_activities=args.local)
+        names = [f"run{i}" for i in range(args.runs)]
+        if args.gather_starts:
+            starts = (runs.start("bench", name, settings=settings) for name in names)
+            ids = list(await asyncio.gather(*starts))
+        else:  # one by one, as every figure before 2026-12-06 was measured
+            ids = [await runs.start("bench", name, settings=settings) for name in names]
+        starting = time.perf_counter() - started
         await asyncio.gather(*(runs.result(run_id) for run_id in ids))
         wall = time.perf_counter() - started
         cpu_after = [cpu_seconds(p) for p in (args.server_pid, *(p.pid for p in procs))]
         used = [after - before for before, after in zip(cpu_before, cpu_after, strict=True)]
         print(
             f"{'':<28} CPU in {wall:.2f} s: dev server {used[0]:.2f} s, "
-            f"worker(s) {sum(used[1:]):.2f} s, client {time.process_time() - me_before:.2f} s"
+            f"worker(s) {sum(used[1:]):.2f} s, client {time.process_time() - me_before:.2f} s; "
+            f"the client's starts took {starting:.2f} s"
         )
     finally:
         (folder / "stop").touch()
@@ -242,6 +254,7 @@ async def main(args: argparse.Namespace) -> None:
             f"{args.runs} concurrent runs, {args.steps} steps each, {args.calls} tool "
             f"call(s) per step, tool delay {args.delay * 1000:.0f} ms"
             + (", parallel_tools" if args.parallel else "")
+            + f", local activities: {args.local}"
         )
         with tempfile.TemporaryDirectory() as a:
             base = await plain(Path(a), args)
@@ -265,6 +278,12 @@ if __name__ == "__main__":
         parser.add_argument("--delay", type=float, default=0.05)
         parser.add_argument("--calls", type=int, default=1)
         parser.add_argument("--parallel", action="store_true")
+        parser.add_argument(
+            "--local", default="model_and_tools", choices=["none", "model", "model_and_tools"]
+        )
         parser.add_argument("--workers", default="1,2", help="worker counts, e.g. 1 or 1,2")
         parser.add_argument("--profile", action="store_true", help="profile the workers")
+        parser.add_argument(
+            "--gather-starts", action="store_true", help="start the runs concurrently"
+        )
         asyncio.run(main(parser.parse_args()))

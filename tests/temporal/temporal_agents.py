@@ -33,11 +33,13 @@ def shape(events: list[JournalEvent]) -> list[str]:
     return [e.kind for e in events if e.kind != "run_resumed"]
 
 
-def approving(db: Path, shipped: list[str], *, ttl: float | None = None) -> Agent[str]:
+def approving(
+    db: Path, shipped: list[str], *, ttl: float | None = None, side_effects: Any = "irreversible"
+) -> Agent[str]:
     """A scripted agent whose one call (`ship`) waits for an approval, then answers."""
     from legato.approvals import ApprovalPolicy, Rule, SQLiteApprovalStore
 
-    @tool(side_effects="irreversible")
+    @tool(side_effects=side_effects)
     def ship(order: str) -> str:
         """Ship an order.
 
@@ -72,3 +74,23 @@ async def open_request(runs: Any, run_id: str) -> str:
         if requests:
             return requests[0]
         await asyncio.sleep(0.05)
+
+
+def activity_types(history: Any, *, only: str | None = None) -> list[str]:
+    """The activity types a workflow history ran, in order: regular ones (scheduled) and
+    local ones (their `core_local_activity` markers); `only="local"` or `"regular"`."""
+    import json
+
+    from temporalio.api.enums.v1 import EventType
+
+    names: list[str] = []
+    for event in history.events:
+        if event.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED:
+            if only != "local":
+                names.append(event.activity_task_scheduled_event_attributes.activity_type.name)
+        elif event.event_type == EventType.EVENT_TYPE_MARKER_RECORDED:
+            marker = event.marker_recorded_event_attributes
+            if marker.marker_name == "core_local_activity" and only != "regular":
+                data = json.loads(marker.details["data"].payloads[0].data)
+                names.append(data["activity_type"])
+    return names

@@ -4,9 +4,12 @@
 
 DIR holds the store (runs.db), `effects` (one line per effect, with its idempotency key),
 `model_calls` (one line per model call; `boss_calls` for the parent agent `boss`, whose
-one call runs `shipper` as a sub-agent; `batch` ships two orders in one response), with LEGATO_TEST_NO_DEDUP set the store's
-de-duplication is off (the twin), `entered.<pid>` (written when `ship` has done its
-effect and waits), `release` (lets `ship` return) and `stop` (the worker shuts down).
+one call runs `shipper` as a sub-agent; `batch` ships two orders in one response; `stamper`
+calls the idempotent `stamp` in two steps, each a local activity), with LEGATO_TEST_NO_DEDUP
+set the store's de-duplication is off (the twin), with LEGATO_TEST_TRUST_TEMPORAL set a
+unit runs whatever the store shows done (the local-activity twin), `entered.<pid>` (written
+when `ship` has done its effect and waits, or `stamp` its second one), `release` (lets it
+return) and `stop` (the worker shuts down).
 """
 
 from __future__ import annotations
@@ -69,6 +72,72 @@ def build(folder: Path, *, calls: int = 1) -> Agent[str]:
     return Agent(FunctionModel(answer), tools=[ship], store=SQLiteStore(folder / "runs.db"))
 
 
+def stamper(folder: Path) -> Agent[str]:
+    """Two steps of one idempotent `stamp` call each (local activities), then the answer.
+
+    The second call waits mid-effect (after writing its key) for `release`.
+    """
+    effects = folder / "effects"
+
+    @tool(side_effects="idempotent")
+    async def stamp(ctx: RunContext[None], order: str) -> str:
+        """Stamp an order (safe to repeat with the same key).
+
+        Args:
+            order: Which order.
+        """
+        with effects.open("a", encoding="utf-8") as out:
+            out.write(f"{ctx.idempotency_key}\n")
+        if order == "A2":
+            (folder / f"entered.{os.getpid()}").touch()
+            await appears(folder / "release")
+        return f"stamped {order}"
+
+    def answer(request: ModelRequest) -> Any:
+        with (folder / "model_calls").open("a", encoding="utf-8") as out:
+            out.write(f"{os.getpid()}\n")
+        done = sum(1 for m in request.messages if m.role == "tool")
+        if done >= 2:
+            return "Stamped."
+        return reply(call("stamp", {"order": f"A{done + 1}"}, id=f"s{done + 1}"))
+
+    return Agent(FunctionModel(answer), tools=[stamp], store=SQLiteStore(folder / "runs.db"))
+
+
+def trust_temporal() -> None:
+    """The twin: what Temporal's history says is done counts, not what the store shows.
+
+    Two protections are switched off. The `legato.start` activity, run again on a fresh
+    worker, plans from what the start itself stored (not from the journal's end), and
+    `RunDriver` runs the unit asked for even when the journal shows it done.
+    """
+    from legato.events import Journal
+    from legato.run._loop import RunDriver
+    from legato.temporal import LegatoActivities
+
+    advance = RunDriver.advance
+
+    def trusting(self: Any, unit: Any) -> Any:
+        planned = self.next_unit
+        asked = [unit]
+
+        def next_unit() -> Any:
+            return asked.pop() if asked else planned()
+
+        self.next_unit = next_unit
+        return advance(self, unit)
+
+    def first_plan(self: Any, agent: Any, name: str, run_id: str) -> Any:
+        events = list(self._store(agent).load_run(run_id).events)
+        claimed = next((k for k, e in enumerate(events) if e.kind == "run_resumed"), len(events))
+        started = events[:claimed]  # what the start stored, before any unit claimed the run
+        driver = RunDriver(agent.run_config(), journal=Journal(started), saved=len(started))
+        return self._plan(driver, agent=name)
+
+    RunDriver.advance = trusting
+    LegatoActivities._stored_plan = first_plan
+
+
 def boss(folder: Path) -> Agent[str]:
     """A parent whose one call delegates the shipping to `build`'s agent (a child workflow)."""
 
@@ -88,9 +157,16 @@ async def main(address: str, queue: str, folder: Path) -> None:
     worker = legato_worker(
         client,
         task_queue=queue,
-        agents={"shipper": build(folder), "boss": boss(folder), "batch": build(folder, calls=2)},
+        agents={
+            "shipper": build(folder),
+            "boss": boss(folder),
+            "batch": build(folder, calls=2),
+            "stamper": stamper(folder),
+        },
         sticky_queue_schedule_to_start_timeout=timedelta(seconds=1),
     )
+    if os.environ.get("LEGATO_TEST_TRUST_TEMPORAL"):
+        trust_temporal()
     off = {"dedup": False} if os.environ.get("LEGATO_TEST_NO_DEDUP") else {}
     with unsafe_switches(**off):  # the twin: the store's de-duplication switched off
         async with worker:

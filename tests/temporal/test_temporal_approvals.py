@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from temporal_agents import approving, open_request
+from temporal_agents import activity_types, approving, open_request
 from temporalio import workflow
 from temporalio.client import Client
 from temporalio.testing import WorkflowEnvironment
@@ -147,3 +147,28 @@ async def test_an_undecided_request_expires_after_24_hours_and_the_call_is_rejec
     finished = [e for e in events if isinstance(e, ToolCallFinished)]
     assert finished[0].outcome == "refused" and "expired" in finished[0].result.text
     assert isinstance(events[-1], RunFinished)
+
+
+async def test_an_ask_on_a_local_tool_call_parks_and_the_decision_runs_it_once(
+    temporal_address: str, tmp_path: Path
+) -> None:
+    # an idempotent tool's call runs as a local activity: it parks the run from inside the
+    # worker's workflow task, and the decision's regular activities resume it
+    shipped: list[str] = []
+    agent = approving(tmp_path / "runs.db", shipped, side_effects="idempotent")
+    client = await Client.connect(temporal_address)
+    queue = f"q-{uuid.uuid4().hex}"
+    async with legato_worker(client, task_queue=queue, agents={"shipper": agent}):
+        runs = TemporalRuns(client, task_queue=queue)
+        run_id = await runs.start("shipper", "Ship A1")
+        request_id = await open_request(runs, run_id)
+        assert shipped == []
+        await runs.decide(run_id, request_id, "approve")
+        outcome = await runs.result(run_id)
+        history = await runs.handle(run_id).fetch_history()
+    assert outcome.status == "finished"
+    assert shipped == ["A1"]
+    local = activity_types(history, only="local")
+    assert local.count("legato.tool") == 2  # parked, then run after the decision
+    regular = activity_types(history, only="regular")
+    assert "legato.record" in regular and "legato.decide" in regular

@@ -8,7 +8,7 @@ import uuid
 from pathlib import Path
 
 import pytest
-from temporal_agents import add, adder, approving, delegating, open_request
+from temporal_agents import activity_types, add, adder, approving, delegating, open_request
 from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client, WorkflowHistory
 from temporalio.worker import Replayer
@@ -70,11 +70,7 @@ async def test_an_agent_tool_call_runs_as_a_child_workflow_with_the_call_id(
     assert outcome.status == "finished"
     assert children_started(history) == [f"{run_id}/p1"]
     # the child's model calls ran as the child workflow's activities, not inside the parent's
-    child_activities = [
-        e.activity_task_scheduled_event_attributes.activity_type.name
-        for e in child_history.events
-        if e.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED
-    ]
+    child_activities = activity_types(child_history)  # regular and local
     assert child_activities.count("legato.model") == 2
     store = SQLiteStore(db)
     events = list(store.load_run(run_id).events)

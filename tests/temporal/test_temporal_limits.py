@@ -21,8 +21,10 @@ from legato.models import ModelRequest
 from legato.store import SQLiteStore
 from legato.temporal import (
     MAX_PROMPT_BYTES,
+    ActivitySettings,
     LegatoActivities,
     LegatoRun,
+    LocalResultLimit,
     Plan,
     RunRef,
     TemporalRuns,
@@ -198,7 +200,10 @@ async def test_an_oversized_activity_result_fails_the_run_at_once_not_retried_fo
     queue = f"q-{uuid.uuid4().hex}"
     async with Worker(client, task_queue=queue, workflows=[LegatoRun], activities=[oversized]):
         runs = TemporalRuns(client, task_queue=queue)
-        run_id = await runs.start("any", "Hello")
+        # a regular activity: a local one's result reaches the server only with its
+        # workflow task (not covered here; legato's plans are references, far below it)
+        settings = ActivitySettings(local_activities="none")
+        run_id = await runs.start("any", "Hello", settings=settings)
         with pytest.raises(DurableRunFailed) as failed:
             await runs.result(run_id)
     assert failed.value.error_type == "PayloadsTooLarge"
@@ -228,3 +233,50 @@ async def test_twin_under_the_default_retry_policy_the_oversized_result_runs_aga
         await third.wait()  # the body keeps running; nothing stops it but us
         await handle.terminate("the twin has shown the retries")
     assert attempts[:3] == [1, 2, 3]
+
+
+async def oversized_local_run(address: str, *, bounded: bool) -> tuple[str, Any]:
+    """The stand-in `legato.start` as a local activity (the default), with or without the
+    worker's bound on local results; its workflow's handle."""
+    client = await Client.connect(address)
+    queue = f"q-{uuid.uuid4().hex}"
+    interceptors = [LocalResultLimit()] if bounded else []
+    worker = Worker(
+        client,
+        task_queue=queue,
+        workflows=[LegatoRun],
+        activities=[oversized],
+        interceptors=interceptors,
+    )
+    async with worker:
+        runs = TemporalRuns(client, task_queue=queue)
+        run_id = await runs.start("any", "Hello")
+        if not bounded:
+            await third_attempt[0].wait()  # the body keeps running; nothing stops it but us
+            await runs.handle(run_id).terminate("the twin has shown the re-runs")
+            return "re-run", None
+        try:
+            await runs.result(run_id)
+        except DurableRunFailed as exc:
+            return "failed", exc
+    return "finished", None
+
+
+async def test_an_oversized_local_activity_result_fails_the_run_at_once(
+    temporal_address: str,
+) -> None:
+    attempts.clear()
+    status, failed = await oversized_local_run(temporal_address, bounded=True)
+    assert status == "failed" and failed.error_type == "PayloadsTooLarge"
+    assert attempts == [1]  # non-retryable: one body
+
+
+async def test_twin_without_the_bound_the_local_activity_runs_again_and_again(
+    temporal_address: str,
+) -> None:
+    # the server refuses the workflow task's completion (the marker is too large): the
+    # task fails, runs again, and runs the local activity again, without end
+    attempts.clear()
+    third_attempt[:] = [asyncio.Event()]
+    status, _ = await oversized_local_run(temporal_address, bounded=False)
+    assert status == "re-run" and len(attempts) >= 3

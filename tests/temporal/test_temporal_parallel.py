@@ -7,8 +7,7 @@ import asyncio
 import uuid
 from pathlib import Path
 
-from temporal_agents import open_request
-from temporalio.api.enums.v1 import EventType
+from temporal_agents import activity_types, open_request
 from temporalio.client import Client, WorkflowHistory
 
 from legato import Agent, tool
@@ -66,12 +65,7 @@ def probing(db: Path, probe: Probe, *, ask: bool = False) -> Agent[str]:
 
 
 def activities(history: WorkflowHistory) -> list[str]:
-    scheduled = EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED
-    return [
-        e.activity_task_scheduled_event_attributes.activity_type.name
-        for e in history.events
-        if e.event_type == scheduled
-    ]
+    return activity_types(history)  # regular and local
 
 
 async def probe_run(

@@ -2,7 +2,8 @@
 
 The workflow (`LegatoRun`) plans; activities advance the run one unit each (one model
 call, one tool call keyed by its effect id, a step's close, a decision), writing to the
-legato store and returning references. The journal stays the truth and Temporal's history
+legato store and returning references; model calls and safe tool calls run as local
+activities by default. The journal stays the truth and Temporal's history
 stays small. See docs/temporal.md.
 
 ```python
@@ -24,10 +25,17 @@ if importlib.util.find_spec("temporalio") is None:  # pragma: no cover - the env
     raise MissingDependency(package, "temporal")
 
 from legato.temporal._activities import MAX_PROMPT_BYTES, LegatoActivities, journal_digest
-from legato.temporal._client import PASSED_THROUGH, TemporalRuns, legato_worker
+from legato.temporal._client import (
+    MAX_LOCAL_RESULT_BYTES,
+    PASSED_THROUGH,
+    LocalResultLimit,
+    TemporalRuns,
+    legato_worker,
+)
 from legato.temporal._types import (
     ActivitySettings,
     DecisionInput,
+    LocalActivities,
     Plan,
     RunInput,
     RunOutcome,
@@ -36,12 +44,15 @@ from legato.temporal._types import (
 from legato.temporal._workflow import LegatoRun
 
 __all__ = [
+    "MAX_LOCAL_RESULT_BYTES",
     "MAX_PROMPT_BYTES",
     "PASSED_THROUGH",
     "ActivitySettings",
     "DecisionInput",
     "LegatoActivities",
     "LegatoRun",
+    "LocalActivities",
+    "LocalResultLimit",
     "Plan",
     "RunInput",
     "RunOutcome",

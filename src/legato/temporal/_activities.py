@@ -6,7 +6,8 @@ advances one unit (`RunDriver.advance`), and returns a `Plan`: a reference (run 
 journal length, digest) and what comes next. Messages never leave the store.
 
 Temporal runs an activity at least once (a worker killed mid-call: the next attempt runs
-the body again). The legato store makes effects exactly once: a finished unit is not run
+the body again; a local activity whose workflow task never completed runs again even when
+it had finished). The legato store makes effects exactly once: a finished unit is not run
 again (`next_unit` no longer plans it), a call admitted and never finished is reconciled
 by its tool's declared kind, and a second attempt racing the first loses its claim
 (`JournalConflict`) before it admits anything. Temporal is the lease: activities take the
@@ -101,8 +102,16 @@ def _owner() -> str:
 
 
 async def _heartbeating(events: AsyncIterator[RunEvent]) -> None:
-    """Drain `events`, heartbeating meanwhile (a dead worker's attempt is then retried)."""
-    timeout = activity.info().heartbeat_timeout
+    """Drain `events`, heartbeating meanwhile (a dead worker's attempt is then retried).
+
+    A local activity has no heartbeat: the worker's workflow task stands for it.
+    """
+    info = activity.info()
+    if info.is_local:
+        async for _ in events:
+            pass
+        return
+    timeout = info.heartbeat_timeout
     interval = timeout.total_seconds() / 3 if timeout else 5.0
 
     async def drain() -> None:
@@ -168,6 +177,18 @@ class LegatoActivities:
     def _name_of(self, agent: Agent[Any]) -> str | None:
         """The name a (child) agent is registered under."""
         return self._names.get(id(agent))
+
+    @staticmethod
+    def warm() -> None:
+        """Build the event schemas a fresh worker's first activity would otherwise build.
+
+        The journal's and the store's event adapters: pydantic schemas of every event type,
+        about 0.2 s each on a loaded machine.
+        """
+        from legato.store._codec import event_adapter  # the store's, not exported
+
+        Journal.from_jsonl("")
+        event_adapter()
 
     def all(self) -> list[Callable[..., Any]]:
         """The activity functions, to register with a worker."""
@@ -494,11 +515,23 @@ class LegatoActivities:
             finished = any(isinstance(e, RunFinished) for e in events)
             return Plan(kind="done", ref=ref, status="finished" if finished else "failed")
         eid = None
+        effects = ""
         if unit.call_id is not None:
             call = next(c for c in state.pending_calls if c.id == unit.call_id)
             eid = effect_id(state.run_id, call)
+            effects = self._effects(agent, call.name)
         kind = "tool" if unit.kind == "tools" else unit.kind  # never planned: one call each
-        return Plan(kind=kind, ref=ref, step=unit.step, call_id=unit.call_id, effect_id=eid)
+        return Plan(
+            kind=kind, ref=ref, step=unit.step, call_id=unit.call_id, effect_id=eid, effects=effects
+        )
+
+    def _effects(self, name: str, tool_name: str) -> str:
+        """The side effects a call's tool declares; empty for an agent tool or an unlisted one."""
+        registered = self.agents.get(name)
+        found = registered.toolset.get(tool_name) if registered is not None else None
+        if found is None or agent_of(found) is not None:
+            return ""
+        return found.side_effects
 
 
 def _lineage(plan: Plan, agent: Agent[Any]) -> Lineage | None:

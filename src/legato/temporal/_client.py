@@ -7,6 +7,7 @@ import uuid
 from collections.abc import AsyncIterator, Mapping, Sequence
 from typing import Any, Literal
 
+from temporalio import activity
 from temporalio.client import (
     Client,
     WorkflowFailureError,
@@ -15,7 +16,12 @@ from temporalio.client import (
 )
 from temporalio.exceptions import ApplicationError
 from temporalio.service import RPCError, RPCStatusCode
-from temporalio.worker import Worker
+from temporalio.worker import (
+    ActivityInboundInterceptor,
+    ExecuteActivityInput,
+    Interceptor,
+    Worker,
+)
 from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner, SandboxRestrictions
 
 from legato.agent import Agent
@@ -32,7 +38,18 @@ from legato.temporal._activities import MAX_PROMPT_BYTES, LegatoActivities
 from legato.temporal._types import ActivitySettings, DecisionInput, Plan, RunInput, RunOutcome
 from legato.temporal._workflow import LegatoRun
 
-__all__ = ["PASSED_THROUGH", "TemporalRuns", "legato_worker"]
+__all__ = [
+    "MAX_LOCAL_RESULT_BYTES",
+    "PASSED_THROUGH",
+    "LocalResultLimit",
+    "TemporalRuns",
+    "legato_worker",
+]
+
+MAX_LOCAL_RESULT_BYTES = 1024 * 1024
+"""The largest result a local activity may return (its JSON payload). Temporal records it
+in a marker when the workflow task ends; over the server's limit (2 MiB) that completion
+is refused, the task fails and runs the activity again, without end."""
 
 PASSED_THROUGH = (
     "legato",  # pure code the workflow imports; re-imported per workflow it costs ~0.4 s
@@ -51,6 +68,35 @@ PASSED_THROUGH = (
 """Modules the workflow sandbox passes through (imported once, outside the sandbox)."""
 
 
+class LocalResultLimit(Interceptor):
+    """Fails a local activity whose result is over `MAX_LOCAL_RESULT_BYTES`, not retried.
+
+    A regular activity's oversized result fails that activity (`PayloadsTooLarge`, which
+    the run's retry policy does not retry); a local one's would fail the workflow task
+    instead, again and again. legato's plans are references, far below the limit: this is
+    the bound in case one is not.
+    """
+
+    def intercept_activity(self, next: ActivityInboundInterceptor) -> ActivityInboundInterceptor:
+        """Check the results of the activities `next` runs."""
+        return _BoundedLocalResult(next)
+
+
+class _BoundedLocalResult(ActivityInboundInterceptor):
+    async def execute_activity(self, input: ExecuteActivityInput) -> Any:
+        result = await super().execute_activity(input)
+        if activity.info().is_local:
+            payload = activity.payload_converter().to_payloads([result])[0]
+            size = payload.ByteSize()
+            if size > MAX_LOCAL_RESULT_BYTES:
+                msg = (
+                    f"the local activity {activity.info().activity_type} returned {size} "
+                    f"bytes; at most {MAX_LOCAL_RESULT_BYTES} go into the workflow's history"
+                )
+                raise ApplicationError(msg, type="PayloadsTooLarge", non_retryable=True)
+        return result
+
+
 def legato_worker(
     client: Client,
     *,
@@ -62,12 +108,16 @@ def legato_worker(
 
     Registers the `LegatoRun` workflow and the activities, passes legato and the libraries
     it loads through the workflow sandbox, and fails a workflow (instead of retrying its
-    task forever) on a legato error. Other `Worker` options pass through `options`. Run
+    task forever) on a legato error, bounds local activities' results (`LocalResultLimit`),
+    and builds the event schemas its first activity would otherwise build
+    (`LegatoActivities.warm`). Other `Worker` options pass through `options`. Run
     it in `async with` (or `await worker.shutdown()` in `finally`): a worker left running
     when the interpreter exits can crash it.
     """
     activities = LegatoActivities(agents)
+    activities.warm()
     restrictions = SandboxRestrictions.default.with_passthrough_modules(*PASSED_THROUGH)
+    interceptors = [LocalResultLimit(), *options.pop("interceptors", ())]
     return Worker(
         client,
         task_queue=task_queue,
@@ -75,6 +125,7 @@ def legato_worker(
         activities=activities.all(),
         workflow_runner=SandboxedWorkflowRunner(restrictions=restrictions),
         workflow_failure_exception_types=[LegatoError],
+        interceptors=interceptors,
         **options,
     )
 

@@ -17,6 +17,7 @@ __all__ = [
     "ChildParked",
     "DecideInput",
     "DecisionInput",
+    "LocalActivities",
     "Plan",
     "PollInput",
     "RecordInput",
@@ -30,6 +31,9 @@ __all__ = [
 ]
 
 PlanKind = Literal["model", "tool", "close", "parked", "child", "done"]
+
+LocalActivities = Literal["none", "model", "model_and_tools"]
+"""Which units run as Temporal local activities (`ActivitySettings.local_activities`)."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -88,6 +92,10 @@ class Plan:
     """`child`: the sub-agent run the call `call_id` waits for (a child workflow)."""
     link: ChildLink | None = None
     """In a sub-agent's own run: its link to the parent (carried by every plan)."""
+    effects: str = ""
+    """`tool`: the side effects its tool declares (`none`, `idempotent`, `irreversible`);
+    empty for an agent tool or a tool the worker's toolset does not list (an MCP source's):
+    only a `none` or `idempotent` call may run as a local activity."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -111,6 +119,13 @@ class ActivitySettings:
     wait doubles after each read, up to `decision_poll_max`."""
     decision_poll_max: float = 300.0
     """The longest wait between two reads of the approvals store while parked."""
+    local_activities: LocalActivities = "model_and_tools"
+    """Units run as Temporal *local* activities, inside the workflow task of the worker that
+    plans them (no round trip through the server per unit): `model` the run's start, its
+    model calls and step closes; `model_and_tools` (the default) also the calls of tools
+    declared `none` or `idempotent`; `none` every unit a regular activity. Irreversible
+    calls, agent tools, tools an MCP source lists, parallel batches, decisions and approval
+    reads always stay regular activities (docs/temporal.md, "Local activities")."""
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -2,7 +2,8 @@
 
 Workflow code decides only the order: it holds references and plans (`_types`), asks the
 activities to advance the run one unit each (a model call, a tool call, a step's close),
-waits on approvals, and continues as new. It reads no clock, random, uuid, environment
+waits on approvals, and continues as new. By default the start, model calls, closes and
+calls of `none`/`idempotent` tools are local activities (`ActivitySettings.local_activities`). It reads no clock, random, uuid, environment
 or store: everything it knows came back from an activity, so a replay decides the same.
 `tests/temporal/test_temporal_determinism.py` scans this module's source for such reads.
 """
@@ -45,6 +46,14 @@ DECISIONS_FROM_STORE = "legato-decisions-through-the-store"
 returns, and a parked run reads the store for decisions made through other doors (histories
 recorded before it replay as they ran)."""
 
+LOCAL_ACTIVITIES = "legato-local-activities"
+"""The patch under which starts, model calls, closes and calls of `none`/`idempotent` tools
+run as local activities (`ActivitySettings.local_activities`); histories recorded before it
+replay their regular activities."""
+
+LOCAL_EFFECTS = ("none", "idempotent")
+"""The declared side effects of a tool whose calls may run as local activities."""
+
 NON_RETRYABLE = ["PayloadsTooLarge", "LegatoRunFailed"]
 """Error types no activity retries: an oversized payload, a run the store shows failed."""
 
@@ -73,7 +82,10 @@ class LegatoRun:
         self._parent = run.link.parent_workflow if run.link is not None else None
         if plan is None:
             start = StartInput(run_id=run.run_id, agent=run.agent, prompt=run.prompt, link=run.link)
-            plan = await self._activity("legato.start", start, settings, activity_id="start")
+            local = self._local(settings, "start")
+            plan = await self._activity(
+                "legato.start", start, settings, activity_id="start", local=local
+            )
         units = 0
         while plan.kind != "done":
             self._plan = plan
@@ -109,9 +121,32 @@ class LegatoRun:
             attempt = self._attempts.get(key, 0) + 1  # a call parked runs again after decisions
             self._attempts[key] = attempt
             activity_id = key if attempt == 1 else f"{key}.{attempt}"
-            return await self._activity("legato.tool", UnitInput(plan=plan), settings, activity_id)
+            local = self._local(settings, "tool", plan.effects)
+            return await self._activity(
+                "legato.tool", UnitInput(plan=plan), settings, activity_id, local=local
+            )
         name = "legato.model" if plan.kind == "model" else "legato.close"
-        return await self._activity(name, UnitInput(plan=plan), settings)
+        local = self._local(settings, plan.kind)
+        return await self._activity(name, UnitInput(plan=plan), settings, local=local)
+
+    @staticmethod
+    def _local(settings: ActivitySettings, kind: str, effects: str = "") -> bool:
+        """Whether this unit runs as a local activity (see `ActivitySettings.local_activities`).
+
+        A start, model call or close in modes `model` and `model_and_tools`; a tool call in
+        `model_and_tools` when its tool declares `none` or `idempotent` side effects. After
+        a worker dies, Temporal runs a local activity again whose result it had not yet
+        recorded, finished or not: the store makes that re-run a no-op for a finished unit,
+        and an idempotent call runs again with the same key.
+        """
+        mode = settings.local_activities
+        if mode == "none":
+            return False
+        if kind == "tool" and (mode != "model_and_tools" or effects not in LOCAL_EFFECTS):
+            return False
+        if kind not in ("start", "model", "close", "tool"):
+            return False
+        return workflow.patched(LOCAL_ACTIVITIES)
 
     async def _child(self, plan: Plan, run: RunInput, settings: ActivitySettings) -> Plan:
         """Run a sub-agent's call as a child workflow `<run id>/<call id>`, then record its end.
@@ -339,6 +374,8 @@ class LegatoRun:
         arg: object,
         settings: ActivitySettings,
         activity_id: str | None = None,
+        *,
+        local: bool = False,
     ) -> Plan:
         retry = RetryPolicy(
             initial_interval=timedelta(seconds=settings.initial_interval),
@@ -347,15 +384,25 @@ class LegatoRun:
             non_retryable_error_types=NON_RETRYABLE,
         )
         try:
-            result = await workflow.execute_activity(
-                name,
-                arg,
-                activity_id=activity_id,
-                result_type=Plan,
-                start_to_close_timeout=timedelta(seconds=settings.start_to_close),
-                heartbeat_timeout=timedelta(seconds=settings.heartbeat),
-                retry_policy=retry,
-            )
+            if local:  # run by this worker, recorded as a marker when the workflow task ends
+                result = await workflow.execute_local_activity(
+                    name,
+                    arg,
+                    activity_id=activity_id,
+                    result_type=Plan,
+                    start_to_close_timeout=timedelta(seconds=settings.start_to_close),
+                    retry_policy=retry,
+                )
+            else:
+                result = await workflow.execute_activity(
+                    name,
+                    arg,
+                    activity_id=activity_id,
+                    result_type=Plan,
+                    start_to_close_timeout=timedelta(seconds=settings.start_to_close),
+                    heartbeat_timeout=timedelta(seconds=settings.heartbeat),
+                    retry_policy=retry,
+                )
         except ActivityError as exc:
             cause = exc.cause
             if isinstance(cause, ApplicationError):
