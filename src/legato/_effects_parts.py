@@ -1,7 +1,14 @@
-"""Pieces of the effect gate kept apart from `legato.effects` to keep it readable.
+"""Small pieces the effect gate and the runtime share, kept apart from `legato.effects`.
 
-The test-only protection switches, the gate's internal per-step records, and small helpers.
-Public names are re-exported by `legato.effects`.
+It owns the test-only protection switches (`Switches`, `unsafe_switches`, read by the
+gate, budgets, contracts, the run loop and sub-agents through `current_switches`), the
+gate's internal per-step records (`Plan`, `Cleared`, `StepState`, `LedgerEntry`), the
+hold shared by a tree of runs (`GateTree`), small helpers of approvals (`expired`,
+`decision_of`, `parked_message`) and `reap` (cancel and await a run's tasks).
+
+It must not decide or record anything (the gate's parts do: `legato.effects`,
+`legato._gate_state`, `_gate_approvals`, `_gate_outcomes`) and imports only the policy
+layer's values and below. Public names are re-exported by `legato.effects`.
 """
 
 from __future__ import annotations
@@ -93,10 +100,10 @@ class Switches:
     cap_output: bool = True
     """Send the output cap a budget reserved when the request sets no `max_tokens`."""
     meter_side_calls: bool = True
+    """Reserve a run's model calls outside its loop (compaction summaries) in its budget."""
     atomic_turn: bool = True
     """Commit a finished run's session turn in the transaction of its `RunFinished` (off:
     in a transaction of its own after it, as a crash between the two loses the turn)."""
-    """Reserve a run's model calls outside its loop (compaction summaries) in its budget."""
 
 
 _SAFE = Switches()

@@ -30,22 +30,42 @@ call in both, so both limits hold (the tighter wins). Sub-agents run this way: a
 the whole tree of runs spends from one budget, reserved before each call. A spawned
 child's step and token share is a `split` of its parent's budget that fits each call's
 output to what is left (`BudgetLimits.min_output`).
+
+This module owns the live `Budget` (what was used, what calls in flight hold, reserving
+and settling atomically, drawing from a parent, moving a share to a child and back) and
+is the one import path for the budget names. Its parts: `legato._budget_amounts` (the
+values: `Spend`, `Prices`, `BudgetLimits`) and `legato._budget_calls` (pricing one model
+call and reading what a journal spent). A budget decides whether a call fits; it never
+makes a call (the run's loop and the effect gate do, after reserving here).
 """
 
 from __future__ import annotations
 
-import json
 import math
 import threading
 import time
 from collections.abc import AsyncIterator, Iterable
-from dataclasses import dataclass, fields, replace
-from typing import Literal, TypeAlias, TypedDict
+from dataclasses import dataclass, replace
 
 from typing_extensions import Unpack
 
+from legato._budget_amounts import (
+    ALL,
+    OUTPUT_BOUND,
+    RESOURCES,
+    ZERO,
+    BudgetLimits,
+    LimitOptions,
+    Prices,
+    Resource,
+    Spend,
+    limit_of,
+    only,
+    priced_like,
+)
+from legato._budget_calls import call_actual, call_worst_case, estimate_tokens, journal_spend
 from legato._effects_parts import current_switches
-from legato.exceptions import BudgetExceeded, ConfigurationError, PriceUnknown
+from legato.exceptions import BudgetExceeded, ConfigurationError
 from legato.messages import Usage
 from legato.models import (
     Model,
@@ -65,123 +85,6 @@ __all__ = [
     "estimate_tokens",
     "nested_budget",
 ]
-
-Resource: TypeAlias = Literal[
-    "input_tokens", "output_tokens", "tokens", "dollars", "model_calls", "tool_calls", "steps"
-]
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class Spend:
-    """Amounts of each resource (used, reserved, remaining or requested)."""
-
-    input_tokens: float = 0
-    output_tokens: float = 0
-    tokens: float = 0
-    """Input and output tokens together (what `BudgetLimits.tokens` limits)."""
-    dollars: float = 0.0
-    model_calls: float = 0
-    tool_calls: float = 0
-    steps: float = 0
-
-    def __add__(self, other: Spend) -> Spend:
-        return Spend(
-            input_tokens=self.input_tokens + other.input_tokens,
-            output_tokens=self.output_tokens + other.output_tokens,
-            tokens=self.tokens + other.tokens,
-            dollars=self.dollars + other.dollars,
-            model_calls=self.model_calls + other.model_calls,
-            tool_calls=self.tool_calls + other.tool_calls,
-            steps=self.steps + other.steps,
-        )
-
-    def __neg__(self) -> Spend:
-        return Spend(
-            input_tokens=-self.input_tokens,
-            output_tokens=-self.output_tokens,
-            tokens=-self.tokens,
-            dollars=-self.dollars,
-            model_calls=-self.model_calls,
-            tool_calls=-self.tool_calls,
-            steps=-self.steps,
-        )
-
-    def __sub__(self, other: Spend) -> Spend:
-        return self + -other
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class Prices:
-    """US dollars per million tokens."""
-
-    input: float
-    output: float
-
-    def cost(self, input_tokens: float, output_tokens: float) -> float:
-        """Dollars for that many tokens."""
-        return (input_tokens * self.input + output_tokens * self.output) / 1_000_000
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class BudgetLimits:
-    """Per-run limits; None means unlimited. An agent given these makes a `Budget` per run."""
-
-    input_tokens: int | None = None
-    output_tokens: int | None = None
-    tokens: int | None = None
-    """Input and output tokens together."""
-    dollars: float | None = None
-    """US dollars; priced by `prices`, else `call_estimate`, else the model's price table."""
-    model_calls: int | None = None
-    tool_calls: int | None = None
-    steps: int | None = None
-    wall_time: float | None = None
-    """Seconds from the budget's first use."""
-    prices: Prices | None = None
-    """Prices used to reserve (and, when the provider reports no cost, charge) dollars;
-    None: the model's own price table (`PriceUnknown` when it has none)."""
-    call_estimate: float | None = None
-    """Dollars to reserve per model call when no prices are known."""
-    output_reserve: int = 4096
-    """Output tokens to reserve for a call that sets no `max_tokens` (and whose model's
-    profile names no `max_output_tokens`); the request is then sent with this cap."""
-    input_margin: float = 1.25
-    """Factor on the estimated input tokens when reserving (token counts are estimates)."""
-    min_output: int | None = None
-    """Fit calls to what is left: a call whose output cap does not fit in the tokens (or
-    output tokens) left is sent with its cap lowered to what fits, if at least this many
-    tokens of output fit (fewer if the call asks for fewer); None: such a call is refused.
-    A sub-agent's share (`legato.spawn`) is a budget of this kind."""
-
-    def __post_init__(self) -> None:
-        for f in fields(self):
-            value = getattr(self, f.name)
-            if isinstance(value, int | float) and not isinstance(value, bool) and value < 0:
-                msg = f"budget {f.name} must not be negative"
-                raise ConfigurationError(msg)
-
-
-class LimitOptions(TypedDict, total=False):
-    """The keyword form of `BudgetLimits` (see its fields)."""
-
-    input_tokens: int | None
-    output_tokens: int | None
-    tokens: int | None
-    dollars: float | None
-    model_calls: int | None
-    tool_calls: int | None
-    steps: int | None
-    wall_time: float | None
-    prices: Prices | None
-    call_estimate: float | None
-    output_reserve: int
-    input_margin: float
-    min_output: int | None
-
-
-def _limit_of(limits: BudgetLimits, resource: Resource) -> float:
-    value = getattr(limits, resource)
-    return math.inf if value is None else float(value)
 
 
 @dataclass(slots=True, kw_only=True)
@@ -228,7 +131,7 @@ class Budget:
             msg = "pass BudgetLimits or keyword limits, not both"
             raise ConfigurationError(msg)
         own = limits if limits is not None else BudgetLimits(**kw)
-        self.limits = own if parent is None else _priced_like(own, parent.limits)
+        self.limits = own if parent is None else priced_like(own, parent.limits)
         self._lock = threading.Lock()
         self._used = Spend()
         self._reserved = Spend()
@@ -237,7 +140,7 @@ class Budget:
         self._parent_hold: Reservation | None = None
         """What a `split` moved here, held in the parent until `close`."""
         self._links: tuple[tuple[Budget, frozenset[Resource]], ...] = (
-            () if parent is None else ((parent, _ALL),)
+            () if parent is None else ((parent, ALL),)
         )
         """The budgets this one draws from, and the resources it draws from each."""
         self._started: float | None = None
@@ -262,8 +165,8 @@ class Budget:
         """
         with self._lock:
             left = {
-                r: _limit_of(self.limits, r) - getattr(self._used, r) - getattr(self._reserved, r)
-                for r in _RESOURCES
+                r: limit_of(self.limits, r) - getattr(self._used, r) - getattr(self._reserved, r)
+                for r in RESOURCES
             }
             for source, resources in self._links:
                 theirs = source.remaining()
@@ -300,11 +203,11 @@ class Budget:
                 raise BudgetExceeded(
                     resource, limit=wall, used=now - self._started, reserved=0, requested=0
                 )
-            for resource in _RESOURCES:
+            for resource in RESOURCES:
                 want = getattr(amounts, resource)
                 if not want:
                     continue
-                limit = _limit_of(self.limits, resource)
+                limit = limit_of(self.limits, resource)
                 used = getattr(self._used, resource)
                 held = getattr(self._reserved, resource)
                 if used + held + want > limit + 1e-12 and (
@@ -316,8 +219,8 @@ class Budget:
             holds: list[Reservation] = []
             try:
                 for source, resources in self._links:
-                    part = _only(amounts, resources)
-                    if part != _ZERO:
+                    part = only(amounts, resources)
+                    if part != ZERO:
                         holds.append(source.reserve(part))
             except BaseException:
                 for hold in holds:
@@ -339,7 +242,7 @@ class Budget:
             self._used = self._used + actual
             last = self._closed and not self._open
         for hold in reservation.upstream:
-            hold.settle(_only(actual, self._resources_in(hold.budget)))
+            hold.settle(only(actual, self._resources_in(hold.budget)))
         if last:  # closed while this was held: what it moved here goes back now
             self._return_to_parent()
 
@@ -365,37 +268,13 @@ class Budget:
         subtree usage each sub-agent reported last (its tokens, model calls and steps;
         dollars when priced). A sub-agent's tool calls are not in its parent's journal.
         """
-        from legato.events import ModelResponded, SpawnFinished, ToolCallAdmitted, ToolCallRefused
-
-        total = Spend()
-        children: dict[str, SpawnFinished] = {}  # a child resumed after a park ends twice
-        for event in events:
-            if isinstance(event, SpawnFinished):
-                children[event.lineage.run_id] = event  # its last report covers all of it
-            elif isinstance(event, ModelResponded):
-                total = total + self.model_call_actual(event.response.usage, event.response.cost)
-            elif isinstance(event, ToolCallAdmitted) or (
-                isinstance(event, ToolCallRefused) and event.reason not in ("held", "cancelled")
-            ):
-                total = total + Spend(tool_calls=1)
-        prices = self.limits.prices
-        for child in children.values():
-            usage = child.usage
-            total = total + Spend(
-                input_tokens=usage.input_tokens,
-                output_tokens=usage.output_tokens,
-                tokens=usage.input_tokens + usage.output_tokens,
-                dollars=prices.cost(usage.input_tokens, usage.output_tokens) if prices else 0,
-                model_calls=usage.requests,
-                steps=child.tree_steps if child.tree_steps is not None else child.steps,
-            )
-        return total
+        return journal_spend(self.limits, events)
 
     def joint(self, other: Budget) -> Budget:
         """A budget with no limits of its own that draws from this one and from `other`."""
         joint = Budget(BudgetLimits(), parent=self)
-        joint.limits = _priced_like(joint.limits, other.limits)
-        joint._links = (*joint._links, (other, _ALL))
+        joint.limits = priced_like(joint.limits, other.limits)
+        joint._links = (*joint._links, (other, ALL))
         return joint
 
     def _resources_in(self, source: Budget) -> frozenset[Resource]:
@@ -436,7 +315,7 @@ class Budget:
             fitted < cap
             or (
                 settings.max_tokens is None
-                and self._limits_any(_OUTPUT_BOUND)
+                and self._limits_any(OUTPUT_BOUND)
                 and current_switches().cap_output
             )
         ):
@@ -481,43 +360,17 @@ class Budget:
             PriceUnknown: no price is known and this budget (or one it draws from) limits
                 dollars.
         """
-        output = max_tokens if max_tokens is not None else self.limits.output_reserve
-        input_tokens = math.ceil(input_tokens * self.limits.input_margin)
-        prices = self.limits.prices
-        if prices is not None:
-            dollars = prices.cost(input_tokens, output)
-        elif self.limits.call_estimate is not None:
-            dollars = self.limits.call_estimate
-        else:
-            priced = _model_price(model, input_tokens, output)
-            if priced is None and self._limits_any(("dollars",)):
-                raise PriceUnknown(model.name if model is not None else "(no model given)")
-            dollars = priced or 0.0
-        return Spend(
+        return call_worst_case(
+            self.limits,
             input_tokens=input_tokens,
-            output_tokens=output,
-            tokens=input_tokens + output,
-            dollars=dollars,
-            model_calls=1,
-            steps=1,
+            max_tokens=max_tokens,
+            model=model,
+            dollars_limited=self._limits_any(("dollars",)),
         )
 
     def model_call_actual(self, usage: Usage, cost: float | None) -> Spend:
         """What a finished model call used (cost from the provider, else from prices)."""
-        if cost is None:
-            prices = self.limits.prices
-            if prices is not None:
-                cost = prices.cost(usage.input_tokens, usage.output_tokens)
-            else:
-                cost = self.limits.call_estimate or 0.0
-        return Spend(
-            input_tokens=usage.input_tokens,
-            output_tokens=usage.output_tokens,
-            tokens=usage.input_tokens + usage.output_tokens,
-            dollars=cost,
-            model_calls=1,
-            steps=1,
-        )
+        return call_actual(self.limits, usage, cost)
 
     def metered(self, model: Model) -> Model:
         """`model` with every call reserved in this budget first (and capped like the run's).
@@ -547,7 +400,7 @@ class Budget:
         the child did not use. Resources not named are shared: the child's reservations of
         them are made in the parent too. Raises `BudgetExceeded` if the parent lacks them.
         """
-        unknown = set(amounts) - set(_RESOURCES) - {"wall_time"}
+        unknown = set(amounts) - set(RESOURCES) - {"wall_time"}
         if unknown:
             msg = f"unknown budget resources: {sorted(unknown)}"
             raise ConfigurationError(msg)
@@ -557,11 +410,11 @@ class Budget:
         child_limits = replace(
             self.limits,
             wall_time=wall if wall is not None else self.limits.wall_time,
-            **{r: (getattr(moved, r) if r in amounts else None) for r in _RESOURCES},
+            **{r: (getattr(moved, r) if r in amounts else None) for r in RESOURCES},
         )
         child = Budget(child_limits, parent=self)
         child._parent_hold = hold
-        child._links = ((self, frozenset(r for r in _RESOURCES if r not in amounts)),)
+        child._links = ((self, frozenset(r for r in RESOURCES if r not in amounts)),)
         return child
 
     def close(self) -> Spend:
@@ -583,23 +436,8 @@ class Budget:
         """Settle what a `split` moved here with the parent: what was used is spent there."""
         hold = self._parent_hold
         if self._parent is not None and hold is not None and hold.open:
-            moved = _ALL - self._resources_in(self._parent)
-            self._parent.settle(hold, _only(self._used, moved))
-
-
-_ZERO = Spend()
-_RESOURCES: tuple[Resource, ...] = (
-    "input_tokens",
-    "output_tokens",
-    "tokens",
-    "dollars",
-    "model_calls",
-    "tool_calls",
-    "steps",
-)
-_ALL: frozenset[Resource] = frozenset(_RESOURCES)
-_OUTPUT_BOUND: tuple[Resource, ...] = ("output_tokens", "tokens", "dollars")
-"""Limits that an uncapped output could overshoot."""
+            moved = ALL - self._resources_in(self._parent)
+            self._parent.settle(hold, only(self._used, moved))
 
 
 class _Metered:
@@ -636,13 +474,6 @@ class _Metered:
             reservation.release()  # no-op once settled
 
 
-def _model_price(model: Model | None, input_tokens: int, output_tokens: int) -> float | None:
-    """The model's own price for that many tokens; None when it cannot price calls."""
-    if model is None:
-        return None
-    return price_of(model, Usage(input_tokens=input_tokens, output_tokens=output_tokens))
-
-
 def nested_budget(own: Budget | BudgetLimits | None, parent: Budget | None) -> Budget | None:
     """The budget of a run started by another run (a sub-agent), drawing from the parent's.
 
@@ -665,38 +496,3 @@ def nested_budget(own: Budget | BudgetLimits | None, parent: Budget | None) -> B
     if parent.draws_from(own):
         return parent
     return own.joint(parent)
-
-
-def _priced_like(limits: BudgetLimits, parent: BudgetLimits) -> BudgetLimits:
-    """`limits` with the parent's prices where it has none, and the larger reserves.
-
-    A budget that draws from another reserves one worst case in both, so it must price
-    calls (the parent's dollars) and reserve output at least as the parent would.
-    """
-    return replace(
-        limits,
-        prices=limits.prices if limits.prices is not None else parent.prices,
-        call_estimate=(
-            limits.call_estimate if limits.call_estimate is not None else parent.call_estimate
-        ),
-        output_reserve=max(limits.output_reserve, parent.output_reserve),
-        input_margin=max(limits.input_margin, parent.input_margin),
-    )
-
-
-def estimate_tokens(request: ModelRequest) -> int:
-    """A rough input-token count for reserving budget (about four characters a token)."""
-    chars = len(request.instructions or "")
-    for message in request.messages:
-        for part in message.parts:
-            chars += len(getattr(part, "text", "") or getattr(part, "raw_arguments", "") or "")
-            content = getattr(part, "content", ())
-            chars += sum(len(getattr(c, "text", "")) for c in content)
-    for definition in request.tools:
-        chars += len(definition.name) + len(definition.description)
-        chars += len(json.dumps(definition.parameters, separators=(",", ":")))
-    return max(1, chars // 4)
-
-
-def _only(amounts: Spend, resources: frozenset[Resource]) -> Spend:
-    return Spend(**{r: getattr(amounts, r) for r in resources})

@@ -37,6 +37,7 @@ from legato.spawn._policy import (
     TodoList,
     measure,
 )
+from legato.spawn._settings import Inheritance
 from legato.spawn._skills import Skill, SkillSet, load_skill, load_skills, parse_front_matter
 from legato.spawn._slice import (
     ContextSource,
@@ -50,7 +51,7 @@ from legato.spawn._slice import (
     select_slice,
 )
 from legato.spawn._store import ChildRecord, JournalStore, MemoryJournalStore
-from legato.spawn._toolset import Inheritance, SpawnToolset, spawn_tools
+from legato.spawn._toolset import SpawnToolset, spawn_tools
 
 __all__ = [
     "BudgetShare",
