@@ -303,7 +303,8 @@ class SqlStore:
         return Journal(events)
 
     def list_runs(self, *, session: str | None = None, limit: int = 100) -> list[RunInfo]:
-        """The newest runs first, optionally only one session's."""
+        """The newest runs first, optionally only one session's (at most `limit`, 0 or more)."""
+        _check_limit(limit)
         order = " ORDER BY r.created_at DESC, r.{ord} DESC LIMIT ?"
         with self._read() as tx:
             if session is None:
@@ -525,6 +526,13 @@ class SqlStore:
                 )
                 == 1
             )
+
+
+def _check_limit(limit: int) -> None:
+    # SQLite reads a negative LIMIT as none, PostgreSQL refuses it: both refuse it here
+    if limit < 0:
+        msg = f"limit must be 0 or more, not {limit}"
+        raise StoreError(msg)
 
 
 def _lock_session(tx: Tx, name: str) -> None:
