@@ -147,6 +147,30 @@ def test_unknown_run_is_a_journal_error(store: AnyStore) -> None:
         store.load_run("missing")
 
 
+def test_a_negative_limit_is_refused_alike(store: AnyStore) -> None:
+    """`list_runs(limit=-1)`: SQLite read it as "no limit", PostgreSQL's server refused it;
+    both stores now refuse it with the same typed error, before any SQL."""
+    store.append_events("r", [RunStarted(run_id="r", agent="a", model="m")], start=0)
+    with pytest.raises(StoreError, match="limit must be 0 or more, not -1"):
+        store.list_runs(limit=-1)
+    assert store.list_runs(limit=0) == []
+
+
+def test_twin_without_the_limit_check_the_backends_disagree(
+    store: AnyStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def unchecked(limit: int) -> None:
+        return None
+
+    monkeypatch.setattr("legato.store._core._check_limit", unchecked)
+    store.append_events("r", [RunStarted(run_id="r", agent="a", model="m")], start=0)
+    if isinstance(store, PostgresStore):
+        with pytest.raises(StoreError, match="LIMIT must not be negative"):
+            store.list_runs(limit=-1)
+    else:
+        assert [i.run_id for i in store.list_runs(limit=-1)] == ["r"]
+
+
 def test_appending_over_stored_events_writes_nothing(store: AnyStore) -> None:
     start = RunStarted(run_id="r", agent="a", model="m")
     store.append_events("r", [start, UserPrompt(message=Message.user("1"))], start=0)

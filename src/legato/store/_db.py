@@ -20,6 +20,7 @@ import os
 import sqlite3
 import stat
 import threading
+import time
 import weakref
 from collections.abc import Generator
 from contextlib import contextmanager
@@ -28,7 +29,11 @@ from pathlib import Path
 from legato.exceptions import SchemaTooNew, StoreCorrupted, StoreError, StoreLocked
 from legato.store._schema import APPLICATION_ID, MIGRATIONS, schema_version
 
-__all__ = ["DEFAULT_PATH", "Database", "is_open_database", "open_connections"]
+__all__ = ["CLOCK", "DEFAULT_PATH", "Database", "is_open_database", "open_connections"]
+
+CLOCK = "legato_now"
+"""An SQL function of every connection: the Unix time the current write transaction began
+(one value for all its statements, as `time.time()` read once when the write got the lock)."""
 
 DEFAULT_PATH = Path(".legato") / "legato.db"
 """Where a project's store lives unless told otherwise (relative to the working directory)."""
@@ -47,6 +52,7 @@ class _Shared:
         self.users = 0
         self.busy_ms = -1
         self.closed = False
+        self.now = 0.0  # when the current (or last) write transaction began
 
 
 # reentrant: a handle collected by the garbage collector while this thread holds the lock
@@ -202,6 +208,7 @@ class Database:
                 conn.execute("PRAGMA journal_mode=WAL")
                 conn.execute("PRAGMA synchronous=NORMAL")
             conn.execute("PRAGMA foreign_keys=ON")
+            conn.create_function(CLOCK, 0, lambda: shared.now)
             self._migrate(conn)
         except sqlite3.DatabaseError as exc:
             raise _translate(self.path, exc) from exc
@@ -268,21 +275,36 @@ class Database:
         return conn
 
     @contextmanager
-    def write(self) -> Generator[sqlite3.Connection]:
-        """A write transaction: committed when the block ends, rolled back if it raises."""
+    def write(
+        self, *, conflict: Exception | None = None, missing: Exception | None = None
+    ) -> Generator[sqlite3.Connection]:
+        """A write transaction: committed when the block ends, rolled back if it raises.
+
+        Args:
+            conflict: Raised instead when a statement breaks a unique key (a concurrent or
+                repeated write); without it, the `sqlite3.IntegrityError` propagates.
+            missing: Raised instead when a row refers to one that is not stored (a foreign
+                key); without it, the `sqlite3.IntegrityError` propagates.
+        """
         with self._shared.lock:
             conn = self._enter()
             try:
                 conn.execute("BEGIN IMMEDIATE")
             except sqlite3.DatabaseError as exc:
                 raise _translate(self.path, exc) from exc
+            self._shared.now = time.time()
             try:
                 yield conn
             except BaseException as exc:
                 conn.execute("ROLLBACK")
-                if isinstance(exc, sqlite3.DatabaseError) and not isinstance(
-                    exc, sqlite3.IntegrityError
-                ):
+                if isinstance(exc, sqlite3.IntegrityError):
+                    text = str(exc)
+                    if conflict is not None and text.startswith("UNIQUE constraint failed"):
+                        raise conflict from exc
+                    if missing is not None and text.startswith("FOREIGN KEY constraint failed"):
+                        raise missing from exc
+                    raise
+                if isinstance(exc, sqlite3.DatabaseError):
                     raise _translate(self.path, exc) from exc
                 raise
             try:
