@@ -20,7 +20,7 @@ from legato.injection._defence import InjectionDefence, Layers, Rule, SinkDecisi
 from legato.injection._extract import ExtractKind, extract_values, extraction_tool
 from legato.injection._grants import SYNONYMS, Grant, grant_from_prompt
 from legato.injection._match import ValueIndex, clean_text, normalise_email, normalise_url
-from legato.injection._policy import Endorse, Policy, Trust
+from legato.injection._policy import Endorse, Policy, Secret, Trust
 from legato.injection._provenance import Labelled, Source, SourceKind, label_journal, sources_of
 
 __all__ = [
@@ -33,6 +33,7 @@ __all__ = [
     "Layers",
     "Policy",
     "Rule",
+    "Secret",
     "SinkDecision",
     "Source",
     "SourceKind",

@@ -15,7 +15,11 @@ both sides:
   matched as `evil.test`, never as `bank.test`;
 - account numbers (IBAN-shaped): spaces and dashes removed, case folded;
 - phone numbers: digits only (with a leading `+` kept as part of the value);
-- paths: `.`/`..` segments resolved, `./` dropped.
+- paths: `.`/`..` segments resolved, `./` dropped;
+- dates: ISO (`2024-05-01`, `2024-05-01T09:00`), month names (`May 1st, 2024`, `1 May`,
+  `the 14th of November`, `Jan. 2`, ranges `from the 1st to the 5th of May`) and numeric
+  dates (`05/01/2024`, both day-month orders) are all the key `date:MM-DD`: the day, not
+  the year (a model often writes the wrong year for a day the user named).
 
 There is no length floor: a short id is matched only against id fields and the user's
 words (`id:` keys), a short name against whole values and words.
@@ -39,6 +43,8 @@ __all__ = [
     "Found",
     "ValueIndex",
     "clean_text",
+    "compact",
+    "dates",
     "embedded_links",
     "normalise_email",
     "normalise_url",
@@ -73,6 +79,37 @@ _QUOTED = re.compile(r"['\"“‘]([^'\"”’\n]{1,80})['\"”’]")
 _STRIP = "\"'`()[]{}<>,;:!?*“”‘’«»"  # quotes models and mail clients use
 _TRAILING = _STRIP + "."
 _QUOTES = "\"'`()[]{}<>,;“”‘’«»"  # quotes models and mail clients use
+_EDGE = frozenset(_TRAILING)
+"""A word that neither starts nor ends with one of these is a token as it stands."""
+
+_MONTHS = {
+    name: number
+    for number, names in enumerate(
+        (
+            ("january", "jan"),
+            ("february", "feb"),
+            ("march", "mar"),
+            ("april", "apr"),
+            ("may",),
+            ("june", "jun"),
+            ("july", "jul"),
+            ("august", "aug"),
+            ("september", "sept", "sep"),
+            ("october", "oct"),
+            ("november", "nov"),
+            ("december", "dec"),
+        ),
+        start=1,
+    )
+    for name in names
+}
+_MONTH = "(" + "|".join(sorted(_MONTHS, key=len, reverse=True)) + r")\.?"
+_DAY = r"(\d{1,2})(?:st|nd|rd|th)?"
+_UNTIL = r"\s*(?:to|until|till|through|and|-|–|—)\s*(?:the\s+)?"
+_ISO_DATE = re.compile(r"(?<!\d)(\d{4})-(\d{1,2})-(\d{1,2})(?!\d)")
+_NUMERIC_DATE = re.compile(r"(?<![\d./])(\d{1,2})[/.](\d{1,2})[/.](\d{4}|\d{2})(?![\d./])")
+_MONTH_DAY = re.compile(rf"\b{_MONTH}\s+{_DAY}(?:{_UNTIL}{_DAY})?\b")
+_DAY_MONTH = re.compile(rf"\b{_DAY}(?:{_UNTIL}{_DAY})?\s+(?:of\s+)?{_MONTH}(?![a-z])")
 
 
 def clean_text(text: str) -> str:
@@ -131,8 +168,12 @@ def _path(token: str) -> str:
     return normal.removeprefix("./")
 
 
-def _compact(value: str) -> str:
-    return re.sub(r"[\s-]", "", value)
+def compact(value: str) -> str:
+    """`value` without whitespace and dashes (`GB29 NWBK-6016` -> `GB29NWBK6016`)."""
+    return _SPACE_DASH.sub("", value)
+
+
+_SPACE_DASH = re.compile(r"[\s-]")
 
 
 def _strip(raw: str, chars: str) -> str:
@@ -145,7 +186,11 @@ def _strip(raw: str, chars: str) -> str:
 
 
 def _tokens(text: str) -> Iterator[str]:
+    edge = _EDGE
     for raw in set(text.split()):
+        if raw[0] not in edge and raw[-1] not in edge:
+            yield raw  # nothing to strip (most words): both forms below are the word itself
+            continue
         token = _strip(raw, _STRIP)
         if token:
             yield token
@@ -272,11 +317,12 @@ def record_keys(value: object) -> set[str]:
     if not whole:
         return keys
     keys.update(("tok:" + whole, "id:" + whole, "ref:" + whole))
+    keys.update(dates(whole))
     email = normalise_email(whole)
     if email is not None:
         keys.add(f"email:{email}")
     elif _IBAN.fullmatch(whole):
-        keys.add(f"acct:{_compact(whole)}")
+        keys.add(f"acct:{compact(whole)}")
     elif "/" in whole or "." in whole:
         url = normalise_url(whole)
         if url is not None:
@@ -315,7 +361,41 @@ def _text_keys(text: str, keys: set[str]) -> None:
             _typed_keys(clean_text(decoded), keys)
 
 
+def dates(text: str) -> set[str]:
+    """The `date:MM-DD` keys of every date written in `text` (already `clean_text`-ed).
+
+    Only the day counts: the user who says "May 1st" names that day whatever year a
+    model then writes, and the injected "May 1st, 2024" names the same day.
+    """
+    found: set[str] = set()
+    if not any(ch.isdigit() for ch in text):
+        return found
+    for match in _ISO_DATE.finditer(text):
+        _add_date(found, int(match.group(2)), int(match.group(3)))
+    for match in _NUMERIC_DATE.finditer(text):
+        first, second = int(match.group(1)), int(match.group(2))
+        _add_date(found, first, second)  # month/day
+        _add_date(found, second, first)  # day/month: both readings
+    for match in _MONTH_DAY.finditer(text):
+        month = _MONTHS[match.group(1)]
+        for day in match.group(2, 3):
+            if day is not None:
+                _add_date(found, month, int(day))
+    for match in _DAY_MONTH.finditer(text):
+        month = _MONTHS[match.group(3)]
+        for day in match.group(1, 2):
+            if day is not None:
+                _add_date(found, month, int(day))
+    return found
+
+
+def _add_date(found: set[str], month: int, day: int) -> None:
+    if 1 <= month <= 12 and 1 <= day <= 31:
+        found.add(f"date:{month:02d}-{day:02d}")
+
+
 def _typed_keys(text: str, keys: set[str]) -> None:
+    keys.update(dates(text))
     for match in _EMAIL.finditer(text):
         email = normalise_email(match.group(0))
         if email is not None:
@@ -327,7 +407,7 @@ def _typed_keys(text: str, keys: set[str]) -> None:
             keys.add(f"url:{url[0]}")
             keys.add(f"host:{url[1]}")
     for match in _IBAN.finditer(text):
-        keys.add(f"acct:{_compact(match.group(0))}")
+        keys.add(f"acct:{compact(match.group(0))}")
     for match in _PHONE.finditer(text):
         keys.add(f"phone:{_phone(match.group(0))}")
     tokens = set(_tokens(text))
@@ -385,12 +465,12 @@ def sink_keys(value: str, kind: str) -> list[list[str]]:
             if email is not None:
                 return [[f"email:{email}"]]
             if _IBAN.fullmatch(text):
-                return [[f"acct:{_compact(text)}", f"tok:{_compact(text)}"]]
+                return [[f"acct:{compact(text)}", f"tok:{compact(text)}"]]
             if _PHONE.fullmatch(text):
                 return [[f"phone:{_phone(text)}"]]
             return _whole_or_words(text)
         case "account":
-            return [[f"acct:{_compact(text)}", f"tok:{_compact(text)}", f"tok:{text}"]]
+            return [[f"acct:{compact(text)}", f"tok:{compact(text)}", f"tok:{text}"]]
         case "url":
             url = normalise_url(text)
             if url is None:
@@ -399,6 +479,11 @@ def sink_keys(value: str, kind: str) -> list[list[str]]:
         case "path":
             path = _path(text)
             return [[f"tok:{path}", f"tok:{text}"]]
+        case "time":
+            days = sorted(dates(text))
+            if days:
+                return [[day] for day in days]
+            return _whole_or_words(text)
         case "credential":
             if any(ch.isspace() for ch in text):
                 return _word_atoms(text)
