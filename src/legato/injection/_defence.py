@@ -36,6 +36,7 @@ from legato.injection._match import (
     embedded_links,
     normalise_email,
     parse_json,
+    sink_atoms,
     sink_keys,
     user_ids,
 )
@@ -511,7 +512,7 @@ class InjectionDefence(Hook):
         elif kind == "id":
             return self._check_id(state, tool, call_id, name, value)
         else:
-            found, source = state.index.find_all(sink_keys(value, kind))
+            found, source = state.index.find_all(*sink_atoms(value, kind))
         if found == "trusted":
             self._note_policy(state, tool, call_id, name, kind, value)
             return None
@@ -552,7 +553,7 @@ class InjectionDefence(Hook):
                 continue
             for text in _strings(value):
                 for kind, link in embedded_links(text):
-                    found, source = state.index.find_all(sink_keys(link, kind))
+                    found, source = state.index.find_all(*sink_atoms(link, kind))
                     if found == "untrusted":
                         return SinkDecision(
                             verdict="block",

@@ -34,12 +34,13 @@ import json
 import posixpath
 import re
 import unicodedata
-from collections.abc import Iterator
-from typing import Literal, cast
+from collections.abc import Collection, Iterator
+from typing import Literal, NamedTuple, cast
 from urllib.parse import unquote, urlsplit
 
 __all__ = [
     "MIN_TOKEN",
+    "Atoms",
     "Found",
     "ValueIndex",
     "clean_text",
@@ -50,6 +51,7 @@ __all__ = [
     "normalise_url",
     "parse_json",
     "record_keys",
+    "sink_atoms",
     "sink_keys",
 ]
 
@@ -186,8 +188,12 @@ def _strip(raw: str, chars: str) -> str:
 
 
 def _tokens(text: str) -> Iterator[str]:
+    return _strip_tokens(set(text.split()))
+
+
+def _strip_tokens(raws: Collection[str]) -> Iterator[str]:
     edge = _EDGE
-    for raw in set(text.split()):
+    for raw in raws:
         if raw[0] not in edge and raw[-1] not in edge:
             yield raw  # nothing to strip (most words): both forms below are the word itself
             continue
@@ -446,6 +452,18 @@ def _decode_b64(blob: str) -> str | None:
     return text if text and printable == len(text) else None
 
 
+class Atoms(NamedTuple):
+    """What a sink value is looked up by.
+
+    `keys`: atoms, each a list of alternatives (an atom is found where any alternative
+    is; the first, most exact, wins). `words`: the plain words of a free-text value, one
+    atom each, looked up together as a set (a 10 kB command is ~1,000 of them).
+    """
+
+    keys: list[list[str]]
+    words: frozenset[str] = frozenset()
+
+
 def sink_keys(value: str, kind: str) -> list[list[str]]:
     """The keys a sink value is looked up by: a list of atoms, each a list of alternatives.
 
@@ -454,50 +472,56 @@ def sink_keys(value: str, kind: str) -> list[list[str]]:
     is no length floor: an id is matched only as an id (the id field of a returned object,
     or a word the user typed), so "13" in a message body never vouches for file "13".
     """
+    keys, words = sink_atoms(value, kind)
+    return [*keys, *([w] for w in sorted(words))]
+
+
+def sink_atoms(value: str, kind: str) -> Atoms:
+    """`sink_keys`, with the plain words of free text apart (`ValueIndex.find_all`)."""
     text = clean_text(value).strip()
     if not text:
-        return []
+        return Atoms([])
     match kind:
         case "id":
-            return [[f"id:{text}"]]
+            return Atoms([[f"id:{text}"]])
         case "recipient":
             email = normalise_email(text)
             if email is not None:
-                return [[f"email:{email}"]]
+                return Atoms([[f"email:{email}"]])
             if _IBAN.fullmatch(text):
-                return [[f"acct:{compact(text)}", f"tok:{compact(text)}"]]
+                return Atoms([[f"acct:{compact(text)}", f"tok:{compact(text)}"]])
             if _PHONE.fullmatch(text):
-                return [[f"phone:{_phone(text)}"]]
+                return Atoms([[f"phone:{_phone(text)}"]])
             return _whole_or_words(text)
         case "account":
-            return [[f"acct:{compact(text)}", f"tok:{compact(text)}", f"tok:{text}"]]
+            return Atoms([[f"acct:{compact(text)}", f"tok:{compact(text)}", f"tok:{text}"]])
         case "url":
             url = normalise_url(text)
             if url is None:
                 return _whole_or_words(text)
-            return [[f"url:{url[0]}", f"host:{url[1]}"]]
+            return Atoms([[f"url:{url[0]}", f"host:{url[1]}"]])
         case "path":
             path = _path(text)
-            return [[f"tok:{path}", f"tok:{text}"]]
+            return Atoms([[f"tok:{path}", f"tok:{text}"]])
         case "time":
             days = sorted(dates(text))
             if days:
-                return [[day] for day in days]
+                return Atoms([[day] for day in days])
             return _whole_or_words(text)
         case "credential":
             if any(ch.isspace() for ch in text):
                 return _word_atoms(text)
-            return [[f"tok:{text}"]]
+            return Atoms([[f"tok:{text}"]])
         case _:
             return _whole_or_words(text)
 
 
-def _whole_or_words(text: str) -> list[list[str]]:
+def _whole_or_words(text: str) -> Atoms:
     """One atom for a one-word value; else the whole value, or failing that each word."""
-    words = _word_atoms(text)
-    if len(words) == 1 and words[0] == [f"tok:{text}"]:
-        return words
-    return [[WHOLE + text], *words]
+    keys, words = _word_atoms(text)
+    if not keys and len(words) == 1 and f"tok:{text}" in words:
+        return Atoms([], words)
+    return Atoms([[WHOLE + text], *keys], words)
 
 
 WHOLE = "whole:"
@@ -505,24 +529,31 @@ WHOLE = "whole:"
 not looked at); found anywhere else it is ignored and the words decide."""
 
 
-def _word_atoms(text: str) -> list[list[str]]:
+def _word_atoms(text: str) -> Atoms:
+    every = set(text.split())
+    words = {w for w in every if w.isalnum()}  # most words: nothing to strip, no path or host
+    rest = every - words
     atoms: list[list[str]] = []
-    for match in _EMAIL.finditer(text):
-        email = normalise_email(match.group(0))
-        if email is not None:
-            atoms.append([f"email:{email}"])
-    for match in _URL.finditer(text):
-        url = normalise_url(match.group(0).rstrip(_TRAILING))
-        if url is not None:
-            atoms.append([f"url:{url[0]}", f"host:{url[1]}"])
-    for token in set(_tokens(text)):
+    # an address or a link never spans whitespace: look for them only in the words that
+    # can hold one (a regex over the whole of a 10 kB value costs more than the rest)
+    for raw in sorted(w for w in rest if "@" in w):
+        for match in _EMAIL.finditer(raw):
+            email = normalise_email(match.group(0))
+            if email is not None:
+                atoms.append([f"email:{email}"])
+    for raw in sorted(w for w in rest if "://" in w):
+        for match in _URL.finditer(raw):
+            url = normalise_url(match.group(0).rstrip(_TRAILING))
+            if url is not None:
+                atoms.append([f"url:{url[0]}", f"host:{url[1]}"])
+    for token in _strip_tokens(rest):
         if "/" in token:
             atoms.append(["tok:" + token, "tok:" + _path(token)])
         elif "." in token and _DOMAIN.match(token):  # a bare domain (half of an address)
             atoms.append(["tok:" + token, "host:" + _idna(token)])
         else:
-            atoms.append(["tok:" + token])
-    return atoms
+            words.add(token)
+    return Atoms(atoms, frozenset(["tok:" + w for w in words]))
 
 
 class ValueIndex:
@@ -563,8 +594,10 @@ class ValueIndex:
                 return "untrusted", source
         return "nowhere", None
 
-    def find_all(self, atoms: list[list[str]]) -> tuple[Found, str | None]:
-        """Where a value of several atoms was seen.
+    def find_all(
+        self, atoms: list[list[str]], words: frozenset[str] = frozenset()
+    ) -> tuple[Found, str | None]:
+        """Where a value of several atoms (and one-key `words`, looked up as a set) was seen.
 
         Untrusted if any atom was only there, trusted if every atom was in a trusted
         source, else nowhere. A leading whole-value atom found trusted settles it.
@@ -574,7 +607,7 @@ class ValueIndex:
             if "tok:" + atoms[0][0].removeprefix(WHOLE) in trusted:
                 return "trusted", None
             atoms = atoms[1:]
-        found: Found = "trusted" if atoms else "nowhere"
+        found: Found = "trusted" if atoms or words else "nowhere"
         for alternatives in atoms:
             where: Found = "nowhere"
             for key in alternatives:
@@ -585,6 +618,13 @@ class ValueIndex:
                 if source is not None:
                     return "untrusted", source
             if where == "nowhere":
+                found = "nowhere"
+        if words:
+            known = trusted.keys() & words  # set operations: each walks `words`, not the index
+            if len(known) < len(words):
+                only = (untrusted.keys() & words) - known
+                if only:
+                    return "untrusted", untrusted[min(only)]
                 found = "nowhere"
         return found, None
 
