@@ -12,8 +12,9 @@ agent = Agent(model, tools=[send_email, read_inbox], hooks=[defence])
 ```
 
 A side-effecting call whose sink value (recipient, account, URL, path, command,
-credential) came only from untrusted content is blocked; one whose value appears nowhere
-is asked. See docs/injection.md for what this guarantees and what it does not.
+credential, id, day) came only from untrusted content is blocked; one whose value appears
+nowhere is asked. `Trust` and `Endorse` policies vouch for values from data; a `Secret`
+policy labels values that must not leave without a question. See docs/injection.md for what this guarantees and what it does not.
 """
 
 from legato.injection._defence import InjectionDefence, Layers, Rule, SinkDecision
