@@ -108,6 +108,7 @@ _MONTHS = {
 _MONTH = "(" + "|".join(sorted(_MONTHS, key=len, reverse=True)) + r")\.?"
 _DAY = r"(\d{1,2})(?:st|nd|rd|th)?"
 _UNTIL = r"\s*(?:to|until|till|through|and|-|–|—)\s*(?:the\s+)?"
+_DIGIT = re.compile(r"\d")
 _ISO_DATE = re.compile(r"(?<!\d)(\d{4})-(\d{1,2})-(\d{1,2})(?!\d)")
 _NUMERIC_DATE = re.compile(r"(?<![\d./])(\d{1,2})[/.](\d{1,2})[/.](\d{4}|\d{2})(?![\d./])")
 _MONTH_DAY = re.compile(rf"\b{_MONTH}\s+{_DAY}(?:{_UNTIL}{_DAY})?\b")
@@ -374,7 +375,7 @@ def dates(text: str) -> set[str]:
     model then writes, and the injected "May 1st, 2024" names the same day.
     """
     found: set[str] = set()
-    if not any(ch.isdigit() for ch in text):
+    if _DIGIT.search(text) is None:
         return found
     for match in _ISO_DATE.finditer(text):
         _add_date(found, int(match.group(2)), int(match.group(3)))
