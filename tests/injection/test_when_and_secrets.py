@@ -6,6 +6,7 @@ Each protection has a twin showing the failure without it.
 from __future__ import annotations
 
 import json
+from typing import Any
 
 import pytest
 
@@ -196,3 +197,40 @@ async def test_a_message_without_the_secret_and_a_reader_pass() -> None:
 def test_a_malformed_secret_policy_is_refused(policy: Secret) -> None:
     with pytest.raises(PolicyError):
         InjectionDefence(tools=[GET_USER, SEND_EMAIL], policies=[policy])
+
+
+async def test_a_child_run_sees_the_secrets_its_parent_read(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A child started by a run with the defence carries its parent's labels; twin: a child
+    that did not inherit them would send the passport."""
+    from legato.events import Lineage, SpawnStarted
+    from legato.injection import _defence
+
+    async def child_sends(guard: InjectionDefence) -> str:
+        _prompt(guard, f"Send my wife at '{WIFE}' the hotel's address.")
+        _result(guard, "get_user", USER)
+        lineage = Lineage(
+            run_id="child", parent_run_id="r1", parent_step=1, parent_call_id="s1", agent="a"
+        )
+        guard.on_event(SpawnStarted(lineage=lineage, task="mail her"), CTX)
+        call = ToolCallPart.from_arguments(
+            id="y", name="send_email", arguments={"to": WIFE, "body": "passport HGK137803"}
+        )
+        admission = ToolAdmission(
+            call=call, side_effects="irreversible", arguments=call.arguments, tool=SEND_EMAIL
+        )
+        outcome = await guard.before_tool_admission(admission, HookContext(run_id="child"))
+        return "ask" if isinstance(outcome, Ask) else "allow"
+
+    tools = [GET_USER, READ_REVIEWS, SEND_EMAIL]
+    assert await child_sends(InjectionDefence(tools=tools, policies=[PASSPORT])) == "ask"
+
+    inherit = _defence.InjectionDefence._inherit
+
+    def forgetful(self: InjectionDefence, child: Any, parent: Any) -> None:
+        inherit(self, child, parent)
+        child.secrets = {}
+
+    monkeypatch.setattr(_defence.InjectionDefence, "_inherit", forgetful)
+    assert await child_sends(InjectionDefence(tools=tools, policies=[PASSPORT])) == "allow"

@@ -279,6 +279,7 @@ class InjectionDefence(Hook):
     def _inherit(self, child: _RunState, parent: _RunState) -> None:
         """A child sees what its parent saw, under the same labels, and no more trust."""
         child.index, child.raw = parent.index, parent.raw
+        child.secrets = parent.secrets
         child.grant = parent.grant
         child.untrusted_seen = parent.untrusted_seen
 
@@ -380,6 +381,7 @@ class InjectionDefence(Hook):
         if state is not None and end.status != "parked":
             state.ended = True
             state.index, state.raw = ValueIndex(), _RawIndex()
+            state.secrets = {}
             state.quarantined = {h: ("", s) for h, (_, s) in state.quarantined.items()}
 
     # -- quarantine -------------------------------------------------------------------------------------
@@ -576,8 +578,8 @@ class InjectionDefence(Hook):
     ) -> SinkDecision | None:
         """Ask about a call that carries a value a `Secret` policy labelled, in any argument.
 
-        Unless every recipient of the call (its `recipient` and `url` sinks) is one of the
-        policy's readers: the secret then goes only where the policy said it may.
+        Unless every recipient of the call (its `recipient`, `account` and `url` sinks) is
+        one of the policy's readers: the secret then goes only where the policy said it may.
         """
         if not state.secrets:
             return None
