@@ -131,7 +131,11 @@ def test_twin_travel_goals_succeed_without_time_sinks_and_secrets(
     bench = _bench()
     untimed = {p: k for p, k in bench.SINK_BY_PARAMETER.items() if k != "time"}
     monkeypatch.setattr(bench, "SINK_BY_PARAMETER", untimed)
-    monkeypatch.setattr(bench, "policies", lambda suite: [])
+
+    def no_policies(suite: str) -> list[Any]:
+        return []
+
+    monkeypatch.setattr(bench, "policies", no_policies)
     figures = _measure("travel", "policies", user_tasks=TRAVEL_USERS, injection_tasks=TRAVEL_GOALS)
     attacks = sorted((o.user_task, o.injection_task) for o in figures.attacked if o.attacked)
     assert ("user_task_3", "injection_task_5") in attacks
