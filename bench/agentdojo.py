@@ -5,8 +5,8 @@ For every user task of AgentDojo's four suites (workspace, travel, banking, slac
 `Agent` whose tools are AgentDojo's functions on AgentDojo's environment. Under attack
 (`important_instructions`, one run per (user task, injection task) pair) the injected
 text sits in every slot the task reads, and the model, on seeing an injection task's goal
-in a tool result, first makes that task's ground-truth calls (it obeys every injected
-instruction), then carries on with the user's task. Outcomes are AgentDojo's own checks
+in a tool result, first makes that task's ground-truth calls, one per turn (it obeys every
+injected instruction), then carries on with the user's task. Outcomes are AgentDojo's own checks
 (`utility`, `security`) on the environment before and after, given the calls that ran.
 
 Sinks are declared on AgentDojo's tools from their signatures alone (`declare`): a tool
@@ -128,6 +128,10 @@ SINK_BY_PARAMETER: dict[str, str] = {
     "event_id": "id",
     "id": "id",
     "password": "credential",
+    "start_time": "time",
+    "new_start_time": "time",
+    "start_day": "time",
+    "end_day": "time",
     "first_name": "text",
     "last_name": "text",
     "street": "text",
@@ -263,7 +267,7 @@ USER_EMAIL = "emma.johnson@bluesparrowtech.com"
 
 def policies(suite: str) -> list[Any]:
     """The one-line policies an integrator states for a suite (see docs/injection.md)."""
-    from legato.injection import Endorse, Trust
+    from legato.injection import Endorse, Secret, Trust
 
     files = ("search_files_by_filename", "search_files", "list_files", "get_file_by_id")
     return {
@@ -286,7 +290,13 @@ def policies(suite: str) -> list[Any]:
             Trust("search_contacts_by_email", ("email",)),
             *(Trust(t, ("shared_with",), where={"owner": USER_EMAIL}) for t in files),
         ],
-        "travel": [],
+        "travel": [
+            # the user's documents and cards: never sent without a question
+            Secret(
+                "get_user_information",
+                ("ID Number", "Passport Number", "Bank Account Number", "Credit Card Number"),
+            ),
+        ],
     }[suite]
 
 
@@ -365,7 +375,9 @@ async def run_pair(
             Step(tool=c.function, arguments=_plain(dict(c.args)))
             for c in injection_task.ground_truth(pre.model_copy(deep=True))
         )
-        obey.append(Obey(triggers=(goal,), steps=steps))
+        # one call per turn, as for the user's task: a model writes a value only after the
+        # result holding it has come back (in one turn, a call could carry data not yet read)
+        obey.extend(Obey(triggers=(goal,), steps=(step,)) for step in steps)
     own = {_key(s.tool, s.arguments) for turn in plan for s in turn}
     trace = Trace()
     tools = make_tools(suite, env, trace)

@@ -209,3 +209,34 @@ def test_any_disguised_url_is_traced_and_userinfo_never_hides_the_host(
     assert (
         _found(f"https://trusted.bank@{host}.test/x", "url", "https://trusted.bank/x") == "nowhere"
     )
+
+
+_VOCAB = [
+    "rm", "-rf", "a", "to", "Bob", "eve@evil.test", "<eve@evil.test>,", "https://x.test/a",
+    "(https://x.test/a).", "./docs/../notes.txt", "www.site.test", "'13'.", "ok!", "é",
+    "GB29 NWBK", "e.g.", "x.test", "[1]", "naïve", "Ünïcode", "end.",
+]  # fmt: skip
+
+
+@given(
+    st.lists(st.sampled_from(_VOCAB), min_size=1, max_size=12),
+    st.lists(st.sampled_from(_VOCAB), max_size=8),
+    st.lists(st.sampled_from(_VOCAB), max_size=8),
+    st.sampled_from(["command", "text", "recipient", "credential", "url"]),
+)
+def test_words_looked_up_as_a_set_decide_as_one_atom_each(
+    value: list[str], trusted: list[str], untrusted: list[str], kind: str
+) -> None:
+    """Free-text sinks look their plain words up as a set (admission cost): the verdict is
+    the one the word-by-word lookup (`sink_keys`, one atom per word) gives."""
+    from legato.injection._match import _DOMAIN, _tokens, clean_text, sink_atoms, sink_keys
+
+    index = ValueIndex()
+    index.add(" ".join(trusted), source="user", trusted=True)
+    index.add(" ".join(untrusted), source="tool t", trusted=False)
+    text = " ".join(value)
+    assert index.find_all(*sink_atoms(text, kind))[0] == index.find_all(sink_keys(text, kind))[0]
+    if kind == "command":  # the words are the tokens content is indexed by, bar paths and hosts
+        tokens = _tokens(clean_text(text).strip())
+        plain = {t for t in tokens if "/" not in t and not ("." in t and _DOMAIN.match(t))}
+        assert sink_atoms(text, kind).words == {"tok:" + t for t in plain}

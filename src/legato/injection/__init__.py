@@ -12,15 +12,16 @@ agent = Agent(model, tools=[send_email, read_inbox], hooks=[defence])
 ```
 
 A side-effecting call whose sink value (recipient, account, URL, path, command,
-credential) came only from untrusted content is blocked; one whose value appears nowhere
-is asked. See docs/injection.md for what this guarantees and what it does not.
+credential, id, day) came only from untrusted content is blocked; one whose value appears
+nowhere is asked. `Trust` and `Endorse` policies vouch for values from data; a `Secret`
+policy labels values that must not leave without a question. See docs/injection.md for what this guarantees and what it does not.
 """
 
 from legato.injection._defence import InjectionDefence, Layers, Rule, SinkDecision
 from legato.injection._extract import ExtractKind, extract_values, extraction_tool
 from legato.injection._grants import SYNONYMS, Grant, grant_from_prompt
 from legato.injection._match import ValueIndex, clean_text, normalise_email, normalise_url
-from legato.injection._policy import Endorse, Policy, Trust
+from legato.injection._policy import Endorse, Policy, Secret, Trust
 from legato.injection._provenance import Labelled, Source, SourceKind, label_journal, sources_of
 
 __all__ = [
@@ -33,6 +34,7 @@ __all__ = [
     "Layers",
     "Policy",
     "Rule",
+    "Secret",
     "SinkDecision",
     "Source",
     "SourceKind",

@@ -32,12 +32,15 @@ from legato.injection._grants import Grant
 from legato.injection._match import (
     ValueIndex,
     clean_text,
+    compact,
     embedded_links,
+    normalise_email,
     parse_json,
+    sink_atoms,
     sink_keys,
     user_ids,
 )
-from legato.injection._policy import Endorse, Policy, Trust, check_policies
+from legato.injection._policy import Endorse, Policy, Secret, Trust, check_policies
 from legato.injection._provenance import Source, sources_of
 from legato.messages import JsonValue, ToolResultPart
 from legato.security._hooks import (
@@ -67,6 +70,7 @@ Rule: TypeAlias = Literal[
     "no-sinks",
     "not-granted",
     "value-not-granted",
+    "secret",
 ]
 """Why a call was blocked or asked."""
 
@@ -80,6 +84,7 @@ _RULE_TEXT: dict[str, str] = {
     "no-sinks": "the tool has side effects and declares no sink parameters",
     "not-granted": "the tool is outside what this run was granted",
     "value-not-granted": "the value is not one the user granted for this argument",
+    "secret": "the argument carries a value a Secret policy labels secret",
 }
 
 _HANDLE = re.compile(r"\$q\d+\b")
@@ -166,6 +171,8 @@ class _RunState:
     quarantined: dict[str, tuple[str, Source]] = field(default_factory=lambda: {})
     decisions: list[SinkDecision] = field(default_factory=lambda: [])
     admitted: list[SinkDecision] = field(default_factory=lambda: [])
+    secrets: dict[str, tuple[Secret, str]] = field(default_factory=lambda: {})
+    """A secret value (normal form, compacted) -> the policy labelling it and its source."""
     ended: bool = False
     prompted: bool = False
 
@@ -181,7 +188,8 @@ class InjectionDefence(Hook):
             tool a `PolicyError`.
         grant_for: Derives a run's grant from the user's request (its first prompt),
             before any untrusted content; the result is narrowed to `grant`.
-        policies: One-line policies for data-derived sinks (`Trust`, `Endorse`); checked
+        policies: One-line policies for data-derived sinks (`Trust`, `Endorse`) and
+            secrecy labels (`Secret`); checked
             against `tools` now (`PolicyError` for an unknown tool, or with no `tools`).
         layers: Switch parts off (evaluation only).
     """
@@ -220,8 +228,8 @@ class InjectionDefence(Hook):
                 msg = (
                     f"tool {t.name!r} has side effects but declares no sinks: pass "
                     "sinks={'param': 'recipient' | 'account' | 'url' | 'path' | 'command' | "
-                    "'credential' | 'text'}, or trusted_arguments=True if no argument can "
-                    "steer where its effect lands"
+                    "'credential' | 'id' | 'time' | 'text'}, or trusted_arguments=True if no "
+                    "argument can steer where its effect lands"
                 )
                 raise ToolDefinitionError(msg)
             self._known[t.name] = t
@@ -271,6 +279,7 @@ class InjectionDefence(Hook):
     def _inherit(self, child: _RunState, parent: _RunState) -> None:
         """A child sees what its parent saw, under the same labels, and no more trust."""
         child.index, child.raw = parent.index, parent.raw
+        child.secrets = parent.secrets
         child.grant = parent.grant
         child.untrusted_seen = parent.untrusted_seen
 
@@ -338,6 +347,19 @@ class InjectionDefence(Hook):
                 self._index(state, labelled.text, labelled.source)
         if isinstance(event, ToolCallFinished) and not event.result.is_error:
             self._apply_policies(state, event.call.name, event.result.text)
+            self._label_secrets(state, event.call.name, event.call.id, event.result.text)
+
+    def _label_secrets(self, state: _RunState, tool: str, call_id: str, text: str) -> None:
+        """Remember the values the `Secret` policies of `tool` label in its result."""
+        covering = [p for p in self.policies if isinstance(p, Secret) and p.tool == tool]
+        parsed = parse_json(text) if covering else None
+        if parsed is None:
+            return
+        for policy in covering:
+            for value in policy.values(parsed):
+                key = compact(value)
+                if key:
+                    state.secrets.setdefault(key, (policy, f"{tool} (call {call_id})"))
 
     def _apply_policies(self, state: _RunState, tool: str, text: str) -> None:
         """Index what the `Trust` policies of `tool` vouch for in its result, as trusted."""
@@ -359,6 +381,7 @@ class InjectionDefence(Hook):
         if state is not None and end.status != "parked":
             state.ended = True
             state.index, state.raw = ValueIndex(), _RawIndex()
+            state.secrets = {}
             state.quarantined = {h: ("", s) for h, (_, s) in state.quarantined.items()}
 
     # -- quarantine -------------------------------------------------------------------------------------
@@ -452,6 +475,9 @@ class InjectionDefence(Hook):
             block = self._check_links(state, call.name, call.id, args, sinks)
             if block is not None:
                 return block
+            secret = self._check_secrets(state, call.name, call.id, args, sinks)
+            if secret is not None:
+                return secret
         if self.layers.capabilities:
             if not state.grant.allows_tool(call.name):
                 return SinkDecision(
@@ -488,7 +514,7 @@ class InjectionDefence(Hook):
         elif kind == "id":
             return self._check_id(state, tool, call_id, name, value)
         else:
-            found, source = state.index.find_all(sink_keys(value, kind))
+            found, source = state.index.find_all(*sink_atoms(value, kind))
         if found == "trusted":
             self._note_policy(state, tool, call_id, name, kind, value)
             return None
@@ -529,7 +555,7 @@ class InjectionDefence(Hook):
                 continue
             for text in _strings(value):
                 for kind, link in embedded_links(text):
-                    found, source = state.index.find_all(sink_keys(link, kind))
+                    found, source = state.index.find_all(*sink_atoms(link, kind))
                     if found == "untrusted":
                         return SinkDecision(
                             verdict="block",
@@ -540,6 +566,47 @@ class InjectionDefence(Hook):
                             value=_redact(link, kind),
                             source=source,
                         )
+        return None
+
+    def _check_secrets(
+        self,
+        state: _RunState,
+        tool: str,
+        call_id: str,
+        args: Mapping[str, JsonValue],
+        sinks: Mapping[str, str],
+    ) -> SinkDecision | None:
+        """Ask about a call that carries a value a `Secret` policy labelled, in any argument.
+
+        Unless every recipient of the call (its `recipient`, `account` and `url` sinks) is
+        one of the policy's readers: the secret then goes only where the policy said it may.
+        """
+        if not state.secrets:
+            return None
+        recipients = {
+            _reader(value)
+            for name, kind in sinks.items()
+            if kind in ("recipient", "url", "account")
+            for value in _strings(args.get(name))
+        }
+        for name, value in args.items():
+            for text in _strings(value):
+                carried = compact(clean_text(text))
+                for secret, (policy, source) in state.secrets.items():
+                    if secret not in carried:
+                        continue
+                    readers = {_reader(r) for r in policy.readers}
+                    if recipients and recipients <= readers:
+                        continue
+                    return SinkDecision(
+                        verdict="ask",
+                        rule="secret",
+                        tool=tool,
+                        call_id=call_id,
+                        argument=name,
+                        value=_redact(secret, "credential"),
+                        source=f"{source}, {policy.describe()}",
+                    )
         return None
 
     def _check_id(
@@ -630,6 +697,11 @@ def _sinks_of(t: Tool) -> Mapping[str, str]:
             kind = kinds.get(name)
             sinks[name] = kind if isinstance(kind, str) and kind in _KINDS else "text"
     return sinks
+
+
+def _reader(value: str) -> str:
+    """A recipient in the form readers are compared in."""
+    return normalise_email(value) or clean_text(value).strip()
 
 
 def _strings(value: JsonValue) -> Iterator[str]:

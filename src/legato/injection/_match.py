@@ -15,7 +15,11 @@ both sides:
   matched as `evil.test`, never as `bank.test`;
 - account numbers (IBAN-shaped): spaces and dashes removed, case folded;
 - phone numbers: digits only (with a leading `+` kept as part of the value);
-- paths: `.`/`..` segments resolved, `./` dropped.
+- paths: `.`/`..` segments resolved, `./` dropped;
+- dates: ISO (`2024-05-01`, `2024-05-01T09:00`), month names (`May 1st, 2024`, `1 May`,
+  `the 14th of November`, `Jan. 2`, ranges `from the 1st to the 5th of May`) and numeric
+  dates (`05/01/2024`, both day-month orders) are all the key `date:MM-DD`: the day, not
+  the year (a model often writes the wrong year for a day the user named).
 
 There is no length floor: a short id is matched only against id fields and the user's
 words (`id:` keys), a short name against whole values and words.
@@ -30,20 +34,24 @@ import json
 import posixpath
 import re
 import unicodedata
-from collections.abc import Iterator
-from typing import Literal, cast
+from collections.abc import Collection, Iterator
+from typing import Literal, NamedTuple, cast
 from urllib.parse import unquote, urlsplit
 
 __all__ = [
     "MIN_TOKEN",
+    "Atoms",
     "Found",
     "ValueIndex",
     "clean_text",
+    "compact",
+    "dates",
     "embedded_links",
     "normalise_email",
     "normalise_url",
     "parse_json",
     "record_keys",
+    "sink_atoms",
     "sink_keys",
 ]
 
@@ -73,6 +81,38 @@ _QUOTED = re.compile(r"['\"“‘]([^'\"”’\n]{1,80})['\"”’]")
 _STRIP = "\"'`()[]{}<>,;:!?*“”‘’«»"  # quotes models and mail clients use
 _TRAILING = _STRIP + "."
 _QUOTES = "\"'`()[]{}<>,;“”‘’«»"  # quotes models and mail clients use
+_EDGE = frozenset(_TRAILING)
+"""A word that neither starts nor ends with one of these is a token as it stands."""
+
+_MONTHS = {
+    name: number
+    for number, names in enumerate(
+        (
+            ("january", "jan"),
+            ("february", "feb"),
+            ("march", "mar"),
+            ("april", "apr"),
+            ("may",),
+            ("june", "jun"),
+            ("july", "jul"),
+            ("august", "aug"),
+            ("september", "sept", "sep"),
+            ("october", "oct"),
+            ("november", "nov"),
+            ("december", "dec"),
+        ),
+        start=1,
+    )
+    for name in names
+}
+_MONTH = "(" + "|".join(sorted(_MONTHS, key=len, reverse=True)) + r")\.?"
+_DAY = r"(\d{1,2})(?:st|nd|rd|th)?"
+_UNTIL = r"\s*(?:to|until|till|through|and|-|–|—)\s*(?:the\s+)?"
+_DIGIT = re.compile(r"\d")
+_ISO_DATE = re.compile(r"(?<!\d)(\d{4})-(\d{1,2})-(\d{1,2})(?!\d)")
+_NUMERIC_DATE = re.compile(r"(?<![\d./])(\d{1,2})[/.](\d{1,2})[/.](\d{4}|\d{2})(?![\d./])")
+_MONTH_DAY = re.compile(rf"\b{_MONTH}\s+{_DAY}(?:{_UNTIL}{_DAY})?\b")
+_DAY_MONTH = re.compile(rf"\b{_DAY}(?:{_UNTIL}{_DAY})?\s+(?:of\s+)?{_MONTH}(?![a-z])")
 
 
 def clean_text(text: str) -> str:
@@ -131,8 +171,12 @@ def _path(token: str) -> str:
     return normal.removeprefix("./")
 
 
-def _compact(value: str) -> str:
-    return re.sub(r"[\s-]", "", value)
+def compact(value: str) -> str:
+    """`value` without whitespace and dashes (`GB29 NWBK-6016` -> `GB29NWBK6016`)."""
+    return _SPACE_DASH.sub("", value)
+
+
+_SPACE_DASH = re.compile(r"[\s-]")
 
 
 def _strip(raw: str, chars: str) -> str:
@@ -145,7 +189,15 @@ def _strip(raw: str, chars: str) -> str:
 
 
 def _tokens(text: str) -> Iterator[str]:
-    for raw in set(text.split()):
+    return _strip_tokens(set(text.split()))
+
+
+def _strip_tokens(raws: Collection[str]) -> Iterator[str]:
+    edge = _EDGE
+    for raw in raws:
+        if raw[0] not in edge and raw[-1] not in edge:
+            yield raw  # nothing to strip (most words): both forms below are the word itself
+            continue
         token = _strip(raw, _STRIP)
         if token:
             yield token
@@ -272,11 +324,12 @@ def record_keys(value: object) -> set[str]:
     if not whole:
         return keys
     keys.update(("tok:" + whole, "id:" + whole, "ref:" + whole))
+    keys.update(dates(whole))
     email = normalise_email(whole)
     if email is not None:
         keys.add(f"email:{email}")
     elif _IBAN.fullmatch(whole):
-        keys.add(f"acct:{_compact(whole)}")
+        keys.add(f"acct:{compact(whole)}")
     elif "/" in whole or "." in whole:
         url = normalise_url(whole)
         if url is not None:
@@ -315,7 +368,41 @@ def _text_keys(text: str, keys: set[str]) -> None:
             _typed_keys(clean_text(decoded), keys)
 
 
+def dates(text: str) -> set[str]:
+    """The `date:MM-DD` keys of every date written in `text` (already `clean_text`-ed).
+
+    Only the day counts: the user who says "May 1st" names that day whatever year a
+    model then writes, and the injected "May 1st, 2024" names the same day.
+    """
+    found: set[str] = set()
+    if _DIGIT.search(text) is None:
+        return found
+    for match in _ISO_DATE.finditer(text):
+        _add_date(found, int(match.group(2)), int(match.group(3)))
+    for match in _NUMERIC_DATE.finditer(text):
+        first, second = int(match.group(1)), int(match.group(2))
+        _add_date(found, first, second)  # month/day
+        _add_date(found, second, first)  # day/month: both readings
+    for match in _MONTH_DAY.finditer(text):
+        month = _MONTHS[match.group(1)]
+        for day in match.group(2, 3):
+            if day is not None:
+                _add_date(found, month, int(day))
+    for match in _DAY_MONTH.finditer(text):
+        month = _MONTHS[match.group(3)]
+        for day in match.group(1, 2):
+            if day is not None:
+                _add_date(found, month, int(day))
+    return found
+
+
+def _add_date(found: set[str], month: int, day: int) -> None:
+    if 1 <= month <= 12 and 1 <= day <= 31:
+        found.add(f"date:{month:02d}-{day:02d}")
+
+
 def _typed_keys(text: str, keys: set[str]) -> None:
+    keys.update(dates(text))
     for match in _EMAIL.finditer(text):
         email = normalise_email(match.group(0))
         if email is not None:
@@ -327,7 +414,7 @@ def _typed_keys(text: str, keys: set[str]) -> None:
             keys.add(f"url:{url[0]}")
             keys.add(f"host:{url[1]}")
     for match in _IBAN.finditer(text):
-        keys.add(f"acct:{_compact(match.group(0))}")
+        keys.add(f"acct:{compact(match.group(0))}")
     for match in _PHONE.finditer(text):
         keys.add(f"phone:{_phone(match.group(0))}")
     tokens = set(_tokens(text))
@@ -366,6 +453,18 @@ def _decode_b64(blob: str) -> str | None:
     return text if text and printable == len(text) else None
 
 
+class Atoms(NamedTuple):
+    """What a sink value is looked up by.
+
+    `keys`: atoms, each a list of alternatives (an atom is found where any alternative
+    is; the first, most exact, wins). `words`: the plain words of a free-text value, one
+    atom each, looked up together as a set (a 10 kB command is ~1,000 of them).
+    """
+
+    keys: list[list[str]]
+    words: frozenset[str] = frozenset()
+
+
 def sink_keys(value: str, kind: str) -> list[list[str]]:
     """The keys a sink value is looked up by: a list of atoms, each a list of alternatives.
 
@@ -374,45 +473,56 @@ def sink_keys(value: str, kind: str) -> list[list[str]]:
     is no length floor: an id is matched only as an id (the id field of a returned object,
     or a word the user typed), so "13" in a message body never vouches for file "13".
     """
+    keys, words = sink_atoms(value, kind)
+    return [*keys, *([w] for w in sorted(words))]
+
+
+def sink_atoms(value: str, kind: str) -> Atoms:
+    """`sink_keys`, with the plain words of free text apart (`ValueIndex.find_all`)."""
     text = clean_text(value).strip()
     if not text:
-        return []
+        return Atoms([])
     match kind:
         case "id":
-            return [[f"id:{text}"]]
+            return Atoms([[f"id:{text}"]])
         case "recipient":
             email = normalise_email(text)
             if email is not None:
-                return [[f"email:{email}"]]
+                return Atoms([[f"email:{email}"]])
             if _IBAN.fullmatch(text):
-                return [[f"acct:{_compact(text)}", f"tok:{_compact(text)}"]]
+                return Atoms([[f"acct:{compact(text)}", f"tok:{compact(text)}"]])
             if _PHONE.fullmatch(text):
-                return [[f"phone:{_phone(text)}"]]
+                return Atoms([[f"phone:{_phone(text)}"]])
             return _whole_or_words(text)
         case "account":
-            return [[f"acct:{_compact(text)}", f"tok:{_compact(text)}", f"tok:{text}"]]
+            return Atoms([[f"acct:{compact(text)}", f"tok:{compact(text)}", f"tok:{text}"]])
         case "url":
             url = normalise_url(text)
             if url is None:
                 return _whole_or_words(text)
-            return [[f"url:{url[0]}", f"host:{url[1]}"]]
+            return Atoms([[f"url:{url[0]}", f"host:{url[1]}"]])
         case "path":
             path = _path(text)
-            return [[f"tok:{path}", f"tok:{text}"]]
+            return Atoms([[f"tok:{path}", f"tok:{text}"]])
+        case "time":
+            days = sorted(dates(text))
+            if days:
+                return Atoms([[day] for day in days])
+            return _whole_or_words(text)
         case "credential":
             if any(ch.isspace() for ch in text):
                 return _word_atoms(text)
-            return [[f"tok:{text}"]]
+            return Atoms([[f"tok:{text}"]])
         case _:
             return _whole_or_words(text)
 
 
-def _whole_or_words(text: str) -> list[list[str]]:
+def _whole_or_words(text: str) -> Atoms:
     """One atom for a one-word value; else the whole value, or failing that each word."""
-    words = _word_atoms(text)
-    if len(words) == 1 and words[0] == [f"tok:{text}"]:
-        return words
-    return [[WHOLE + text], *words]
+    keys, words = _word_atoms(text)
+    if not keys and len(words) == 1 and f"tok:{text}" in words:
+        return Atoms([], words)
+    return Atoms([[WHOLE + text], *keys], words)
 
 
 WHOLE = "whole:"
@@ -420,24 +530,31 @@ WHOLE = "whole:"
 not looked at); found anywhere else it is ignored and the words decide."""
 
 
-def _word_atoms(text: str) -> list[list[str]]:
+def _word_atoms(text: str) -> Atoms:
+    every = set(text.split())
+    words = {w for w in every if w.isalnum()}  # most words: nothing to strip, no path or host
+    rest = every - words
     atoms: list[list[str]] = []
-    for match in _EMAIL.finditer(text):
-        email = normalise_email(match.group(0))
-        if email is not None:
-            atoms.append([f"email:{email}"])
-    for match in _URL.finditer(text):
-        url = normalise_url(match.group(0).rstrip(_TRAILING))
-        if url is not None:
-            atoms.append([f"url:{url[0]}", f"host:{url[1]}"])
-    for token in set(_tokens(text)):
+    # an address or a link never spans whitespace: look for them only in the words that
+    # can hold one (a regex over the whole of a 10 kB value costs more than the rest)
+    for raw in sorted(w for w in rest if "@" in w):
+        for match in _EMAIL.finditer(raw):
+            email = normalise_email(match.group(0))
+            if email is not None:
+                atoms.append([f"email:{email}"])
+    for raw in sorted(w for w in rest if "://" in w):
+        for match in _URL.finditer(raw):
+            url = normalise_url(match.group(0).rstrip(_TRAILING))
+            if url is not None:
+                atoms.append([f"url:{url[0]}", f"host:{url[1]}"])
+    for token in _strip_tokens(rest):
         if "/" in token:
             atoms.append(["tok:" + token, "tok:" + _path(token)])
         elif "." in token and _DOMAIN.match(token):  # a bare domain (half of an address)
             atoms.append(["tok:" + token, "host:" + _idna(token)])
         else:
-            atoms.append(["tok:" + token])
-    return atoms
+            words.add(token)
+    return Atoms(atoms, frozenset(["tok:" + w for w in words]))
 
 
 class ValueIndex:
@@ -478,8 +595,10 @@ class ValueIndex:
                 return "untrusted", source
         return "nowhere", None
 
-    def find_all(self, atoms: list[list[str]]) -> tuple[Found, str | None]:
-        """Where a value of several atoms was seen.
+    def find_all(
+        self, atoms: list[list[str]], words: frozenset[str] = frozenset()
+    ) -> tuple[Found, str | None]:
+        """Where a value of several atoms (and one-key `words`, looked up as a set) was seen.
 
         Untrusted if any atom was only there, trusted if every atom was in a trusted
         source, else nowhere. A leading whole-value atom found trusted settles it.
@@ -489,7 +608,7 @@ class ValueIndex:
             if "tok:" + atoms[0][0].removeprefix(WHOLE) in trusted:
                 return "trusted", None
             atoms = atoms[1:]
-        found: Found = "trusted" if atoms else "nowhere"
+        found: Found = "trusted" if atoms or words else "nowhere"
         for alternatives in atoms:
             where: Found = "nowhere"
             for key in alternatives:
@@ -500,6 +619,13 @@ class ValueIndex:
                 if source is not None:
                     return "untrusted", source
             if where == "nowhere":
+                found = "nowhere"
+        if words:
+            known = trusted.keys() & words  # set operations: each walks `words`, not the index
+            if len(known) < len(words):
+                only = (untrusted.keys() & words) - known
+                if only:
+                    return "untrusted", untrusted[min(only)]
                 found = "nowhere"
         return found, None
 

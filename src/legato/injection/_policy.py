@@ -13,6 +13,12 @@ without a person (research: injection-defence.md §8):
   (a subject, a body) must not be named: its words stay untrusted.
 - `Endorse(values)`: a datum endorsed once (the user's own address, an account the user
   names in the configuration) instead of an approval per call.
+- `Secret(tool, fields, readers=...)`: a secrecy label, the one policy that takes trust
+  away. The named fields of the records `tool` returns (a passport number, a card number)
+  are secret: a side-effecting call that carries one in any argument is asked (rule
+  `secret`), whoever its recipient is, unless every recipient is one of `readers`. It
+  covers what a sink cannot: a secret sent in a message body to a recipient the user
+  chose, because an injection asked for it.
 
 A value a policy vouches for is indexed as trusted under the policy's own source
 (`policy: <the line>`), so the decision that admits it names the policy, and a block
@@ -32,7 +38,7 @@ from typing import cast
 from legato.exceptions import PolicyError
 from legato.injection._match import clean_text, record_keys
 
-__all__ = ["Endorse", "Policy", "Trust"]
+__all__ = ["Endorse", "Policy", "Secret", "Trust"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -84,8 +90,43 @@ class Endorse:
         return "endorsed " + ", ".join(self.values)
 
 
-Policy = Trust | Endorse
-"""A one-line policy for data-derived sinks."""
+@dataclass(frozen=True, slots=True)
+class Secret:
+    """The named fields of the records `tool` returns are secret (a secrecy label).
+
+    Args:
+        tool: The read tool whose results hold the secrets.
+        fields: The record fields whose values are secret (at least one).
+        readers: Recipients a secret may go to without a question (the user's own
+            address); compared in the same normal form as recipient sinks.
+    """
+
+    tool: str
+    fields: tuple[str, ...]
+    readers: tuple[str, ...] = ()
+
+    def describe(self) -> str:
+        """The policy as one line: `secret t.passport readers a@b.test`."""
+        target = ", ".join(f"{self.tool}.{f}" for f in self.fields)
+        readers = f" readers {', '.join(self.readers)}" if self.readers else ""
+        return f"secret {target}{readers}"
+
+    def values(self, result: object) -> list[str]:
+        """The secret values in a parsed JSON result, in normal form (`clean_text`)."""
+        out: list[str] = []
+        for record in _records(result):
+            for name in self.fields:
+                value = record.get(name)
+                if value is None or isinstance(value, (bool, dict, list)):
+                    continue
+                text = clean_text(str(value)).strip()
+                if text:
+                    out.append(text)
+        return out
+
+
+Policy = Trust | Endorse | Secret
+"""A one-line policy for data-derived sinks (or, `Secret`, for data that must not leave)."""
 
 
 def _records(value: object) -> Iterator[dict[str, object]]:
@@ -115,8 +156,11 @@ def check_policies(policies: Collection[Policy], known: Collection[str]) -> None
                 msg = f"{policy.describe()!r}: endorse at least one non-empty value"
                 raise PolicyError(msg)
             continue
-        if not isinstance(policy, Trust):  # pyright: ignore[reportUnnecessaryIsInstance]
-            msg = f"not a policy: {policy!r} (use Trust or Endorse)"
+        if not isinstance(policy, (Trust, Secret)):  # pyright: ignore[reportUnnecessaryIsInstance]
+            msg = f"not a policy: {policy!r} (use Trust, Endorse or Secret)"
+            raise PolicyError(msg)
+        if isinstance(policy, Secret) and not policy.fields:
+            msg = f"policy {policy.describe()!r}: name the secret fields"
             raise PolicyError(msg)
         if policy.tool not in known:
             msg = (
@@ -127,7 +171,8 @@ def check_policies(policies: Collection[Policy], known: Collection[str]) -> None
         if isinstance(cast("object", policy.fields), str):
             msg = f"policy {policy.tool!r}: fields must be a tuple of names, not a string"
             raise PolicyError(msg)
-        named = cast("tuple[object, ...]", (*policy.fields, *policy.where))
+        extra = policy.where if isinstance(policy, Trust) else policy.readers
+        named = cast("tuple[object, ...]", (*policy.fields, *extra))
         if not all(isinstance(f, str) and f.strip() for f in named):
             msg = f"policy {policy.describe()!r}: a field name is empty"
             raise PolicyError(msg)

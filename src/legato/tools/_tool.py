@@ -28,13 +28,14 @@ SideEffects: TypeAlias = Literal["none", "idempotent", "irreversible"]
 repeat), `irreversible` (must happen at most once)."""
 
 SinkKind: TypeAlias = Literal[
-    "recipient", "account", "url", "path", "command", "credential", "id", "text"
+    "recipient", "account", "url", "path", "command", "credential", "id", "time", "text"
 ]
 """What a sink parameter decides: who a message or payment reaches (`recipient`,
 `account`), where data goes (`url`), what is written or deleted (`path`), what runs
 (`command`), a secret that is set (`credential`), which object is changed or deleted
-(`id`: matched only against id fields of returned objects and the user's words), or any
-other value (`text`)."""
+(`id`: matched only against id fields of returned objects and the user's words), when
+an effect lands (`time`: the day of a calendar event or a booking, matched as a date in
+any written form), or any other value (`text`)."""
 
 SINK_KINDS: frozenset[str] = frozenset(get_args(SinkKind))
 
