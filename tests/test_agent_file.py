@@ -164,6 +164,7 @@ def test_mcp_servers_and_the_sandbox_become_tool_sources(tmp_path: Path) -> None
     import shutil
     import sys
 
+    from legato.mcp import MCPClient  # importing legato.mcp registers the client files use
     from legato.run._sync import run_sync
 
     server = Path(sys.executable).parent / "mcp-server-time"
@@ -188,8 +189,6 @@ def test_mcp_servers_and_the_sandbox_become_tool_sources(tmp_path: Path) -> None
     assert names[1:] == ["time", "workspace"]
 
     async def listed() -> list[str]:
-        from legato.mcp import MCPClient
-
         client = agent.tool_sources[1]
         assert isinstance(client, MCPClient)
         async with client:
@@ -199,3 +198,37 @@ def test_mcp_servers_and_the_sandbox_become_tool_sources(tmp_path: Path) -> None
     workspace = agent.tool_sources[2]
     assert isinstance(workspace, Toolset)
     assert {t.name for t in workspace} == {"read_file", "list_dir", "glob", "grep"}  # read-only
+
+
+def test_an_mcp_entry_needs_the_client_legato_mcp_registers(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # the runtime layer imports no MCP transport: `legato.mcp` registers the client it uses
+    from legato import _agent_spec
+
+    seen: list[tuple[object, str]] = []
+
+    def factory(server: object, name: str) -> Toolset:
+        seen.append((server, name))
+        return Toolset([], name=name)
+
+    monkeypatch.setattr(_agent_spec, "_MCP_FACTORY", [factory])
+    path = _write(
+        tmp_path, "version: 1\nmodel: test:echo\ntools:\n  - mcp: {url: 'http://127.0.0.1:9/mcp'}\n"
+    )
+    agent = load_agent_file(path).agent
+    assert [source.name for source in agent.tool_sources][1:] == ["mcp0"]
+    assert [name for _, name in seen] == ["mcp0"]
+
+
+def test_an_mcp_entry_twin_without_a_registered_client_is_a_typed_error(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from legato import _agent_spec
+
+    monkeypatch.setattr(_agent_spec, "_MCP_FACTORY", [])
+    path = _write(
+        tmp_path, "version: 1\nmodel: test:echo\ntools:\n  - mcp: {url: 'http://127.0.0.1:9/mcp'}\n"
+    )
+    with pytest.raises(AgentFileError, match=r"tools\[0\].mcp: no MCP client is registered"):
+        load_agent_file(path)

@@ -561,9 +561,10 @@ class Agent(Generic[OutputT]):
         `approvals`, `budget` and `max_steps` set here are floors: the file may tighten
         them and never loosen them.
         """
-        from legato.agent_file import load_agent_file
+        from legato._agent_spec import read_agent_file
 
-        return load_agent_file(path, approvals=approvals, budget=budget, max_steps=max_steps).agent
+        recipe = read_agent_file(path, approvals=approvals, budget=budget, max_steps=max_steps)
+        return recipe.build(Agent)
 
     def __repr__(self) -> str:
         return f"Agent(name={self.name!r}, model={self._model_spec!r})"
