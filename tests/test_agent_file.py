@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -164,6 +167,7 @@ def test_mcp_servers_and_the_sandbox_become_tool_sources(tmp_path: Path) -> None
     import shutil
     import sys
 
+    from legato.mcp import MCPClient  # importing legato.mcp registers the client files use
     from legato.run._sync import run_sync
 
     server = Path(sys.executable).parent / "mcp-server-time"
@@ -188,8 +192,6 @@ def test_mcp_servers_and_the_sandbox_become_tool_sources(tmp_path: Path) -> None
     assert names[1:] == ["time", "workspace"]
 
     async def listed() -> list[str]:
-        from legato.mcp import MCPClient
-
         client = agent.tool_sources[1]
         assert isinstance(client, MCPClient)
         async with client:
@@ -199,3 +201,63 @@ def test_mcp_servers_and_the_sandbox_become_tool_sources(tmp_path: Path) -> None
     workspace = agent.tool_sources[2]
     assert isinstance(workspace, Toolset)
     assert {t.name for t in workspace} == {"read_file", "list_dir", "glob", "grep"}  # read-only
+
+
+def test_an_mcp_entry_needs_the_client_legato_mcp_registers(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # the runtime layer imports no MCP transport: `legato.mcp` registers the client it uses
+    from legato import _agent_spec
+
+    seen: list[tuple[object, str]] = []
+
+    def factory(server: object, name: str) -> Toolset:
+        seen.append((server, name))
+        return Toolset([], name=name)
+
+    monkeypatch.setattr(_agent_spec, "_MCP_FACTORY", [factory])
+    path = _write(
+        tmp_path, "version: 1\nmodel: test:echo\ntools:\n  - mcp: {url: 'http://127.0.0.1:9/mcp'}\n"
+    )
+    agent = load_agent_file(path).agent
+    assert [source.name for source in agent.tool_sources][1:] == ["mcp0"]
+    assert [name for _, name in seen] == ["mcp0"]
+
+
+def test_an_mcp_entry_finds_the_installed_client_without_importing_legato_mcp(
+    tmp_path: Path,
+) -> None:
+    # a fresh process: the agent file reaches legato.mcp through the package metadata's
+    # entry point (nothing imported it before), and the runtime never names it
+    path = _write(
+        tmp_path, "version: 1\nmodel: test:echo\ntools:\n  - mcp: {url: 'http://127.0.0.1:9/mcp'}\n"
+    )
+    code = (
+        "import sys\n"
+        "from legato import Agent\n"
+        "assert 'legato.mcp' not in sys.modules\n"
+        f"agent = Agent.from_file({str(path)!r})\n"
+        "print(type(agent.tool_sources[-1]).__module__, 'legato.mcp' in sys.modules)\n"
+    )
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).parents[1] / "src")}
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, env=env, check=False
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["legato.mcp._client", "True"]
+
+
+def test_an_mcp_entry_twin_without_a_registered_or_installed_client_is_a_typed_error(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import importlib.metadata
+
+    from legato import _agent_spec
+
+    monkeypatch.setattr(_agent_spec, "_MCP_FACTORY", [])
+    monkeypatch.setattr(importlib.metadata, "entry_points", lambda **_: [])
+    path = _write(
+        tmp_path, "version: 1\nmodel: test:echo\ntools:\n  - mcp: {url: 'http://127.0.0.1:9/mcp'}\n"
+    )
+    with pytest.raises(AgentFileError, match=r"tools\[0\].mcp: no MCP client is installed"):
+        load_agent_file(path)

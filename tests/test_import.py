@@ -100,3 +100,37 @@ def test_an_unknown_name_is_an_attribute_error() -> None:
         _ = legato.Agnet  # the typo is the point
     with pytest.raises(ImportError):
         exec("from legato import Agnet")
+
+
+_FIRST_LINE_PROBE = r"""
+import json, sys
+{before}
+from legato import Agent, tool
+Agent("test:echo")
+print(json.dumps(sorted(m for m in sys.modules if m.startswith("legato."))))
+"""
+_FIRST_RUN_ONLY = ("legato.run", "legato.events", "legato.models", "legato.contracts")
+
+
+def _first_line_loads(before: str = "") -> list[str]:
+    out = subprocess.run(
+        [sys.executable, "-c", _FIRST_LINE_PROBE.format(before=before)],
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=60,
+    )
+    loaded: list[str] = json.loads(out.stdout)
+    return [m for m in loaded if m.startswith(_FIRST_RUN_ONLY)]
+
+
+def test_defining_an_agent_leaves_the_run_loop_events_models_and_contracts_to_the_first_run() -> (
+    None
+):
+    assert _first_line_loads() == []
+
+
+def test_first_line_twin_the_probe_sees_them_once_something_imports_them() -> None:
+    # what the first run imports shows up, so an eager import in agent.py would fail above
+    found = _first_line_loads("import legato.run")
+    assert {"legato.run", "legato.events", "legato.models"} <= set(found)

@@ -15,25 +15,27 @@ from typing import TYPE_CHECKING, Any, Generic, TypedDict, cast, overload
 from pydantic import BaseModel
 from typing_extensions import TypeVar, Unpack
 
-from legato.contracts import State, StateOptions
-from legato.events import Journal, JournalEvent, RunEvent, RunFailed, RunFinished, RunStarted
 from legato.exceptions import ConfigurationError, JournalError, RunNotResumable
 from legato.messages import ContentPart, Message
-from legato.models import Model, ModelSettings, infer_model
-from legato.run._loop import RunConfig, RunDriver
-from legato.run._output import OutputMode, OutputSchema
-from legato.run._result import RunResult
-from legato.run._sync import iterate_sync, run_sync
 from legato.tools import Tool, Toolset, ToolSource
 
-if TYPE_CHECKING:  # imported when first used, so `import legato` stays light
+# Imported when first used (the first run, a resume), so that defining an agent loads only
+# the agent, its tools and its approval policy: the run loop, the journal's events, the
+# model registry and contracts load with the first run (docs/benchmarks.md, issue 28).
+if TYPE_CHECKING:
     from pathlib import Path
 
     from legato.approvals import Action, ApprovalPolicy, ParkedRun
     from legato.budgets import Budget, BudgetLimits
     from legato.context import ContextPolicy
+    from legato.contracts import State, StateOptions
+    from legato.events import Journal, JournalEvent, RunEvent
     from legato.memory import Memory
+    from legato.models import Model, ModelSettings
     from legato.run._handle import RunHandle
+    from legato.run._loop import RunConfig, RunDriver
+    from legato.run._output import OutputMode, OutputSchema
+    from legato.run._result import RunResult
     from legato.security import Hook
     from legato.store import Store
 
@@ -143,7 +145,11 @@ class ResumeOptions(TypedDict, total=False):
 
 def _as_state(state: State[Any] | BaseModel | None) -> State[Any] | None:
     """A `State` for the `state=` argument (a model instance is its initial values)."""
-    if state is None or isinstance(state, State):
+    if state is None:
+        return None
+    from legato.contracts import State
+
+    if isinstance(state, State):
         return state
     return State(state)
 
@@ -188,7 +194,7 @@ class Agent(Generic[OutputT]):
         self.name = name
         self.instructions = options.get("instructions")
         self.max_steps = max_steps
-        self.model_settings = options.get("model_settings") or ModelSettings()
+        self._model_settings = options.get("model_settings")
         self.output_retries = options.get("output_retries", 1)
         self.tool_timeout = options.get("tool_timeout", 300.0)
         from legato.approvals import ApprovalPolicy
@@ -200,8 +206,11 @@ class Agent(Generic[OutputT]):
         self.state_options = options.get("state_options")
         self._model_spec = model
         self._model: Model | None = None if isinstance(model, str) else model
-        output_mode = options.get("output_mode", "tool")
-        self._output = cast(OutputSchema[OutputT], OutputSchema.build(output_type, output_mode))
+        self._output_type: type[Any] = output_type
+        self._output_mode: OutputMode = options.get("output_mode", "tool")
+        self._output_schema: OutputSchema[OutputT] | None = None
+        if output_type is not str:  # checked now: a type pydantic cannot validate fails here
+            self._output_schema = self._output
         tools = options.get("tools", ())
         loose = [t for t in tools if isinstance(t, Tool) or not isinstance(t, ToolSource)]
         sources = [t for t in tools if not isinstance(t, Tool) and isinstance(t, ToolSource)]
@@ -228,8 +237,33 @@ class Agent(Generic[OutputT]):
     def model(self) -> Model:
         """The agent's model (a model string is resolved the first time it is needed)."""
         if self._model is None:
+            from legato.models import infer_model
+
             self._model = infer_model(self._model_spec)
         return self._model
+
+    @property
+    def model_settings(self) -> ModelSettings:
+        """Settings of every model call (temperature, max tokens, ...); the defaults if unset."""
+        if self._model_settings is None:
+            from legato.models import ModelSettings
+
+            self._model_settings = ModelSettings()
+        return self._model_settings
+
+    @model_settings.setter
+    def model_settings(self, settings: ModelSettings) -> None:
+        self._model_settings = settings
+
+    @property
+    def _output(self) -> OutputSchema[OutputT]:
+        """How the final answer is validated (free text needs nothing until the first run)."""
+        if self._output_schema is None:
+            from legato.run._output import OutputSchema
+
+            built = OutputSchema.build(self._output_type, self._output_mode)
+            self._output_schema = cast("OutputSchema[OutputT]", built)
+        return self._output_schema
 
     def _store(self) -> Store:
         if self.store is None:
@@ -241,7 +275,7 @@ class Agent(Generic[OutputT]):
     @property
     def output_type(self) -> type[OutputT]:
         """The type of the final answer."""
-        return self._output.output_type
+        return cast("type[OutputT]", self._output_type)
 
     # -- running -----------------------------------------------------------------------------------
 
@@ -249,6 +283,8 @@ class Agent(Generic[OutputT]):
         """The configuration a run of this agent uses (to drive or resume a run directly)."""
         from legato.approvals import ApprovalPolicy
         from legato.budgets import Budget, BudgetLimits
+        from legato.models import infer_model
+        from legato.run._loop import RunConfig
 
         model = options.get("model")
         state = options.get("state")
@@ -327,6 +363,8 @@ class Agent(Generic[OutputT]):
                 sessions=store if session is not None else None,
                 carry_context=not options.get("message_history"),
             )
+        from legato.run._loop import RunDriver
+
         driver = RunDriver(config)
         driver.start(message, history, run_id=options.get("run_id"), owner=options.get("owner"))
         driver.carry_over(carried)
@@ -369,6 +407,8 @@ class Agent(Generic[OutputT]):
         self, prompt: Prompt | None = None, /, **options: Unpack[RunOptions]
     ) -> RunResult[OutputT]:
         """`run` for synchronous code; works inside a running event loop too."""
+        from legato.run._sync import run_sync
+
         return run_sync(self.run(prompt, **options))
 
     async def stream(
@@ -408,6 +448,8 @@ class Agent(Generic[OutputT]):
         self, run: str | Journal | ParkedRun, /, **options: Unpack[ResumeOptions]
     ) -> RunResult[OutputT]:
         """`resume` for synchronous code."""
+        from legato.run._sync import run_sync
+
         return run_sync(self.resume(run, **options))
 
     def start_resumed(
@@ -462,6 +504,9 @@ class Agent(Generic[OutputT]):
                 session=session,
                 sessions=self.store if session is not None else None,
             )
+        from legato.events import Journal
+        from legato.run._loop import RunDriver
+
         driver = RunDriver(config, journal=Journal(events), saved=saved)
         from legato._effects_parts import current_switches
 
@@ -479,6 +524,7 @@ class Agent(Generic[OutputT]):
         refused); a run the store does not know is stored whole before it continues.
         """
         from legato.approvals import ParkedRun
+        from legato.events import Journal, RunFailed, RunFinished, RunStarted
 
         run_id: str | None
         if isinstance(run, ParkedRun):
@@ -545,6 +591,8 @@ class Agent(Generic[OutputT]):
         self, prompt: Prompt | None = None, /, **options: Unpack[RunOptions]
     ) -> Iterator[RunEvent]:
         """`stream` for synchronous code; works inside a running event loop too."""
+        from legato.run._sync import iterate_sync
+
         return iterate_sync(self.stream(prompt, **options))
 
     @classmethod
@@ -561,9 +609,10 @@ class Agent(Generic[OutputT]):
         `approvals`, `budget` and `max_steps` set here are floors: the file may tighten
         them and never loosen them.
         """
-        from legato.agent_file import load_agent_file
+        from legato._agent_spec import read_agent_file
 
-        return load_agent_file(path, approvals=approvals, budget=budget, max_steps=max_steps).agent
+        recipe = read_agent_file(path, approvals=approvals, budget=budget, max_steps=max_steps)
+        return recipe.build(Agent)
 
     def __repr__(self) -> str:
         return f"Agent(name={self.name!r}, model={self._model_spec!r})"
@@ -577,7 +626,7 @@ def _check_not_live(events: Sequence[JournalEvent], *, takeover: bool) -> None:
     a process on another host cannot be, so such a run needs `takeover=True`.
     """
     from legato._effects_parts import current_switches
-    from legato.events import Parked, RunResumed
+    from legato.events import Parked, RunResumed, RunStarted
     from legato.run._loop import owner_alive
 
     if takeover or not events or isinstance(events[-1], Parked):
@@ -605,6 +654,8 @@ def _same_prefix(stored: Sequence[JournalEvent], given: Sequence[JournalEvent]) 
     """Whether the shorter of two journals is the start of the longer (`given` not shorter)."""
     if len(given) < len(stored):
         return False
+    from legato.events import Journal
+
     # compared as stored: the JSON form is what the store's copy was read back from
     ours = Journal(given[: len(stored)]).to_jsonl()
     return ours == Journal(stored).to_jsonl()

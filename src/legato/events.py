@@ -16,14 +16,39 @@ events wrapped in `ChildEvent` (the child's own journal has them).
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Sequence
-from dataclasses import field
 from functools import cache
 from typing import TYPE_CHECKING, Annotated, Literal, TypeAlias, get_args
 
 from typing_extensions import TypeIs
 
+from legato._events._gate import (
+    ApprovalDecided,
+    ApprovalRequested,
+    CancelRequested,
+    Compacted,
+    HookApplied,
+    Parked,
+    RefusalReason,
+    RunResumed,
+    ToolCallAdmitted,
+    ToolCallRefused,
+)
+from legato._events._spawn import (
+    ComplexityMetrics,
+    ContextSliced,
+    Lineage,
+    SliceEntry,
+    SpawnDecided,
+    SpawnFinished,
+    SpawnOutcome,
+    SpawnStarted,
+)
+from legato._events._state import StateChange, StateCommitted, StateLoaded, StateRejected
 from legato._values import value_class
-from legato.exceptions import JournalError
+
+# the exceptions' file, not their package: the package re-exports `RunParked`, which carries
+# a `legato._requests.ParkedRun`, which holds a `Journal` (docs/development.md, Layers)
+from legato.exceptions._io import JournalError
 from legato.messages import (
     TAGGED_BY_KIND,
     JsonValue,
@@ -237,21 +262,6 @@ class RunFinished:
 
 
 @value_class
-class Lineage:
-    """Where a child run sits in the tree of runs."""
-
-    run_id: str
-    """The child's run id."""
-    parent_run_id: str
-    parent_step: int
-    parent_call_id: str | None
-    """The parent's tool call that started the child."""
-    agent: str
-    depth: int = 1
-    """1 for a child of the root run, 2 for a grandchild, ..."""
-
-
-@value_class
 class ChildEvent:
     """An event of a child run, forwarded into its parent's stream (not journaled there).
 
@@ -272,333 +282,6 @@ class RunFailed:
     """The exception's class name, e.g. `MaxStepsExceeded`."""
     message: str
     kind: Literal["run_failed"] = "run_failed"
-
-
-# -- the effect gate (legato.effects): admission, approvals, cancellation, hooks ---------------
-
-RefusalReason: TypeAlias = Literal[
-    "denied", "rejected", "held", "cancelled", "duplicate", "unknown_outcome", "hook"
-]
-"""Why the gate did not admit a call: a `deny` rule; a rejected approval; held behind a
-rejected sibling; the run was cancelled; the effect already ran (its recorded result is
-reused); an earlier attempt may have run and the tool is irreversible; a hook blocked it."""
-
-
-@value_class
-class ToolCallAdmitted:
-    """The gate admitted a side-effecting call: its effect may now run, once."""
-
-    step: int
-    call_id: str
-    tool: str
-    effect_id: str
-    """Stable id of the effect: a hash of run id, call id, tool and canonical arguments."""
-    epoch: int
-    """The run's cancellation epoch at admission; a later epoch fences the result."""
-    via: Literal["policy", "approval", "edit"] = "policy"
-    arguments: JsonValue = None
-    """The arguments that run, when an approver edited them (None: as the model sent them)."""
-    kind: Literal["tool_call_admitted"] = "tool_call_admitted"
-
-
-@value_class
-class ToolCallRefused:
-    """The gate did not admit a call; the model is told `message`."""
-
-    step: int
-    call_id: str
-    tool: str
-    effect_id: str
-    reason: RefusalReason
-    message: str
-    kind: Literal["tool_call_refused"] = "tool_call_refused"
-
-
-@value_class
-class ApprovalRequested:
-    """A call waits for a decision; nothing side-effecting in the run is admitted meanwhile."""
-
-    step: int
-    request_id: str
-    call: ToolCallPart
-    arguments_hash: str
-    """SHA-256 of the canonical JSON arguments the request is bound to."""
-    rule: str
-    """The policy rule (or hook) that asked, for the approver to see."""
-    kind: Literal["approval_requested"] = "approval_requested"
-
-
-@value_class
-class ApprovalDecided:
-    """A decision on an approval request was claimed and applied (exactly once)."""
-
-    request_id: str
-    call_id: str
-    verdict: Literal["approve", "reject", "edit"]
-    arguments: JsonValue = None
-    """The edited arguments, for `edit`."""
-    message: str = ""
-    """The approver's note; for `reject` it is what the model is told."""
-    kind: Literal["approval_decided"] = "approval_decided"
-
-
-@value_class
-class CancelRequested:
-    """The run was fenced: nothing is admitted after this event, late results are discarded."""
-
-    reason: str
-    epoch: int
-    """The new epoch; effects admitted under an older one cannot commit."""
-    kind: Literal["cancel_requested"] = "cancel_requested"
-
-
-@value_class
-class Parked:
-    """The run stopped to wait for approval decisions; `agent.resume` continues it.
-
-    (The exception the caller gets is `legato.exceptions.RunParked`.)
-    """
-
-    request_ids: tuple[str, ...]
-    kind: Literal["run_parked"] = "run_parked"
-
-
-@value_class
-class RunResumed:
-    """A process took the run over to continue it (its claim on the journal's next position).
-
-    Written before anything else the resumed run does: of two processes resuming the same
-    stored run, only the one whose `RunResumed` is stored first goes on.
-    """
-
-    owner: str
-    """Who resumed it (host and process id by default)."""
-    kind: Literal["run_resumed"] = "run_resumed"
-
-
-@value_class
-class HookApplied:
-    """A security hook changed or blocked something (the audit record of hooks)."""
-
-    hook: str
-    point: str
-    action: Literal["modify", "block", "ask"]
-    detail: str = ""
-    call_id: str | None = None
-    flags: tuple[str, ...] = ()
-    """Run-wide flags the hook raised (restored into `HookContext.flags` on resume)."""
-    kind: Literal["hook_applied"] = "hook_applied"
-
-
-@value_class
-class Compacted:
-    """The context sent to the model was compacted; the full history stays in the journal.
-
-    From this event on, the model sees a view in place of the first `upto` messages of the
-    run's conversation: for each view message, `sources` names the conversation message it
-    stands for, and `messages` holds its content when it differs from that message (a
-    summary, a note, an elided result) or None when it is the same — so the event stays
-    small. The summary text (if any) is kept here, so resuming or replaying the run never
-    calls the model to summarize again.
-    """
-
-    strategy: str
-    """The compactor's name, e.g. `keep_recent`, `elide_tool_results`, `summarize`."""
-    reason: Literal["threshold", "context_length_exceeded", "carried_over"]
-    """Why: the estimate crossed the trigger, the provider refused the request as too long,
-    or the view was carried over from the session's previous run."""
-    upto: int
-    """How many messages of the conversation the new context view covers."""
-    messages: tuple[Message | None, ...]
-    """Per view message: its content, or None when it is conversation message `sources[i]`."""
-    sources: tuple[int, ...]
-    """For each message of the view, its index in the conversation (-1 for a synthetic one)."""
-    removed: tuple[int, ...]
-    """Conversation indexes no longer in the view (dropped or summarized)."""
-    elided: tuple[str, ...] = ()
-    """Tool call ids whose results were replaced by a stub (fetch with `recall_result`)."""
-    summary: str | None = None
-    tokens_before: int = 0
-    tokens_after: int = 0
-    kind: Literal["compacted"] = "compacted"
-
-
-@value_class
-class StateChange:
-    """One key's change in a commit, as JSON values."""
-
-    key: str
-    old: JsonValue
-    new: JsonValue
-
-
-@value_class
-class StateLoaded:
-    """The run's verified state at its start (see `legato.contracts`)."""
-
-    version: int
-    values: dict[str, JsonValue]
-    """Every declared key's value, as JSON."""
-    schema_name: str = "State"
-    """The name of the state's declared type."""
-    kind: Literal["state_loaded"] = "state_loaded"
-
-
-@value_class
-class StateCommitted:
-    """A verified change of the state: one new version, from one tool call (or the application)."""
-
-    version: int
-    """The version this commit created."""
-    changes: tuple[StateChange, ...]
-    tool: str | None = None
-    """The tool whose call made the change; None for `State.commit` by application code."""
-    call_id: str | None = None
-    checks: tuple[str, ...] = ()
-    """The predicates that passed before the commit, preconditions first."""
-    rechecked: bool = False
-    """An earlier commit of the same step changed keys this call reads; the checks ran again."""
-    kind: Literal["state_committed"] = "state_committed"
-
-
-@value_class
-class StateRejected:
-    """A contract refused a call (`pre`), its result (`post`, `recheck`) or its writes (`write`)."""
-
-    tool: str
-    call_id: str | None
-    stage: Literal["pre", "post", "recheck", "write"]
-    predicate: str | None
-    """The predicate that decided, when one did."""
-    message: str
-    """What the model is told."""
-    evidence: dict[str, JsonValue]
-    """The values the predicate looked at: state keys, and arguments as `args.<name>`."""
-    version: int
-    """The state version the check ran against (nothing was committed)."""
-    halted: bool = False
-    """The contract stopped the run (`Halt`) instead of rejecting the call."""
-    kind: Literal["state_rejected"] = "state_rejected"
-
-
-# -- sub-agents (legato.spawn) -------------------------------------------------------------------
-
-
-@value_class
-class SpawnStarted:
-    """This run started a child run (or resumed one from the child's journal)."""
-
-    lineage: Lineage
-    task: str
-    """The task the child was given."""
-    tools: tuple[str, ...] = ()
-    """The tools granted to the child (a subset of this run's)."""
-    skills: tuple[str, ...] = ()
-    """The skills granted to the child."""
-    max_steps: int | None = None
-    """The child's step allowance (its share of this run's budget)."""
-    max_tokens: int | None = None
-    """The child's token allowance, when one was set."""
-    background: bool = False
-    """The parent did not wait for the child in the call that started it."""
-    resumed: bool = False
-    """The child continues from its journal instead of starting afresh."""
-    kind: Literal["spawn_started"] = "spawn_started"
-
-
-SpawnOutcome: TypeAlias = Literal["ok", "error", "timeout", "budget", "cancelled", "parked"]
-"""How a child run ended: `budget` means its budget share could not pay for its next model
-call; `cancelled` means this run stopped (finished, failed, parked or was cancelled) while
-the child was still running; `parked` means the child stopped for an approval decision
-(its journal ends with `Parked`), which parks this run too. A cancelled or parked child's
-own journal is left where it stopped, so resuming this run resumes the child, and its
-next `SpawnFinished` supersedes this one."""
-
-
-@value_class
-class SpawnFinished:
-    """A child run of this run ended."""
-
-    lineage: Lineage
-    outcome: SpawnOutcome
-    output: JsonValue = None
-    """The child's final output in JSON form, when it finished."""
-    error: str | None = None
-    """Why the child did not finish, when it did not."""
-    usage: Usage = field(default_factory=Usage)
-    """The child's usage including its own children's (the whole subtree)."""
-    steps: int = 0
-    """The child's own model steps."""
-    tree_steps: int | None = None
-    """Model steps of the child and all its descendants: what its step share was charged
-    (None in journals written before this field; read `steps` then)."""
-    from_journal: bool = False
-    """The result was read from the child's finished journal; nothing was re-run."""
-    kind: Literal["spawn_finished"] = "spawn_finished"
-
-
-@value_class
-class SliceEntry:
-    """One item of a parent's context handed to a child, and why."""
-
-    id: str
-    """The item: `m3` (message 3), `call:<id>` (a tool call with its result), `memory:<id>`,
-    `state:<key>`."""
-    tokens: int
-    score: float
-    reasons: tuple[str, ...] = ()
-
-
-@value_class
-class ContextSliced:
-    """The slice of this run's context that a child received."""
-
-    child_run_id: str
-    mode: Literal["selective", "full"]
-    entries: tuple[SliceEntry, ...]
-    """What was passed, in the order the child sees it."""
-    tokens_passed: int
-    tokens_available: int
-    """Tokens of everything that could have been passed (the full copy)."""
-    token_budget: int | None = None
-    dropped: tuple[str, ...] = ()
-    """Relevant items left out because the budget was spent."""
-    kind: Literal["context_sliced"] = "context_sliced"
-
-
-@value_class
-class ComplexityMetrics:
-    """What the runtime measured about a run, for spawn policies."""
-
-    step: int = 0
-    context_tokens: int = 0
-    """Estimated tokens of the conversation so far."""
-    context_window: int | None = None
-    pending_todos: int = 0
-    consecutive_failures: int = 0
-    """Tool calls that failed in a row, most recent last."""
-    resources_touched: int = 0
-    """Distinct files and state keys named in tool call arguments."""
-    steps_without_progress: int = 0
-    """Steps since a todo item was last completed (or since the start)."""
-
-    @property
-    def context_fill(self) -> float | None:
-        """Context tokens in use as a fraction of the window, when the window is known."""
-        if not self.context_window:
-            return None
-        return self.context_tokens / self.context_window
-
-
-@value_class
-class SpawnDecided:
-    """A spawn policy looked at the run's metrics and decided."""
-
-    policy: str
-    spawn: bool
-    reason: str
-    metrics: ComplexityMetrics
-    kind: Literal["spawn_decided"] = "spawn_decided"
 
 
 AnyJournalEvent: TypeAlias = (

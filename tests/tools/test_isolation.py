@@ -295,3 +295,33 @@ def test_a_tool_defined_in_the_script_being_run(tmp_path: Path) -> None:
         [sys.executable, str(script)], capture_output=True, text=True, timeout=110, check=False
     )
     assert done.stdout.strip() == "worker True", done.stderr
+
+
+def test_the_worker_finds_the_function_inside_the_tool_by_its_protocol() -> None:
+    # the worker names no `Tool` (it sits below tools/_tool.py): a wrapper that keeps the
+    # function it wraps under `function` is unwrapped, anything else is called as it is
+    from legato.tools._worker import FunctionRef, WrapsFunction, _resolve
+
+    found = _resolve(FunctionRef(module=isolated_tools.__name__, qualname="transfer"), None)
+    assert isinstance(isolated_tools.transfer, WrapsFunction)
+    assert found is isolated_tools.transfer.function
+    plain = _resolve(FunctionRef(module="os.path", qualname="join"), None)
+    assert plain is os.path.join
+
+
+def test_the_worker_twin_a_wrapper_of_another_function_is_not_unwrapped(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import sys
+    import types
+
+    from legato.tools._worker import FunctionRef, _resolve
+
+    class Other:
+        function = staticmethod(os.getcwd)  # wraps a function of another name
+
+    holder = types.ModuleType("legato_test_holder")
+    holder.__dict__["odd"] = Other()
+    monkeypatch.setitem(sys.modules, "legato_test_holder", holder)
+    found = _resolve(FunctionRef(module="legato_test_holder", qualname="odd"), None)
+    assert isinstance(found, Other)

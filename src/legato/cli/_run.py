@@ -108,8 +108,10 @@ def build_agent(
 def _from_file(
     request: AgentRequest, policy: ApprovalPolicy, hooks: list[Hook], console: Console
 ) -> Agent[str]:
-    from legato.agent_file import load_agent_file
+    from legato.agent_file import load_agent_file, register_mcp_factory
+    from legato.mcp import agent_file_client
 
+    register_mcp_factory(agent_file_client)  # the interface gives agent files their MCP client
     loaded = load_agent_file(
         request.agent_file or Path(), approvals=policy, max_steps=request.max_steps
     )

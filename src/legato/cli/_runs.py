@@ -353,7 +353,7 @@ def resume(
 ) -> None:
     """Continue a parked or interrupted run with its agent; prints the answer."""
     from legato.agent import Agent
-    from legato.cli._app import load_object
+    from legato.cli._common import load_object
     from legato.exceptions import RunParked
 
     console = Console()

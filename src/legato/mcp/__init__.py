@@ -19,6 +19,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from legato._agent_spec import McpHttp, McpStdio, register_mcp_factory
 from legato.mcp._auth import (
     AuthorizationCode,
     Authorizer,
@@ -77,6 +78,7 @@ __all__ = [
     "TokenStore",
     "ToolCallResult",
     "accept_defaults",
+    "agent_file_client",
     "ask_in_terminal",
     "clients_from_config",
     "follow_redirect",
@@ -98,3 +100,21 @@ def clients_from_config(
         MCPClient(spec, name=name, prefix=name if prefix_names else None, **options)
         for name, spec in parse_mcp_servers(config).items()
     ]
+
+
+def agent_file_client(server: McpStdio | McpHttp, name: str) -> MCPClient:
+    """The tool source of an agent file's `mcp:` entry (its secrets already read).
+
+    Registered with `legato.agent_file.register_mcp_factory` when this package is imported.
+    """
+    if isinstance(server, McpStdio):
+        target: ServerSpec = StdioServer(
+            command=server.command, args=tuple(server.args), env=server.env or None, cwd=server.cwd
+        )
+    else:
+        target = HTTPServer(url=server.url, headers=server.headers)
+    return MCPClient(target, name=name)
+
+
+# agent files reach MCP servers through this package, never by importing it (the layers)
+register_mcp_factory(agent_file_client)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 from collections.abc import AsyncIterator
 from dataclasses import replace
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from legato._requests import ParkedRun
 from legato.events import Journal, Lineage, RunEvent, RunStarted, UserPrompt
@@ -29,21 +29,55 @@ from legato.spawn._store import ChildRecord, JournalStore, MemoryJournalStore
 from legato.tools import RunContext, Tool
 
 if TYPE_CHECKING:
-    from legato.agent import Agent
+    from legato.budgets import Budget, BudgetLimits
+    from legato.run import RunConfig
 
-__all__ = ["AGENT_ATTRIBUTE", "agent_of", "agent_tool", "resume", "resume_stream"]
+__all__ = ["AGENT_ATTRIBUTE", "ChildAgent", "agent_of", "agent_tool", "resume", "resume_stream"]
+
+
+class ChildAgent(Protocol):
+    """What running an agent as a child takes from it; a `legato.Agent` is one.
+
+    Declared here, on the lower side: `legato.agent` imports spawn (for `Agent.as_tool`),
+    so spawn names what it needs instead of importing the agent.
+    """
+
+    @property
+    def name(self) -> str:
+        """The agent's name, the child's in its lineage."""
+        ...
+
+    @property
+    def instructions(self) -> str | None:
+        """The agent's instructions, recorded in the child's `RunStarted`."""
+        ...
+
+    @property
+    def max_steps(self) -> int:
+        """The child's step limit."""
+        ...
+
+    @property
+    def budget(self) -> Budget | BudgetLimits | None:
+        """The agent's own budget, which holds beside the caller's."""
+        ...
+
+    def run_config(self, *, deps: Any = None) -> RunConfig[Any]:
+        """The configuration of a run of the agent."""
+        ...
+
 
 AGENT_ATTRIBUTE = "__legato_agent__"
 """The attribute of an agent tool's function that holds the agent it runs."""
 
 
-def agent_of(tool: Tool) -> Agent[Any] | None:
+def agent_of(tool: Tool) -> ChildAgent | None:
     """The agent an `agent.as_tool(...)` tool runs as a child (None for other tools)."""
     return getattr(tool.function, AGENT_ATTRIBUTE, None)
 
 
 def agent_tool(
-    agent: Agent[Any],
+    agent: ChildAgent,
     *,
     name: str,
     description: str,
@@ -171,7 +205,7 @@ def _drop(event: RunEvent) -> None:
 
 
 async def resume_stream(
-    agent: Agent[Any], journal: Journal, *, deps: Any = None
+    agent: ChildAgent, journal: Journal, *, deps: Any = None
 ) -> AsyncIterator[RunEvent]:
     """Continue an interrupted run of `agent` from its journal, yielding the new events.
 
@@ -188,7 +222,7 @@ async def resume_stream(
             yield event
 
 
-async def resume(agent: Agent[Any], journal: Journal, *, deps: Any = None) -> RunResult[Any]:
+async def resume(agent: ChildAgent, journal: Journal, *, deps: Any = None) -> RunResult[Any]:
     """Continue an interrupted run from its journal to its result."""
     driver = RunDriver(agent.run_config(deps=deps), journal=Journal(journal.events))
     async for _ in driver.events():

@@ -160,9 +160,10 @@ class LegatoActivities:
     def _register_children(self, name: str, agent: Agent[Any]) -> None:
         """Register the agents `agent`'s tools run as children (`<name>/<tool>`), if new."""
         for tool in agent.toolset.tools:
-            child = agent_of(tool)
-            if child is None:
+            found = agent_of(tool)
+            if not isinstance(found, Agent):  # None for other tools
                 continue
+            child = cast("Agent[Any]", found)
             known = self._name_of(child)
             if known is not None and self.agents[known].store is agent.store:
                 continue  # registered already, with its parent's store

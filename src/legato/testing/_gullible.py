@@ -14,8 +14,7 @@ from dataclasses import dataclass, field
 
 from legato.messages import JsonValue, ToolCallPart, ToolResultPart
 from legato.models import ModelProfile, ModelRequest, ModelStreamEvent
-
-from . import _TestModel, call, reply  # pyright: ignore[reportPrivateUsage] - the shared base of the test models
+from legato.testing._base import BaseTestModel, call, reply
 
 __all__ = ["GullibleModel", "Obey", "Step"]
 
@@ -38,7 +37,7 @@ class Obey:
     """The calls it makes then, in one turn."""
 
 
-class GullibleModel(_TestModel):
+class GullibleModel(BaseTestModel):
     """Follows `plan` (a list of turns, each a list of calls) and obeys every `obey` it sees."""
 
     def __init__(

@@ -10,12 +10,12 @@ from typing import TYPE_CHECKING, Any, Generic, Protocol, cast, runtime_checkabl
 
 from typing_extensions import TypeVar
 
-from legato.events import Journal, ToolProgress
 from legato.exceptions import ToolError
 from legato.messages import Message, Usage
 from legato.tools._contract import StateAccess
 
 if TYPE_CHECKING:  # type-only: a tool is handed the run's model, never imports a provider
+    from legato.events import Journal, ToolProgress
     from legato.models import Model
 
 __all__ = ["RunBudget", "RunContext", "RunScope"]
@@ -139,6 +139,8 @@ class RunContext(Generic[DepsT]):
         scope = self.scope
         if scope is None or self.tool_call_id is None:
             return
+        from legato.events import ToolProgress  # loaded with the run, not with the tools
+
         scope.progress(
             ToolProgress(
                 run_id=self.run_id,

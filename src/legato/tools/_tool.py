@@ -13,7 +13,6 @@ from typing import Any, Literal, TypeAlias, cast, get_args, get_type_hints, over
 from legato._values import value_class
 from legato.exceptions import ToolArgumentsInvalid, ToolDefinitionError
 from legato.messages import JsonValue, ToolDefinition
-from legato.models.dialects import strict_problem
 from legato.tools._context import RunContext
 from legato.tools._contract import Postcondition, Precondition, ToolContract, conditions
 from legato.tools._isolation import Isolation, call_in_process, call_in_thread, check_isolatable
@@ -119,6 +118,8 @@ class Tool:
         _check_sinks(self.name, self.parameters, self.sinks)
         _check_options(self)
         if self.strict:
+            from legato.models.dialects import strict_problem  # only a strict tool needs it
+
             problem = strict_problem(self.parameters)
             if problem is not None:
                 logger.warning(

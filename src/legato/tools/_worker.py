@@ -17,7 +17,7 @@ import struct
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol, cast, runtime_checkable
 
 __all__ = [
     "BOOT",
@@ -25,6 +25,7 @@ __all__ = [
     "STARTED",
     "FunctionRef",
     "Inbox",
+    "WrapsFunction",
     "function_ref",
     "kill_group",
     "send",
@@ -44,6 +45,21 @@ class FunctionRef:
 
     module: str
     qualname: str
+
+
+@runtime_checkable
+class WrapsFunction(Protocol):
+    """What `@tool` leaves under a function's name (a `Tool`): the function is inside it.
+
+    The worker finds a function by its module and qualified name; when that name holds a
+    wrapper of the same function, it calls the function inside. Declared here, on the
+    lower side, so that the worker need not import the tools that wrap.
+    """
+
+    @property
+    def function(self) -> Callable[..., Any]:
+        """The wrapped function."""
+        ...
 
 
 def function_ref(function: Callable[..., Any]) -> FunctionRef:
@@ -278,8 +294,6 @@ def _main_target(main: tuple[str, str] | None) -> Any:
 def _resolve(ref: FunctionRef, main: tuple[str, str] | None) -> Callable[..., Any]:
     import importlib
 
-    from legato.tools._tool import Tool
-
     target: Any
     if ref.module != "__main__":
         target = importlib.import_module(ref.module)
@@ -288,7 +302,9 @@ def _resolve(ref: FunctionRef, main: tuple[str, str] | None) -> Callable[..., An
     for part in ref.qualname.split("."):
         target = getattr(target, part)
     # `@tool` leaves a `Tool` under the function's name; the function is inside it
-    return target.function if isinstance(target, Tool) else target
+    if isinstance(target, WrapsFunction) and target.function.__qualname__ == ref.qualname:
+        return target.function
+    return cast("Callable[..., Any]", target)
 
 
 def _read_message(fd: int) -> bytes | None:

@@ -16,6 +16,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Literal, Protocol, TypeAlias
 
+import legato.tracing._conventions as sc
 from legato.events import (
     ChildEvent,
     ModelRequested,
@@ -30,7 +31,6 @@ from legato.events import (
     ToolCallStarted,
 )
 from legato.messages import Usage
-from legato.tracing import _conventions as sc
 
 __all__ = ["AttributeValue", "SpanBuilder", "SpanKey", "SpanSink"]
 
