@@ -18,7 +18,7 @@ import weakref
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping
 from dataclasses import field
 from functools import cache, lru_cache
-from typing import Any, Generic, Literal, TypeVar, cast
+from typing import Any, Generic, Literal, Protocol, TypeVar, cast
 
 from legato._values import value_class
 from legato.exceptions import (
@@ -44,6 +44,7 @@ from legato.models.retry import RetryPolicy, retrying_stream
 
 __all__ = [
     "ProviderModel",
+    "ReadState",
     "aiohttp_error",
     "ProviderSettings",
     "cost_in_dollars",
@@ -541,6 +542,20 @@ def _plain(raw: object) -> object:
 # -- the base class --------------------------------------------------------------------------
 
 
+class ReadState(Protocol):
+    """What a provider's translator gathers while reading one streamed answer."""
+
+    seen: bool
+    """At least one event (chunk) came."""
+
+    def unfinished(self) -> str | None:
+        """None when the answer ended as its API says it must, else how it fell short.
+
+        The text (`"before message_stop"`) goes into the `StreamInterrupted` raised for it.
+        """
+        ...
+
+
 class ProviderModel:
     """A model behind one wire API; subclasses implement one attempt and the error mapping."""
 
@@ -606,6 +621,41 @@ class ProviderModel:
         except (AttributeError, KeyError, TypeError, IndexError, ValueError) as exc:
             reason = f"unexpected response shape ({type(exc).__name__}: {exc})"
             raise parse_error(self.provider, _plain(raw), reason) from exc
+
+    async def _read_stream(
+        self,
+        events: AsyncIterator[Any],
+        translate: Callable[..., list[ModelStreamEvent]],
+        state: ReadState,
+        *args: Any,
+        close: Callable[[], Awaitable[object]] | None = None,
+    ) -> AsyncIterator[ModelStreamEvent]:
+        """Read a streamed answer: each event through `translate(event, *args)`, then check it ended.
+
+        The one reading loop of every provider: `translate` is the provider's event
+        translator (it fills `state` and returns the neutral events to yield). An exception
+        that breaks the stream off becomes the legato error for it (`_broken`); `close`
+        (the HTTP response's or the SDK stream's) runs however the reading ends. A stream
+        with no event at all, or one that stopped before its API's end (`state.unfinished()`),
+        raises `StreamInterrupted`.
+        """
+        try:
+            async for raw in events:
+                state.seen = True
+                for event in self._translate(translate, raw, *args):
+                    yield event
+        except Exception as exc:
+            raise self._broken(exc) from exc
+        finally:
+            if close is not None:
+                await close()
+        if not state.seen:
+            msg = f"{self.name}: HTTP 200 but the stream had no events"
+            raise StreamInterrupted(msg, provider=self.provider)
+        missing = state.unfinished()
+        if missing is not None:
+            msg = f"{self.name}: the stream ended {missing}"
+            raise StreamInterrupted(msg, provider=self.provider)
 
     def _broken(self, exc: Exception) -> Exception:
         """What to raise for an exception that broke off a started response."""

@@ -67,7 +67,7 @@ from legato.models._provider import (
 )
 from legato.models._transport import async_transport, use_aiohttp
 from legato.models.assembly import ResponseAssembler
-from legato.models.dialects import apply_dialect
+from legato.models.dialects import wire_schema
 
 __all__ = ["AnthropicModel", "anthropic_messages", "from_name"]
 
@@ -274,6 +274,10 @@ class _State:
         self.kinds.clear()
         self.texted.clear()
 
+    def unfinished(self) -> str | None:
+        """How a streamed answer fell short: no `message_stop`."""
+        return None if self.stopped else "before message_stop"
+
     def keep(self, assembler: ResponseAssembler, block: Obj) -> None:
         """Keep a server-tool block, in its place among the parts."""
         assembler.close_part()
@@ -377,7 +381,7 @@ class AnthropicModel(ProviderModel):
             tool: Obj = {
                 "name": t.name,
                 "description": t.description,
-                "input_schema": apply_dialect(t.parameters, self.profile.schema_dialect),
+                "input_schema": wire_schema(t.parameters, self.profile.schema_dialect),
             }
             tools.append({**tool, "defer_loading": True} if t.defer_loading else tool)
         if any(t.defer_loading for t in request.tools):  # the profile's tool search
@@ -417,11 +421,11 @@ class AnthropicModel(ProviderModel):
             choice = {"type": "tool", "name": request.tool_choice}
         if request.output is not None and not _output_via_tool(request):
             # Thinking forbids a forced tool, so the answer's schema goes as output_config.
-            schema = apply_dialect(request.output.schema, self.profile.schema_dialect)
+            schema = wire_schema(request.output.schema, self.profile.schema_dialect)
             body["output_config"] = {"format": {"type": "json_schema", "schema": schema}}
         elif request.output is not None:
             out = request.output
-            schema = apply_dialect(out.schema, self.profile.schema_dialect)
+            schema = wire_schema(out.schema, self.profile.schema_dialect)
             tools.append(
                 {
                     "name": out.name,
@@ -502,21 +506,11 @@ class AnthropicModel(ProviderModel):
         events = await client.messages.create(
             **sdk_call_arguments(body, typed=_TYPED, stream=True, **options)
         )
-        try:
-            async for event in events:
-                state.seen = True
-                for out in self._translate(self._event, event, assembler, state, output_tool):
-                    yield out
-        except Exception as exc:
-            raise self._broken(exc) from exc
-        finally:
-            await events.close()
-        if not state.seen:
-            msg = f"{self.name}: HTTP 200 but the stream had no events"
-            raise StreamInterrupted(msg, provider=self.provider)
-        if not state.stopped:
-            msg = f"{self.name}: the stream ended before message_stop"
-            raise StreamInterrupted(msg, provider=self.provider)
+        reading = self._read_stream(
+            events, self._event, state, assembler, state, output_tool, close=events.close
+        )
+        async for event in reading:
+            yield event
 
     def _event(
         self, event: Any, assembler: ResponseAssembler, state: _State, output_tool: str | None

@@ -23,7 +23,7 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from typing import Any, cast
 
-from legato.exceptions import ContentFiltered, ModelError, StreamInterrupted
+from legato.exceptions import ContentFiltered, ModelError
 from legato.messages import (
     DocumentPart,
     ImagePart,
@@ -53,7 +53,7 @@ from legato.models._openai_common import (
 )
 from legato.models._provider import ProviderModel, ProviderSettings
 from legato.models.assembly import ResponseAssembler
-from legato.models.dialects import apply_dialect, strict_or_plain
+from legato.models.dialects import wire_schema, wire_strict_or_plain
 
 __all__ = ["OpenAIResponsesModel", "from_name", "responses_input"]
 
@@ -169,9 +169,9 @@ def responses_body(request: ModelRequest, *, model: str, stream: bool) -> Obj:
         tools: list[Obj] = []
         for t in request.tools:
             if t.strict:
-                schema, strict = strict_or_plain(t.name, t.parameters)
+                schema, strict = wire_strict_or_plain(t.name, t.parameters)
             else:
-                schema, strict = apply_dialect(t.parameters, "json_schema"), False
+                schema, strict = wire_schema(t.parameters, "json_schema"), False
             tool: Obj = {"type": "function", "name": t.name, "parameters": schema, "strict": strict}
             if t.description:
                 tool["description"] = t.description
@@ -190,9 +190,9 @@ def responses_body(request: ModelRequest, *, model: str, stream: bool) -> Obj:
         body["text"] = {"format": {"type": "json_object"}}
     elif request.output is not None:
         if request.output.strict:
-            schema, strict = strict_or_plain(request.output.name, request.output.schema)
+            schema, strict = wire_strict_or_plain(request.output.name, request.output.schema)
         else:
-            schema, strict = apply_dialect(request.output.schema, "json_schema"), False
+            schema, strict = wire_schema(request.output.schema, "json_schema"), False
         fmt: Obj = {"type": "json_schema", "name": request.output.name, "schema": schema}
         fmt["strict"] = strict
         body["text"] = {"format": fmt}
@@ -231,6 +231,10 @@ class _State:
     """Citations and built-in tool items, for the message's `provider_details`."""
     refusal: list[str] = field(default_factory=lambda: [])
     """The model's refusal, when it declined to answer."""
+
+    def unfinished(self) -> str | None:
+        """How a streamed answer fell short: no `response.completed` (or `.incomplete`)."""
+        return None if self.done else "before response.completed"
 
     def cite(self, assembler: ResponseAssembler, annotations: list[Obj]) -> None:
         """Attach annotations to the text part just added."""
@@ -300,22 +304,10 @@ class OpenAIResponsesModel(ProviderModel):
             for event in self._translate(self._items, answer.output, assembler, state):
                 yield event
         else:
-            events = answer
-            try:
-                async for event in events:
-                    state.seen = True
-                    for out in self._translate(self._event, event, assembler, state):
-                        yield out
-            except Exception as exc:
-                raise self._broken(exc) from exc
-            finally:
-                await events.close()
-            if not state.seen:
-                msg = f"{self.name}: HTTP 200 but the stream had no events"
-                raise StreamInterrupted(msg, provider=self.provider)
-            if not state.done:
-                msg = f"{self.name}: the stream ended before response.completed"
-                raise StreamInterrupted(msg, provider=self.provider)
+            async for event in self._read_stream(
+                answer, self._event, state, assembler, state, close=answer.close
+            ):
+                yield event
         yield self._completed(assembler, state)
 
     def _event(
