@@ -114,8 +114,8 @@ def _responses(output: list[dict[str, Any]]) -> Message:
     )
     model = OpenAIResponsesModel("gpt-5", api_key="k", base_url="http://127.0.0.1:9")
     assembler, state = ResponseAssembler(provider="openai"), ResponsesState()
-    state.response = response
-    model._items(response.output, assembler, state)
+    # the wire JSON (checked against the SDK's types above) is what the model reads
+    model._whole(response.to_dict(mode="json"), assembler, state)
     return model._completed(assembler, state).response.message
 
 
@@ -188,8 +188,10 @@ def test_a_builtin_item_only_in_response_completed_is_kept() -> None:
     ]
     model = OpenAIResponsesModel("gpt-5", api_key="k", base_url="http://127.0.0.1:9")
     assembler, state = ResponseAssembler(provider="openai"), ResponsesState()
-    for raw in events:
-        model._event(openai_construct(type_=ResponseStreamEvent, value=raw), assembler, state)
+    for raw in events:  # the wire JSON, as the model reads it (shaped as the SDK's types)
+        typed: Any = openai_construct(type_=ResponseStreamEvent, value=raw)
+        assert typed.type == raw["type"]
+        model._event(raw, assembler, state)
     response = model._completed(assembler, state).response
     assert response.message.text == "18 C."
     details = response.message.provider_details or {}

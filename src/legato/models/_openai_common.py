@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import json
 from collections.abc import Mapping
 from typing import Any, cast
@@ -25,6 +26,7 @@ from legato.models._transport import async_transport, use_aiohttp
 __all__ = [
     "CITATIONS",
     "data_url",
+    "http_response",
     "make_clients",
     "map_openai_error",
     "openai_post",
@@ -42,6 +44,17 @@ def data_url(part: ImagePart | DocumentPart) -> str:
     if part.url is not None:
         return part.url
     return f"data:{part.media_type};base64,{part.base64}"
+
+
+@functools.cache
+def http_response() -> type[Any]:
+    """httpx2's `Response`: as `cast_to`, the SDK hands the answer back unread.
+
+    Reading the answer from its JSON (`_chat_read`, the Responses reader) starts here.
+    """
+    from httpx2 import Response
+
+    return Response
 
 
 def make_clients(

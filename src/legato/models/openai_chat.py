@@ -18,7 +18,6 @@ Per-server differences (base URL, key variable, quirks) live in a `ServerProfile
 from __future__ import annotations
 
 import dataclasses
-import functools
 import json
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
@@ -47,6 +46,7 @@ from legato.models._chat_read import ChatState, read_chunk, read_completion, str
 from legato.models._openai_common import (
     CITATIONS,
     data_url,
+    http_response,
     make_clients,
     map_openai_error,
     merge_body,
@@ -342,7 +342,7 @@ class OpenAIChatModel(ProviderModel):
             client,
             "/chat/completions",
             body,
-            cast_to=_http_response(),
+            cast_to=http_response(),
             stream_cls=None,
             stream=stream,
             headers=headers,
@@ -402,14 +402,6 @@ def _cited(response: ModelResponse, annotations: list[dict[str, JsonValue]]) -> 
     return dataclasses.replace(
         response, message=dataclasses.replace(message, provider_details=details)
     )
-
-
-@functools.cache
-def _http_response() -> type[Any]:
-    """httpx2's `Response`: as `cast_to`, the SDK hands the answer back unread."""
-    from httpx2 import Response
-
-    return Response
 
 
 def from_name(model: str) -> OpenAIChatModel:
