@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import importlib
 import os
 import platform
 import statistics
@@ -117,8 +118,7 @@ def _sdk(api: str, url: str) -> tuple[Any, Callable[[bool, str], Awaitable[objec
             return [event.type async for event in events]
 
         return client, messages
-    from google import genai
-
+    genai: Any = importlib.import_module("google.genai")
     client = genai.Client(api_key="AIza-b", http_options={"base_url": url})
     config: Any = {
         "tools": [
@@ -133,11 +133,11 @@ def _sdk(api: str, url: str) -> tuple[Any, Callable[[bool, str], Awaitable[objec
         else:
             config.pop("http_options", None)
         if not stream:
-            r = await client.aio.models.generate_content(
+            r: Any = await client.aio.models.generate_content(
                 model="gemini-2.5-flash", contents=contents, config=config
             )
             return r.candidates
-        chunks = await client.aio.models.generate_content_stream(
+        chunks: Any = await client.aio.models.generate_content_stream(
             model="gemini-2.5-flash", contents=contents, config=config
         )
         return [c.candidates async for c in chunks]
@@ -187,9 +187,8 @@ async def bench(api: str, rounds: int, chunks: int) -> None:
                     (a if first else b).append(await _timed(ours if first else theirs))
             await model.aclose()
             _report(api, label, a, b, per)
-        close = getattr(client, "close", None)
-        if close is not None and asyncio.iscoroutinefunction(close):
-            await close()
+        closing = client.close() if api != "gemini" else client.aio.aclose()
+        await closing
 
 
 def _settings(api: str, extra: str) -> Any:
@@ -215,7 +214,7 @@ def _report(api: str, label: str, ours: list[Sample], raw: list[Sample], per: in
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     parser.add_argument("--rounds", type=int, default=40)
     parser.add_argument("--chunks", type=int, default=500)
     parser.add_argument("--only", default="responses,anthropic,gemini")

@@ -37,9 +37,10 @@ def _whole() -> Message:
         "stop_sequence": None,
         "usage": {"input_tokens": 50, "output_tokens": 20},
     }
-    message = construct_type(type_=AnthropicMessage, value=wire)
+    typed: Any = construct_type(type_=AnthropicMessage, value=wire)  # shaped as the SDK's
+    assert typed.content[0].type == "compaction"
     assembler, state = ResponseAssembler(provider="anthropic"), _State()
-    model._whole(message, assembler, state, None)
+    model._whole(wire, assembler, state, None)  # the wire JSON, as the model reads it
     return model._completed(assembler, state, None).response.message
 
 
@@ -83,8 +84,10 @@ def _streamed() -> Message:
         {"type": "message_stop"},
     ]
     assembler, state = ResponseAssembler(provider="anthropic"), _State()
-    for raw in events:
-        model._event(construct_type(type_=RawMessageStreamEvent, value=raw), assembler, state, None)
+    for raw in events:  # the wire JSON, as the model reads it (shaped as the SDK's types)
+        event: Any = construct_type(type_=RawMessageStreamEvent, value=raw)
+        assert event.type == raw["type"]
+        model._event(raw, assembler, state, None)
     return model._completed(assembler, state, None).response.message
 
 

@@ -47,11 +47,26 @@ def _spy(monkeypatch: pytest.MonkeyPatch, base: type[Any]) -> list[str]:
     return built
 
 
-def _responses(url: str, stream: bool) -> ProviderModel:
+def _model(api: str, url: str, stream: bool) -> ProviderModel:
+    settings = ProviderSettings(stream=stream, retry=RetryPolicy(max_attempts=1))
+    if api == "anthropic":
+        from legato.models.anthropic import AnthropicModel
+
+        return AnthropicModel("claude-sonnet-4-6", base_url=url, api_key="sk-t", settings=settings)
     from legato.models.openai_responses import OpenAIResponsesModel
 
-    settings = ProviderSettings(stream=stream, retry=RetryPolicy(max_attempts=1))
     return OpenAIResponsesModel("gpt-4o", base_url=f"{url}/v1", api_key="sk-t", settings=settings)
+
+
+def _sdk_base(api: str) -> type[Any]:
+    """The SDK's client base class, whose `_process_response_data` builds its types."""
+    if api == "anthropic":
+        import anthropic._base_client
+
+        return anthropic._base_client.BaseClient
+    import openai._base_client
+
+    return openai._base_client.BaseClient
 
 
 async def _answer(model: ProviderModel) -> ModelResponse:
@@ -64,14 +79,13 @@ async def _answer(model: ProviderModel) -> ModelResponse:
     return found
 
 
+@pytest.mark.parametrize("api", ["responses", "anthropic"])
 @pytest.mark.parametrize("stream", [True, False], ids=["stream", "whole"])
-async def test_a_responses_answer_is_read_without_the_sdks_types(
-    sim: WireSimulator, monkeypatch: pytest.MonkeyPatch, stream: bool
+async def test_an_answer_is_read_without_the_sdks_types(
+    sim: WireSimulator, monkeypatch: pytest.MonkeyPatch, stream: bool, api: str
 ) -> None:
-    import openai._base_client
-
-    built = _spy(monkeypatch, openai._base_client.BaseClient)
-    model = _responses(sim.url, stream)
+    built = _spy(monkeypatch, _sdk_base(api))
+    model = _model(api, sim.url, stream)
     sim.enqueue(TURN)
     try:
         response = await _answer(model)
@@ -100,6 +114,25 @@ async def test_twin_the_sdks_typed_call_builds_its_types(
     assert "Response" in built and len(built) > 2
 
 
+async def test_twin_the_anthropic_sdks_typed_call_builds_its_types(
+    sim: WireSimulator, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import anthropic
+    import anthropic._base_client
+
+    built = _spy(monkeypatch, anthropic._base_client.BaseClient)
+    sim.enqueue(TURN, TURN)
+    prompt: Any = [{"role": "user", "content": "Weather?"}]
+    async with anthropic.AsyncAnthropic(base_url=sim.url, api_key="k", max_retries=0) as client:
+        await client.messages.create(model="claude-sonnet-4-6", max_tokens=64, messages=prompt)
+        events = await client.messages.create(
+            model="claude-sonnet-4-6", max_tokens=64, messages=prompt, stream=True
+        )
+        async for _ in events:
+            pass
+    assert "Message" in built and len(built) > 2
+
+
 @pytest.mark.parametrize(
     "payload",
     [{"output": "not a list"}, {"output": [{"type": "message", "content": [7]}]}, ["a list"]],
@@ -112,4 +145,23 @@ def test_a_responses_payload_of_the_wrong_shape_is_a_parse_error(payload: object
     assembler, state = ResponseAssembler(provider="openai"), _State()
     with pytest.raises(ResponseParseError, match="unexpected response shape") as caught:
         model._translate(model._whole, payload, assembler, state)
+    assert caught.value.body == payload
+
+
+@pytest.mark.parametrize(
+    "payload",
+    [
+        {"model": "m", "id": "x", "content": "not a list"},
+        {"model": "m", "id": "x", "content": [{"type": "text"}]},
+        {"content": []},
+    ],
+    ids=["content", "block", "top"],
+)
+def test_an_anthropic_payload_of_the_wrong_shape_is_a_parse_error(payload: object) -> None:
+    from legato.models.anthropic import AnthropicModel, _State
+
+    model = AnthropicModel("claude-sonnet-4-6", api_key="k", base_url="http://127.0.0.1:9")
+    assembler, state = ResponseAssembler(provider="anthropic"), _State()
+    with pytest.raises(ResponseParseError, match="unexpected response shape") as caught:
+        model._translate(model._whole, payload, assembler, state, None)
     assert caught.value.body == payload

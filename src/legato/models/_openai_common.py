@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import functools
 import json
 from collections.abc import Mapping
 from typing import Any, cast
@@ -14,6 +13,7 @@ from legato.models._provider import (
     ProviderSettings,
     aiohttp_error,
     error_from_status,
+    http_response,
     parse_error,
     read_api_key,
     redact,
@@ -44,17 +44,6 @@ def data_url(part: ImagePart | DocumentPart) -> str:
     if part.url is not None:
         return part.url
     return f"data:{part.media_type};base64,{part.base64}"
-
-
-@functools.cache
-def http_response() -> type[Any]:
-    """httpx2's `Response`: as `cast_to`, the SDK hands the answer back unread.
-
-    Reading the answer from its JSON (`_chat_read`, the Responses reader) starts here.
-    """
-    from httpx2 import Response
-
-    return Response
 
 
 def make_clients(

@@ -49,11 +49,11 @@ __all__ = [
     "ProviderSettings",
     "cost_in_dollars",
     "error_from_status",
+    "http_response",
     "parse_error",
     "read_api_key",
     "redact",
     "require",
-    "sdk_call_arguments",
     "shared_ssl_context",
     "transport_error",
 ]
@@ -250,24 +250,16 @@ _CLOSING: set[asyncio.Task[Any]] = set()
 # -- calling SDK methods -----------------------------------------------------------------------
 
 
-def sdk_call_arguments(
-    body: Mapping[str, Any], *, typed: tuple[str, ...], **options: Any
-) -> dict[str, Any]:
-    """Keyword arguments for an SDK method that sends `body` as the JSON body, as built.
+@cache
+def http_response() -> type[Any]:
+    """httpx2's `Response`: as `cast_to` of an SDK's `post`, the answer comes back unread.
 
-    legato builds the wire JSON itself, so the whole body travels in `extra_body` (which the
-    SDKs merge over their own at the top level). Only the fields in `typed` are also passed
-    as the method's own arguments (lists as empty placeholders), because the SDK needs them
-    to pick its return type or its defaults. This skips the SDK's request transformation,
-    which walks every message against its TypedDicts, and sends fields an SDK version does
-    not declare (or no longer lists) unchanged.
+    The OpenAI and Anthropic SDKs document `cast_to=httpx.Response` as the way to an answer
+    they do not model; legato uses it for every answer and reads the JSON itself, once.
     """
-    kwargs: dict[str, Any] = {
-        key: [] if isinstance(body[key], list) else body[key] for key in typed if key in body
-    }
-    kwargs["extra_body"] = dict(body)
-    kwargs.update(options)
-    return kwargs
+    from httpx2 import Response
+
+    return Response
 
 
 # -- errors ------------------------------------------------------------------------------------
