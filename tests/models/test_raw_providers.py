@@ -165,3 +165,41 @@ def test_an_anthropic_payload_of_the_wrong_shape_is_a_parse_error(payload: objec
     with pytest.raises(ResponseParseError, match="unexpected response shape") as caught:
         model._translate(model._whole, payload, assembler, state, None)
     assert caught.value.body == payload
+
+
+async def _anthropic_call(sim: WireSimulator, model_name: str, *, thinking: int | None) -> None:
+    from legato.models import ModelSettings
+    from legato.models.anthropic import AnthropicModel
+
+    settings = ProviderSettings(retry=RetryPolicy(max_attempts=1))
+    model = AnthropicModel(model_name, base_url=sim.url, api_key="sk-t", settings=settings)
+    sim.enqueue(SimTurn(text="Hi."))
+    request = ModelRequest(
+        messages=(Message.user("Hi"),), settings=ModelSettings(thinking_budget=thinking)
+    )
+    try:
+        async for _ in model.stream(request):
+            pass
+    finally:
+        await model.aclose()
+
+
+async def test_a_deprecated_anthropic_model_still_warns_as_the_sdk_did(
+    sim: WireSimulator,
+) -> None:
+    # `messages.create` is no longer called; its warnings come from the SDK's own lists
+    from anthropic._data import DEPRECATED_MODELS, MODELS_TO_WARN_WITH_THINKING_ENABLED
+
+    deprecated = next(iter(DEPRECATED_MODELS))
+    with pytest.warns(DeprecationWarning, match=f"'{deprecated}' is deprecated"):
+        await _anthropic_call(sim, deprecated, thinking=None)
+    with pytest.warns(UserWarning, match="thinking.type=enabled"):
+        await _anthropic_call(sim, MODELS_TO_WARN_WITH_THINKING_ENABLED[0], thinking=1024)
+
+
+async def test_twin_a_current_anthropic_model_gives_no_warning(sim: WireSimulator) -> None:
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        await _anthropic_call(sim, "claude-sonnet-4-6", thinking=1024)

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import warnings
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import Any, cast
@@ -498,6 +499,7 @@ class AnthropicModel(ProviderModel):
     ) -> AsyncIterator[ModelStreamEvent]:
         """One response of the API, translated into `assembler` and `state`."""
         body = self.body(request)
+        _sdk_warnings(body)
         stream = self.settings.stream
         if stream:
             body["stream"] = True
@@ -768,6 +770,36 @@ class AnthropicModel(ProviderModel):
         if isinstance(exc, json.JSONDecodeError):
             return parse_error(self.provider, exc.doc, f"invalid JSON from the server: {exc}")
         return None
+
+
+def _sdk_warnings(body: Obj) -> None:
+    """The warnings `messages.create` gives, from the SDK's own lists (it is not called).
+
+    A deprecated model (`DeprecationWarning`, with its end-of-life date), and thinking of
+    type `enabled` on a model that wants `adaptive` (`UserWarning`).
+    """
+    try:
+        from anthropic._data import DEPRECATED_MODELS, MODELS_TO_WARN_WITH_THINKING_ENABLED
+    except ImportError:  # an SDK version without the lists
+        return
+    model = str(body.get("model"))
+    if model in DEPRECATED_MODELS:
+        msg = (
+            f"The model '{model}' is deprecated and will reach end-of-life on "
+            f"{DEPRECATED_MODELS[model]}. Please migrate to a newer model."
+        )
+        warnings.warn(msg, DeprecationWarning, stacklevel=4)
+    thinking = body.get("thinking")
+    if (
+        model in MODELS_TO_WARN_WITH_THINKING_ENABLED
+        and isinstance(thinking, dict)
+        and cast(Obj, thinking).get("type") == "enabled"
+    ):
+        msg = (
+            f"Using Claude with {model} and 'thinking.type=enabled' is deprecated; "
+            "'thinking.type=adaptive' is the type to use."
+        )
+        warnings.warn(msg, UserWarning, stacklevel=4)
 
 
 def _output_via_tool(request: ModelRequest) -> bool:
