@@ -282,6 +282,8 @@ def targets(summary: dict[str, Any], cfg: Config) -> list[dict[str, Any]]:
     if lg.get("rss_mb") and raw.get("rss_mb"):
         limit = raw["rss_mb"] + 3
         add("RSS after one run ≤ raw + 3 MB", lg["rss_mb"], limit, lg["rss_mb"] <= limit)
+    if not cfg.load:  # `--load none`
+        return out
     big = max(cfg.load)
     mine, theirs, fl = lg.get(f"load{big}"), raw.get(f"load{big}"), floor.get(f"load{big}")
     if mine and theirs:
