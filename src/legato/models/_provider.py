@@ -50,6 +50,8 @@ __all__ = [
     "cost_in_dollars",
     "error_from_status",
     "http_response",
+    "json_array",
+    "json_object",
     "parse_error",
     "read_api_key",
     "redact",
@@ -245,6 +247,30 @@ def _close_on_loop(
 
 _CLOSING: set[asyncio.Task[Any]] = set()
 """Client closings in flight (kept referenced until they finish)."""
+
+
+# -- reading answers from their JSON -----------------------------------------------------------
+
+
+def json_object(value: object) -> dict[str, Any]:
+    """A JSON object of an answer; anything else is a payload of the wrong shape.
+
+    That raises `TypeError`, which `_translate` turns into a `ResponseParseError`.
+    """
+    if not isinstance(value, dict):
+        msg = f"expected a JSON object, got {type(value).__name__}"
+        raise TypeError(msg)
+    return cast(dict[str, Any], value)
+
+
+def json_array(value: object) -> list[Any]:
+    """A JSON array of an answer (absent or null: empty); anything else is `TypeError`."""
+    if value is None:
+        return []
+    if not isinstance(value, list):
+        msg = f"expected a JSON array, got {type(value).__name__}"
+        raise TypeError(msg)
+    return cast(list[Any], value)
 
 
 # -- calling SDK methods -----------------------------------------------------------------------

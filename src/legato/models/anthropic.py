@@ -66,6 +66,8 @@ from legato.models._provider import (
     shared_ssl_context,
     transport_error,
 )
+from legato.models._provider import json_array as _list
+from legato.models._provider import json_object as _obj
 from legato.models._sse import server_sent_events
 from legato.models._transport import async_transport, use_aiohttp
 from legato.models.assembly import ResponseAssembler
@@ -158,24 +160,6 @@ def _kept(block_type: str) -> bool:
     """Whether a block legato cannot represent is kept to be sent back (server-tool blocks)."""
     kept = ("server_tool_use", "mcp_tool_use", "container_upload", "compaction")
     return block_type in kept or block_type.endswith("_tool_result")
-
-
-def _obj(value: object) -> Obj:
-    """A JSON object of the answer; anything else is a payload of the wrong shape."""
-    if not isinstance(value, dict):
-        msg = f"expected a JSON object, got {type(value).__name__}"
-        raise TypeError(msg)
-    return cast(Obj, value)
-
-
-def _list(value: object) -> list[Any]:
-    """A JSON array of the answer (absent or null: empty)."""
-    if value is None:
-        return []
-    if not isinstance(value, list):
-        msg = f"expected a JSON array, got {type(value).__name__}"
-        raise TypeError(msg)
-    return cast(list[Any], value)
 
 
 def _server_blocks(message: Message) -> dict[int, list[Obj]]:

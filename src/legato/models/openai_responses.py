@@ -54,6 +54,8 @@ from legato.models._openai_common import (
     stream_error,
 )
 from legato.models._provider import ProviderModel, ProviderSettings
+from legato.models._provider import json_array as _list
+from legato.models._provider import json_object as _obj
 from legato.models.assembly import ResponseAssembler
 from legato.models.dialects import wire_schema, wire_strict_or_plain
 
@@ -210,24 +212,6 @@ def responses_body(request: ModelRequest, *, model: str, stream: bool) -> Obj:
     if stream:
         body["stream"] = True
     return body
-
-
-def _obj(value: object) -> Obj:
-    """A JSON object of the answer; anything else is a payload of the wrong shape."""
-    if not isinstance(value, dict):
-        msg = f"expected a JSON object, got {type(value).__name__}"
-        raise TypeError(msg)
-    return cast(Obj, value)
-
-
-def _list(value: object) -> list[Any]:
-    """A JSON array of the answer (absent or null: empty)."""
-    if value is None:
-        return []
-    if not isinstance(value, list):
-        msg = f"expected a JSON array, got {type(value).__name__}"
-        raise TypeError(msg)
-    return cast(list[Any], value)
 
 
 @dataclass(slots=True)
