@@ -13,6 +13,10 @@ to. The items of OpenAI's built-in tools (`web_search_call`, `file_search_call`,
 and not sent back: legato sends `store: false`, and such an item is a reference to one the
 server did not keep; their outcome is in the answer text. A `refusal` content part (the
 model declines to answer) raises `ContentFiltered` with the model's words.
+
+The SDK sends the request (auth, base URL, timeouts, status errors); the answer comes back
+as the raw HTTP response and is read once, from its JSON (plain dicts, the server-sent
+events decoded by `legato.models._sse`), never built into the SDK's `Response` objects.
 """
 
 from __future__ import annotations
