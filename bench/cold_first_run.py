@@ -31,9 +31,11 @@ built = time.perf_counter() - wall
 import httpx2
 ssl_built = []
 create = httpx2.create_ssl_context
-def counted(*args, **kwargs):
-    ssl_built.append(1)
-    return create(*args, **kwargs)
+def counted(verify=True, *args, **kwargs):
+    import ssl
+    if not isinstance(verify, ssl.SSLContext):  # one handed in is returned, not built
+        ssl_built.append(1)
+    return create(verify, *args, **kwargs)
 httpx2.create_ssl_context = counted
 started = time.perf_counter()
 assert agent.run_sync("hi").output

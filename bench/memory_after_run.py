@@ -4,8 +4,11 @@ Run: `python bench/memory_after_run.py [--rounds N]`. The parent serves the wire
 (127.0.0.1); each round starts two fresh interpreters in turn (which goes first
 alternates): one makes a chat completion with the raw `openai` SDK, the other runs
 `Agent(OpenAIChatModel(...)).run_sync(...)` against the same server, and each reports its
-RSS after the run (the result still held), the peak RSS and the modules loaded. Prints
-medians, the difference, and how much of legato's process is the price table
+RSS after the run (the result still held), the peak RSS, the modules loaded and the time
+from its first line to the run's end (import + construct + one run). The raw SDK runs
+twice: as installed here (with `openai[aiohttp]`, whose `import openai` imports aiohttp),
+and with aiohttp hidden, as the SDK installed without the extra. Prints medians, the
+differences, and how much of legato's process is the price table
 (`genai_prices`, loaded when a response is priced). Then, in this process, the size of
 a held `RunResult` (tracemalloc, 200 results held) next to its messages alone. Asserts
 nothing.
@@ -23,6 +26,8 @@ import sys
 import tracemalloc
 
 CHILD = r"""
+import time
+wall, cpu = time.perf_counter(), time.process_time()
 import json, sys
 def status(key):
     with open("/proc/self/status") as f:
@@ -30,7 +35,9 @@ def status(key):
             if line.startswith(key):
                 return int(line.split()[1]) / 1024
 url, mode = sys.argv[1], sys.argv[2]
-if mode == "raw":
+if mode == "raw-no-aiohttp":
+    sys.modules["aiohttp"] = None  # as if the SDK were installed without its aiohttp extra
+if mode.startswith("raw"):
     import openai
     client = openai.OpenAI(base_url=url + "/v1", api_key="k", max_retries=0)
     held = client.chat.completions.create(
@@ -48,6 +55,9 @@ print(json.dumps({
     "peak": status("VmHWM"),
     "modules": len(sys.modules),
     "prices": "genai_prices" in sys.modules,
+    "aiohttp": sys.modules.get("aiohttp") is not None,
+    "cold_ms": (time.perf_counter() - wall) * 1e3,
+    "cold_cpu_ms": (time.process_time() - cpu) * 1e3,
 }))
 """
 
@@ -121,25 +131,33 @@ def main() -> None:
     args = parser.parse_args()
     from legato.simulator import SimTurn, WireSimulator
 
-    figures: dict[str, list[dict[str, float]]] = {"raw": [], "legato": []}
+    modes = ("raw", "raw-no-aiohttp", "legato")
+    figures: dict[str, list[dict[str, float]]] = {mode: [] for mode in modes}
     with WireSimulator() as sim:
         for i in range(args.rounds):
-            order = ("raw", "legato") if i % 2 == 0 else ("legato", "raw")
+            order = modes if i % 2 == 0 else modes[::-1]
             for mode in order:
                 sim.enqueue(SimTurn(text="hello there " * 20))
                 figures[mode].append(_child(sim.url, mode))
     print(f"python {sys.version.split()[0]}, {args.rounds} rounds, one fresh process per run")
     for mode, rows in figures.items():
         print(
-            f"  {mode:<7} RSS after one run {statistics.median(r['rss'] for r in rows):6.1f} MB"
+            f"  {mode:<14} RSS after one run {statistics.median(r['rss'] for r in rows):6.1f} MB"
             f"  peak {statistics.median(r['peak'] for r in rows):6.1f} MB"
             f"  modules {statistics.median(r['modules'] for r in rows):5.0f}"
             f"  price table loaded: {all(r['prices'] for r in rows)}"
+            f"  aiohttp loaded: {all(r['aiohttp'] for r in rows)}"
+            f"  cold (import + construct + one run) {statistics.median(r['cold_ms'] for r in rows):6.0f} ms"
+            f", CPU {statistics.median(r['cold_cpu_ms'] for r in rows):6.0f} ms"
         )
-    gap = statistics.median(
-        b["rss"] - a["rss"] for a, b in zip(figures["raw"], figures["legato"], strict=True)
-    )
-    print(f"  legato - raw: {gap:+.1f} MB (target: +3 MB at most)")
+    for raw in ("raw", "raw-no-aiohttp"):
+        pairs = list(zip(figures[raw], figures["legato"], strict=True))
+        gap = statistics.median(b["rss"] - a["rss"] for a, b in pairs)
+        cold = statistics.median(b["cold_cpu_ms"] / a["cold_cpu_ms"] for a, b in pairs)
+        print(
+            f"  legato - {raw}: {gap:+.1f} MB (target: +3 MB at most); "
+            f"cold CPU legato / {raw}: {cold:.2f}x (target: 0.9x at most)"
+        )
     print(f"  of which loading the price table and pricing one call: {_prices_rss():+.1f} MB")
     whole, alone = held_result_sizes()
     print(

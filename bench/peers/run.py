@@ -13,6 +13,7 @@ targets; `bench/peers/plot.py` draws the PNGs from the JSON.
     python bench/peers/run.py                  # everything (about half an hour on 2 cores)
     python bench/peers/run.py --quick          # floor, raw SDK and legato, tiny counts
     python bench/peers/run.py --only legato,raw --here   # this interpreter, no venvs
+    python bench/peers/run.py --only legato,raw --here --load none   # no load rounds
 
 A failed verification or a crashed script is printed as FAILED and the command exits 1.
 """
@@ -281,6 +282,8 @@ def targets(summary: dict[str, Any], cfg: Config) -> list[dict[str, Any]]:
     if lg.get("rss_mb") and raw.get("rss_mb"):
         limit = raw["rss_mb"] + 3
         add("RSS after one run ≤ raw + 3 MB", lg["rss_mb"], limit, lg["rss_mb"] <= limit)
+    if not cfg.load:  # `--load none`
+        return out
     big = max(cfg.load)
     mine, theirs, fl = lg.get(f"load{big}"), raw.get(f"load{big}"), floor.get(f"load{big}")
     if mine and theirs:
@@ -317,6 +320,19 @@ def machine() -> dict[str, Any]:
     }
 
 
+def _config(args: argparse.Namespace) -> Config:
+    """How much to measure, from the options."""
+    cfg = QUICK_CONFIG if args.quick else Config()
+    if args.memory:
+        cfg.memory_count = args.memory
+    if args.rounds:
+        cfg.warm_rounds = cfg.cold_rounds = args.rounds
+    if args.load:  # `200:3,2000:2` as {concurrent runs: rounds}; `none`: no load rounds
+        pairs = [] if args.load == "none" else [x.split(":") for x in args.load.split(",")]
+        cfg.load = {int(n): int(rounds) for n, rounds in pairs}
+    return cfg
+
+
 def main(argv: list[str] | None = None) -> int:
     """Parse the options, measure, print, write the JSON; 1 when anything failed."""
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
@@ -327,6 +343,10 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--out", type=Path, help="results JSON (default bench/peers/results.json)")
     p.add_argument("--memory", type=int, help="idle agents and held sessions (default 1,000)")
     p.add_argument("--rounds", type=int, help="per-run rounds (default 5)")
+    p.add_argument(
+        "--load",
+        help="concurrent runs and their rounds, e.g. 200:3,2000:2 (the default); none: skip",
+    )
     args = p.parse_args(argv)
     names = args.only.split(",") if args.only else (QUICK if args.quick else ALL)
     unknown = [n for n in names if n not in LABELS]
@@ -335,11 +355,7 @@ def main(argv: list[str] | None = None) -> int:
     if "floor" not in names:
         names = ["floor", *names]
     names = [n for n in ALL if n in names]
-    cfg = QUICK_CONFIG if args.quick else Config()
-    if args.memory:
-        cfg.memory_count = args.memory
-    if args.rounds:
-        cfg.warm_rounds = cfg.cold_rounds = args.rounds
+    cfg = _config(args)
     if args.setup:
         for name in names:
             if name != "floor":

@@ -297,3 +297,38 @@ async def test_without_reading_aiohttps_cause_a_hang_up_looks_like_a_timeout(
     with pytest.raises(ModelError) as info:
         await _run(_chat(hang_up.url, "aiohttp"))
     assert type(info.value).__name__ == "ModelTimeout"
+
+
+# -- made on the first request, one SSL context -----------------------------------------------
+
+
+async def test_the_aiohttp_session_is_made_at_the_first_request_on_the_shared_ssl_context(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    sessions: list[aiohttp.TCPConnector] = []
+    certificates: list[str] = []
+    session_init = aiohttp.ClientSession.__init__
+
+    def counted(self: aiohttp.ClientSession, *args: Any, **kwargs: Any) -> None:
+        sessions.append(kwargs["connector"])
+        session_init(self, *args, **kwargs)
+
+    def loaded(*args: Any, **kwargs: Any) -> None:
+        certificates.append("load")  # a CA bundle read: no TLS here, so never
+
+    monkeypatch.setattr(aiohttp.ClientSession, "__init__", counted)
+    monkeypatch.setattr(ssl.SSLContext, "load_verify_locations", loaded)
+    monkeypatch.setattr(ssl.SSLContext, "load_default_certs", loaded)
+    server = ChatServer()
+    await server.start()
+    try:
+        models = [_chat(server.url, "aiohttp"), _chat(server.url, "aiohttp")]
+        assert sessions == []  # constructed: nothing made yet
+        for model in models:
+            assert await _run(model) == "over TLS"
+    finally:
+        await server.close()
+    assert len(sessions) == 2  # one per client, made when it first sent
+    shared = provider.shared_ssl_context()
+    assert all(connector._ssl is shared for connector in sessions)
+    assert certificates == []

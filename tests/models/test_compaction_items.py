@@ -37,9 +37,10 @@ def _whole() -> Message:
         "stop_sequence": None,
         "usage": {"input_tokens": 50, "output_tokens": 20},
     }
-    message = construct_type(type_=AnthropicMessage, value=wire)
+    typed: Any = construct_type(type_=AnthropicMessage, value=wire)  # shaped as the SDK's
+    assert typed.content[0].type == "compaction"
     assembler, state = ResponseAssembler(provider="anthropic"), _State()
-    model._whole(message, assembler, state, None)
+    model._whole(wire, assembler, state, None)  # the wire JSON, as the model reads it
     return model._completed(assembler, state, None).response.message
 
 
@@ -83,8 +84,10 @@ def _streamed() -> Message:
         {"type": "message_stop"},
     ]
     assembler, state = ResponseAssembler(provider="anthropic"), _State()
-    for raw in events:
-        model._event(construct_type(type_=RawMessageStreamEvent, value=raw), assembler, state, None)
+    for raw in events:  # the wire JSON, as the model reads it (shaped as the SDK's types)
+        event: Any = construct_type(type_=RawMessageStreamEvent, value=raw)
+        assert event.type == raw["type"]
+        model._event(raw, assembler, state, None)
     return model._completed(assembler, state, None).response.message
 
 
@@ -114,8 +117,8 @@ def _responses(output: list[dict[str, Any]]) -> Message:
     )
     model = OpenAIResponsesModel("gpt-5", api_key="k", base_url="http://127.0.0.1:9")
     assembler, state = ResponseAssembler(provider="openai"), ResponsesState()
-    state.response = response
-    model._items(response.output, assembler, state)
+    # the wire JSON (checked against the SDK's types above) is what the model reads
+    model._whole(response.to_dict(mode="json"), assembler, state)
     return model._completed(assembler, state).response.message
 
 
@@ -188,8 +191,10 @@ def test_a_builtin_item_only_in_response_completed_is_kept() -> None:
     ]
     model = OpenAIResponsesModel("gpt-5", api_key="k", base_url="http://127.0.0.1:9")
     assembler, state = ResponseAssembler(provider="openai"), ResponsesState()
-    for raw in events:
-        model._event(openai_construct(type_=ResponseStreamEvent, value=raw), assembler, state)
+    for raw in events:  # the wire JSON, as the model reads it (shaped as the SDK's types)
+        typed: Any = openai_construct(type_=ResponseStreamEvent, value=raw)
+        assert typed.type == raw["type"]
+        model._event(raw, assembler, state)
     response = model._completed(assembler, state).response
     assert response.message.text == "18 C."
     details = response.message.provider_details or {}

@@ -62,8 +62,8 @@ def _read(response: Response) -> Message:
     model = OpenAIResponsesModel("deepseek-reasoner", api_key="k", base_url="http://127.0.0.1:9")
     assembler = ResponseAssembler(provider="openai")
     state = _State()
-    state.response = response
-    model._items(response.output, assembler, state)
+    # the wire JSON (checked against the SDK's types) is what the model reads
+    model._whole(response.to_dict(mode="json"), assembler, state)
     return model._completed(assembler, state).response.message
 
 

@@ -56,6 +56,12 @@ class ChatState:
     annotations: list[dict[str, JsonValue]] = field(default_factory=lambda: [])
     """The answer's citations, flattened."""
 
+    def unfinished(self) -> str | None:
+        """How a streamed answer fell short: neither a finish reason nor `[DONE]`."""
+        if self.finish is None and not self.done:
+            return "without a finish reason or [DONE]"
+        return None
+
 
 async def stream_chunks(
     chunks: AsyncIterator[bytes], *, provider: str, state: ChatState | None = None

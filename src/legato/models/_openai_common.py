@@ -13,6 +13,7 @@ from legato.models._provider import (
     ProviderSettings,
     aiohttp_error,
     error_from_status,
+    http_response,
     parse_error,
     read_api_key,
     redact,
@@ -25,6 +26,7 @@ from legato.models._transport import async_transport, use_aiohttp
 __all__ = [
     "CITATIONS",
     "data_url",
+    "http_response",
     "make_clients",
     "map_openai_error",
     "openai_post",

@@ -18,7 +18,7 @@ import weakref
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping
 from dataclasses import field
 from functools import cache, lru_cache
-from typing import Any, Generic, Literal, TypeVar, cast
+from typing import Any, Generic, Literal, Protocol, TypeVar, cast
 
 from legato._values import value_class
 from legato.exceptions import (
@@ -44,15 +44,18 @@ from legato.models.retry import RetryPolicy, retrying_stream
 
 __all__ = [
     "ProviderModel",
+    "ReadState",
     "aiohttp_error",
     "ProviderSettings",
     "cost_in_dollars",
     "error_from_status",
+    "http_response",
+    "json_array",
+    "json_object",
     "parse_error",
     "read_api_key",
     "redact",
     "require",
-    "sdk_call_arguments",
     "shared_ssl_context",
     "transport_error",
 ]
@@ -246,27 +249,43 @@ _CLOSING: set[asyncio.Task[Any]] = set()
 """Client closings in flight (kept referenced until they finish)."""
 
 
+# -- reading answers from their JSON -----------------------------------------------------------
+
+
+def json_object(value: object) -> dict[str, Any]:
+    """A JSON object of an answer; anything else is a payload of the wrong shape.
+
+    That raises `TypeError`, which `_translate` turns into a `ResponseParseError`.
+    """
+    if not isinstance(value, dict):
+        msg = f"expected a JSON object, got {type(value).__name__}"
+        raise TypeError(msg)
+    return cast(dict[str, Any], value)
+
+
+def json_array(value: object) -> list[Any]:
+    """A JSON array of an answer (absent or null: empty); anything else is `TypeError`."""
+    if value is None:
+        return []
+    if not isinstance(value, list):
+        msg = f"expected a JSON array, got {type(value).__name__}"
+        raise TypeError(msg)
+    return cast(list[Any], value)
+
+
 # -- calling SDK methods -----------------------------------------------------------------------
 
 
-def sdk_call_arguments(
-    body: Mapping[str, Any], *, typed: tuple[str, ...], **options: Any
-) -> dict[str, Any]:
-    """Keyword arguments for an SDK method that sends `body` as the JSON body, as built.
+@cache
+def http_response() -> type[Any]:
+    """httpx2's `Response`: as `cast_to` of an SDK's `post`, the answer comes back unread.
 
-    legato builds the wire JSON itself, so the whole body travels in `extra_body` (which the
-    SDKs merge over their own at the top level). Only the fields in `typed` are also passed
-    as the method's own arguments (lists as empty placeholders), because the SDK needs them
-    to pick its return type or its defaults. This skips the SDK's request transformation,
-    which walks every message against its TypedDicts, and sends fields an SDK version does
-    not declare (or no longer lists) unchanged.
+    The OpenAI and Anthropic SDKs document `cast_to=httpx.Response` as the way to an answer
+    they do not model; legato uses it for every answer and reads the JSON itself, once.
     """
-    kwargs: dict[str, Any] = {
-        key: [] if isinstance(body[key], list) else body[key] for key in typed if key in body
-    }
-    kwargs["extra_body"] = dict(body)
-    kwargs.update(options)
-    return kwargs
+    from httpx2 import Response
+
+    return Response
 
 
 # -- errors ------------------------------------------------------------------------------------
@@ -541,6 +560,20 @@ def _plain(raw: object) -> object:
 # -- the base class --------------------------------------------------------------------------
 
 
+class ReadState(Protocol):
+    """What a provider's translator gathers while reading one streamed answer."""
+
+    seen: bool
+    """At least one event (chunk) came."""
+
+    def unfinished(self) -> str | None:
+        """None when the answer ended as its API says it must, else how it fell short.
+
+        The text (`"before message_stop"`) goes into the `StreamInterrupted` raised for it.
+        """
+        ...
+
+
 class ProviderModel:
     """A model behind one wire API; subclasses implement one attempt and the error mapping."""
 
@@ -606,6 +639,41 @@ class ProviderModel:
         except (AttributeError, KeyError, TypeError, IndexError, ValueError) as exc:
             reason = f"unexpected response shape ({type(exc).__name__}: {exc})"
             raise parse_error(self.provider, _plain(raw), reason) from exc
+
+    async def _read_stream(
+        self,
+        events: AsyncIterator[Any],
+        translate: Callable[..., list[ModelStreamEvent]],
+        state: ReadState,
+        *args: Any,
+        close: Callable[[], Awaitable[object]] | None = None,
+    ) -> AsyncIterator[ModelStreamEvent]:
+        """Read a streamed answer: each event through `translate(event, *args)`, then check it ended.
+
+        The one reading loop of every provider: `translate` is the provider's event
+        translator (it fills `state` and returns the neutral events to yield). An exception
+        that breaks the stream off becomes the legato error for it (`_broken`); `close`
+        (the HTTP response's or the SDK stream's) runs however the reading ends. A stream
+        with no event at all, or one that stopped before its API's end (`state.unfinished()`),
+        raises `StreamInterrupted`.
+        """
+        try:
+            async for raw in events:
+                state.seen = True
+                for event in self._translate(translate, raw, *args):
+                    yield event
+        except Exception as exc:
+            raise self._broken(exc) from exc
+        finally:
+            if close is not None:
+                await close()
+        if not state.seen:
+            msg = f"{self.name}: HTTP 200 but the stream had no events"
+            raise StreamInterrupted(msg, provider=self.provider)
+        missing = state.unfinished()
+        if missing is not None:
+            msg = f"{self.name}: the stream ended {missing}"
+            raise StreamInterrupted(msg, provider=self.provider)
 
     def _broken(self, exc: Exception) -> Exception:
         """What to raise for an exception that broke off a started response."""

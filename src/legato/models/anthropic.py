@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import warnings
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import Any, cast
@@ -58,22 +59,23 @@ from legato.models._provider import (
     ProviderSettings,
     aiohttp_error,
     error_from_status,
+    http_response,
     parse_error,
     read_api_key,
     require,
-    sdk_call_arguments,
     shared_ssl_context,
     transport_error,
 )
+from legato.models._provider import json_array as _list
+from legato.models._provider import json_object as _obj
+from legato.models._sse import server_sent_events
 from legato.models._transport import async_transport, use_aiohttp
 from legato.models.assembly import ResponseAssembler
-from legato.models.dialects import apply_dialect
+from legato.models.dialects import wire_schema
 
 __all__ = ["AnthropicModel", "anthropic_messages", "from_name"]
 
 Obj = dict[str, Any]
-_TYPED = ("model", "messages", "max_tokens")
-"""Body fields also passed as the SDK method's own arguments."""
 
 PROFILE = ModelProfile(
     native_structured_output=True,
@@ -158,13 +160,6 @@ def _kept(block_type: str) -> bool:
     """Whether a block legato cannot represent is kept to be sent back (server-tool blocks)."""
     kept = ("server_tool_use", "mcp_tool_use", "container_upload", "compaction")
     return block_type in kept or block_type.endswith("_tool_result")
-
-
-def _raw(block: Any) -> Obj:
-    """A block as its wire JSON (the fields the server sent)."""
-    if isinstance(block, dict):
-        return cast(Obj, block)
-    return cast(Obj, block.to_dict(mode="json", warnings=False))
 
 
 def _server_blocks(message: Message) -> dict[int, list[Obj]]:
@@ -274,6 +269,10 @@ class _State:
         self.kinds.clear()
         self.texted.clear()
 
+    def unfinished(self) -> str | None:
+        """How a streamed answer fell short: no `message_stop`."""
+        return None if self.stopped else "before message_stop"
+
     def keep(self, assembler: ResponseAssembler, block: Obj) -> None:
         """Keep a server-tool block, in its place among the parts."""
         assembler.close_part()
@@ -377,7 +376,7 @@ class AnthropicModel(ProviderModel):
             tool: Obj = {
                 "name": t.name,
                 "description": t.description,
-                "input_schema": apply_dialect(t.parameters, self.profile.schema_dialect),
+                "input_schema": wire_schema(t.parameters, self.profile.schema_dialect),
             }
             tools.append({**tool, "defer_loading": True} if t.defer_loading else tool)
         if any(t.defer_loading for t in request.tools):  # the profile's tool search
@@ -417,11 +416,11 @@ class AnthropicModel(ProviderModel):
             choice = {"type": "tool", "name": request.tool_choice}
         if request.output is not None and not _output_via_tool(request):
             # Thinking forbids a forced tool, so the answer's schema goes as output_config.
-            schema = apply_dialect(request.output.schema, self.profile.schema_dialect)
+            schema = wire_schema(request.output.schema, self.profile.schema_dialect)
             body["output_config"] = {"format": {"type": "json_schema", "schema": schema}}
         elif request.output is not None:
             out = request.output
-            schema = apply_dialect(out.schema, self.profile.schema_dialect)
+            schema = wire_schema(out.schema, self.profile.schema_dialect)
             tools.append(
                 {
                     "name": out.name,
@@ -484,77 +483,100 @@ class AnthropicModel(ProviderModel):
     ) -> AsyncIterator[ModelStreamEvent]:
         """One response of the API, translated into `assembler` and `state`."""
         body = self.body(request)
+        _sdk_warnings(body)
+        stream = self.settings.stream
+        if stream:
+            body["stream"] = True
         options: Obj = {}
         headers = dict(request.settings.extra_headers or {})
         if "mcp_servers" in body:  # the MCP connector is a beta
             headers.setdefault("anthropic-beta", ANTHROPIC_MCP_BETA)
         if headers:
-            options["extra_headers"] = headers
+            options["headers"] = headers
         if request.settings.timeout is not None:
             options["timeout"] = request.settings.timeout
-        if not self.settings.stream:
-            message = await client.messages.create(
-                **sdk_call_arguments(body, typed=_TYPED, **options)
-            )
-            for event in self._translate(self._whole, message, assembler, state, output_tool):
-                yield event
-            return
-        events = await client.messages.create(
-            **sdk_call_arguments(body, typed=_TYPED, stream=True, **options)
+        # The SDK sends the body as built (auth, base URL, timeouts, status errors) and
+        # hands the answer back raw (`cast_to` the HTTP response); it is read once, here.
+        answer = await client.post(
+            "/v1/messages",
+            cast_to=http_response(),
+            body=body,
+            options=options,
+            stream=stream,
+            stream_cls=None,
         )
         try:
-            async for event in events:
-                state.seen = True
-                for out in self._translate(self._event, event, assembler, state, output_tool):
-                    yield out
-        except Exception as exc:
-            raise self._broken(exc) from exc
+            if not stream:
+                message = json.loads(await answer.aread())
+                for event in self._translate(self._whole, message, assembler, state, output_tool):
+                    yield event
+                return
+            events = self._events(answer)
+            reading = self._read_stream(events, self._event, state, assembler, state, output_tool)
+            async for event in reading:
+                yield event
         finally:
-            await events.close()
-        if not state.seen:
-            msg = f"{self.name}: HTTP 200 but the stream had no events"
-            raise StreamInterrupted(msg, provider=self.provider)
-        if not state.stopped:
-            msg = f"{self.name}: the stream ended before message_stop"
-            raise StreamInterrupted(msg, provider=self.provider)
+            await answer.aclose()
+
+    async def _events(self, answer: Any) -> AsyncIterator[Obj]:
+        """The JSON events of a streamed answer, as the SDK reads them.
+
+        `ping` events and events without a name are skipped; an `error` event raises the
+        legato error for it (`_in_stream_error`).
+        """
+        async for name, data in server_sent_events(answer.aiter_bytes()):
+            if name == "ping" or not name:
+                continue
+            if name == "error":
+                try:
+                    body: object = json.loads(data)
+                except ValueError:
+                    body = data
+                raise self._in_stream_error(body, str(body), dict(answer.headers))
+            if data:
+                yield json.loads(data)
 
     def _event(
-        self, event: Any, assembler: ResponseAssembler, state: _State, output_tool: str | None
+        self, event: Obj, assembler: ResponseAssembler, state: _State, output_tool: str | None
     ) -> list[ModelStreamEvent]:
-        kind: str = event.type
+        kind = event["type"]
         out: list[ModelStreamEvent | None] = []
         if kind == "message_start":
-            message = event.message
-            state.model, state.id = message.model, message.id
-            state.usage.update(_usage_fields(message.usage))
+            message = _obj(event["message"])
+            state.model, state.id = message["model"], message["id"]
+            state.usage.update(_usage_fields(message.get("usage")))
         elif kind == "content_block_start":
-            block = event.content_block
-            state.kinds[event.index] = block.type
-            if block.type == "tool_use":
-                if block.name == output_tool:
-                    state.kinds[event.index] = "output"
+            index: int = event["index"]
+            block = _obj(event["content_block"])
+            block_type = block["type"]
+            state.kinds[index] = block_type
+            if block_type == "tool_use":
+                if block["name"] == output_tool:
+                    state.kinds[index] = "output"
                 else:
                     out.append(
                         assembler.add_tool_call(
-                            index=state.base + event.index, id=block.id, name=block.name
+                            index=state.base + index, id=block["id"], name=block["name"]
                         )
                     )
-            elif block.type == "redacted_thinking":
-                assembler.add_thinking(signature=block.data, redacted=True)
-            elif block.type == "text":
-                out.append(self._text(event.index, block.text, assembler, state))
-                if block.citations:  # usually `[]` here, the citations following as deltas
-                    state.cites.setdefault(event.index, []).extend(map(_raw, block.citations))
-            elif _kept(str(block.type)):
-                state.kinds[event.index] = "server"
-                state.opaque[event.index] = _raw(block)
+            elif block_type == "redacted_thinking":
+                assembler.add_thinking(signature=block["data"], redacted=True)
+            elif block_type == "text":
+                out.append(self._text(index, block["text"], assembler, state))
+                citations = _list(block.get("citations"))
+                if citations:  # usually `[]` here, the citations following as deltas
+                    state.cites.setdefault(index, []).extend(map(_obj, citations))
+            elif _kept(str(block_type)):
+                state.kinds[index] = "server"
+                state.opaque[index] = block
         elif kind == "content_block_delta":
             out.append(self._delta(event, assembler, state))
         elif kind == "content_block_stop":
-            self._stop_block(event.index, assembler, state)
+            self._stop_block(event["index"], assembler, state)
         elif kind == "message_delta":
-            state.stop = event.delta.stop_reason or state.stop
-            state.usage.update({k: v for k, v in _usage_fields(event.usage).items() if v})
+            state.stop = _obj(event["delta"]).get("stop_reason") or state.stop
+            usage = _usage_fields(event.get("usage"))
+            state.usage.update({k: v for k, v in usage.items() if v})
         elif kind == "message_stop":
             state.stopped = True
         return [e for e in out if e is not None]
@@ -586,66 +608,73 @@ class AnthropicModel(ProviderModel):
         return delta
 
     def _delta(
-        self, event: Any, assembler: ResponseAssembler, state: _State
+        self, event: Obj, assembler: ResponseAssembler, state: _State
     ) -> ModelStreamEvent | None:
-        delta = event.delta
-        kind: str = delta.type
+        delta = _obj(event["delta"])
+        index: int = event["index"]
+        kind = delta["type"]
         if kind == "text_delta":
-            return self._text(event.index, delta.text, assembler, state)
+            return self._text(index, delta["text"], assembler, state)
         if kind == "citations_delta":
-            state.cites.setdefault(event.index, []).append(_raw(delta.citation))
+            state.cites.setdefault(index, []).append(_obj(delta["citation"]))
             return None
         if kind == "thinking_delta":
-            return assembler.add_thinking(delta.thinking)
+            return assembler.add_thinking(delta["thinking"])
         if kind == "signature_delta":
-            return assembler.add_thinking(signature=delta.signature)
-        if kind == "compaction_delta" and event.index in state.opaque:
-            block = state.opaque[event.index]  # the summary (or its encrypted form) arrives here
-            for name, piece in _raw(delta).items():
+            return assembler.add_thinking(signature=delta["signature"])
+        if kind == "compaction_delta" and index in state.opaque:
+            block = state.opaque[index]  # the summary (or its encrypted form) arrives here
+            for name, piece in delta.items():
                 if name in ("content", "encrypted_content") and isinstance(piece, str):
                     block[name] = (block.get(name) or "") + piece
             return None
         if kind == "input_json_delta":
-            if state.kinds.get(event.index) == "server":
-                state.partial.setdefault(event.index, []).append(delta.partial_json)
+            partial = delta["partial_json"]
+            if state.kinds.get(index) == "server":
+                state.partial.setdefault(index, []).append(partial)
                 return None
-            if state.kinds.get(event.index) == "output":
-                return assembler.add_text(delta.partial_json)
-            return assembler.add_tool_call(
-                index=state.base + event.index, arguments=delta.partial_json
-            )
+            if state.kinds.get(index) == "output":
+                return assembler.add_text(partial)
+            return assembler.add_tool_call(index=state.base + index, arguments=partial)
         return None
 
     def _whole(
-        self, message: Any, assembler: ResponseAssembler, state: _State, output_tool: str | None
+        self, payload: object, assembler: ResponseAssembler, state: _State, output_tool: str | None
     ) -> list[ModelStreamEvent]:
+        message = _obj(payload)
         state.seen = state.stopped = True
-        state.model, state.id, state.stop = message.model, message.id, message.stop_reason
-        state.usage.update(_usage_fields(message.usage))
+        state.model, state.id = message["model"], message["id"]
+        state.stop = message.get("stop_reason")
+        state.usage.update(_usage_fields(message.get("usage")))
         out: list[ModelStreamEvent | None] = []
-        for index, block in enumerate(message.content):
-            if block.type == "text":
-                out.append(assembler.add_text(block.text))
-                if block.text and block.citations:
-                    state.cite(assembler, [_raw(c) for c in block.citations])
-            elif block.type == "thinking":
-                out.append(
-                    assembler.add_thinking(block.thinking, signature=block.signature or None)
-                )
-            elif block.type == "redacted_thinking":
-                assembler.add_thinking(signature=block.data, redacted=True)
-            elif block.type == "tool_use":
-                raw = json.dumps(block.input, ensure_ascii=False)
-                if block.name == output_tool:
-                    out.append(assembler.add_text(raw))
+        for index, raw in enumerate(_list(message["content"])):
+            block = _obj(raw)
+            kind = block["type"]
+            if kind == "text":
+                out.append(assembler.add_text(block["text"]))
+                citations = _list(block.get("citations"))
+                if block["text"] and citations:
+                    state.cite(assembler, [_obj(c) for c in citations])
+            elif kind == "thinking":
+                signature = block.get("signature") or None
+                out.append(assembler.add_thinking(block["thinking"], signature=signature))
+            elif kind == "redacted_thinking":
+                assembler.add_thinking(signature=block["data"], redacted=True)
+            elif kind == "tool_use":
+                arguments = json.dumps(block["input"], ensure_ascii=False)
+                if block["name"] == output_tool:
+                    out.append(assembler.add_text(arguments))
                 else:
                     out.append(
                         assembler.add_tool_call(
-                            index=state.base + index, id=block.id, name=block.name, arguments=raw
+                            index=state.base + index,
+                            id=block["id"],
+                            name=block["name"],
+                            arguments=arguments,
                         )
                     )
-            elif _kept(str(block.type)):
-                state.keep(assembler, _raw(block))
+            elif _kept(str(kind)):
+                state.keep(assembler, block)
             assembler.close_part()
         return [e for e in out if e is not None]
 
@@ -684,19 +713,24 @@ class AnthropicModel(ProviderModel):
         )
         return ResponseCompleted(response=response)
 
+    def _in_stream_error(self, body: object, text: str, headers: dict[str, str]) -> ModelError:
+        """The legato error for an `error` event inside a 200 stream, by its error type."""
+        status = _ERROR_STATUS.get(_error_type(body), 500)
+        if status == 500:
+            msg = f"{self.name}: error inside the stream: {text}"
+            return StreamInterrupted(msg, provider=self.provider, body=body)
+        return error_from_status(status, provider=self.provider, body=body, headers=headers)
+
     def _map_error(self, exc: Exception, started: bool) -> ModelError | None:
         import anthropic as sdk
 
         if isinstance(exc, sdk.APIStatusError):
             body: object = exc.body
-            status = exc.status_code
-            if status < 400:  # an error event inside a 200 stream
-                status = _ERROR_STATUS.get(_error_type(body), 500)
-                if status == 500:
-                    msg = f"{self.name}: error inside the stream: {exc}"
-                    return StreamInterrupted(msg, provider=self.provider, body=body)
+            headers = dict(exc.response.headers)
+            if exc.status_code < 400:  # an error event inside a 200 stream
+                return self._in_stream_error(body, str(exc), headers)
             return error_from_status(
-                status, provider=self.provider, body=body, headers=dict(exc.response.headers)
+                exc.status_code, provider=self.provider, body=body, headers=headers
             )
         if isinstance(exc, sdk.APIConnectionError):  # its subclass APITimeoutError included
             mapped = aiohttp_error(exc, provider=self.provider, started=started)
@@ -722,6 +756,36 @@ class AnthropicModel(ProviderModel):
         return None
 
 
+def _sdk_warnings(body: Obj) -> None:
+    """The warnings `messages.create` gives, from the SDK's own lists (it is not called).
+
+    A deprecated model (`DeprecationWarning`, with its end-of-life date), and thinking of
+    type `enabled` on a model that wants `adaptive` (`UserWarning`).
+    """
+    try:
+        from anthropic._data import DEPRECATED_MODELS, MODELS_TO_WARN_WITH_THINKING_ENABLED
+    except ImportError:  # an SDK version without the lists
+        return
+    model = str(body.get("model"))
+    if model in DEPRECATED_MODELS:
+        msg = (
+            f"The model '{model}' is deprecated and will reach end-of-life on "
+            f"{DEPRECATED_MODELS[model]}. Please migrate to a newer model."
+        )
+        warnings.warn(msg, DeprecationWarning, stacklevel=4)
+    thinking = body.get("thinking")
+    if (
+        model in MODELS_TO_WARN_WITH_THINKING_ENABLED
+        and isinstance(thinking, dict)
+        and cast(Obj, thinking).get("type") == "enabled"
+    ):
+        msg = (
+            f"Using Claude with {model} and 'thinking.type=enabled' is deprecated; "
+            "'thinking.type=adaptive' is the type to use."
+        )
+        warnings.warn(msg, UserWarning, stacklevel=4)
+
+
 def _output_via_tool(request: ModelRequest) -> bool:
     """Structured output rides on a forced tool, unless thinking is on (it forbids that)."""
     return request.output is not None and not request.settings.thinking_budget
@@ -732,17 +796,19 @@ def _error_type(body: object) -> str:
     return str(cast(Obj, error).get("type")) if isinstance(error, dict) else ""
 
 
-def _usage_fields(usage: Any) -> Obj:
-    if usage is None:
+def _usage_fields(raw: object) -> Obj:
+    if raw is None:
         return {}
+    usage = _obj(raw)
     names = (
         "input_tokens",
         "output_tokens",
         "cache_read_input_tokens",
         "cache_creation_input_tokens",
     )
-    fields: Obj = {n: getattr(usage, n, None) for n in names if getattr(usage, n, None) is not None}
-    searches = getattr(getattr(usage, "server_tool_use", None), "web_search_requests", None)
+    fields: Obj = {n: usage[n] for n in names if usage.get(n) is not None}
+    tools = usage.get("server_tool_use")
+    searches = _obj(tools).get("web_search_requests") if tools is not None else None
     if searches is not None:
         fields["web_search_requests"] = searches
     return fields

@@ -16,6 +16,11 @@ Every function returns a new dict and never mutates its input. A schema that a d
 express raises `ToolDefinitionError` naming the place in the schema. For OpenAI strict mode
 the providers do not fail on it: `strict_or_plain` sends that one tool (or output schema)
 without `strict`, with a warning logged once per tool.
+
+The providers go through `wire_schema` and `wire_strict_or_plain`, which build a schema's
+rewrite once per dialect and hand the same dict to every request after that (a tool's
+schema is the same object from one request to the next); a schema changed in place since is
+rewritten again. Those results are shared: read them, never change them.
 """
 
 from __future__ import annotations
@@ -25,7 +30,7 @@ import json
 import logging
 from collections.abc import Callable, Mapping
 from functools import lru_cache
-from typing import TypeAlias
+from typing import Any, TypeAlias, TypeVar, cast
 
 from legato.exceptions import ToolDefinitionError
 from legato.messages import JsonValue
@@ -40,6 +45,8 @@ __all__ = [
     "to_gemini_json_schema",
     "to_json_schema",
     "to_openai_strict",
+    "wire_schema",
+    "wire_strict_or_plain",
 ]
 
 logger = logging.getLogger("legato.models")
@@ -157,6 +164,54 @@ def strict_or_plain(
 @lru_cache(maxsize=512)
 def _warn_not_strict(name: str, reason: str) -> None:
     logger.warning("%r is sent without strict mode: %s", name, reason)
+
+
+# -- built once per schema and dialect ---------------------------------------------------------
+
+T = TypeVar("T")
+_Entry: TypeAlias = tuple[Mapping[str, JsonValue], Schema, object]
+_BUILT: dict[tuple[int, str], _Entry] = {}
+"""`(id(schema), what) -> (schema, a copy of it then, the rewrite)`. Holding the schema
+keeps its id from being reused while the entry lives."""
+_BUILT_LIMIT = 2048
+
+
+def _unchanged(entry: _Entry, schema: Mapping[str, JsonValue]) -> bool:
+    """Whether `entry` was built from this very schema, as it still is."""
+    return entry[0] is schema and entry[1] == schema
+
+
+def _built(what: str, schema: Mapping[str, JsonValue], build: Callable[[], T]) -> T:
+    key = (id(schema), what)
+    entry = _BUILT.get(key)
+    if entry is not None and _unchanged(entry, schema):
+        return cast(T, entry[2])
+    value = build()
+    if len(_BUILT) >= _BUILT_LIMIT:  # tools made per request: start over rather than grow
+        _BUILT.clear()
+    _BUILT[key] = (schema, copy.deepcopy(dict(schema)), value)
+    return value
+
+
+def wire_schema(schema: Mapping[str, JsonValue], dialect: SchemaDialect | str) -> Schema:
+    """`apply_dialect(schema, dialect)`, built once and shared (never change the result).
+
+    `dialect` may also be `"gemini_json_schema"` (`to_gemini_json_schema`).
+    """
+    if dialect == "gemini_json_schema":
+        return _built(dialect, schema, lambda: to_gemini_json_schema(schema))
+    known = cast(SchemaDialect, dialect)
+    return _built(dialect, schema, lambda: apply_dialect(schema, known))
+
+
+def wire_strict_or_plain(
+    name: str, schema: Mapping[str, JsonValue], *, plain: SchemaDialect = "json_schema"
+) -> tuple[Schema, bool]:
+    """`strict_or_plain(name, schema, plain=plain)`, built once and shared (never change it)."""
+    found: Any = _built(
+        f"strict/{plain}/{name}", schema, lambda: strict_or_plain(name, schema, plain=plain)
+    )
+    return cast(tuple[Schema, bool], found)
 
 
 class _Strict:

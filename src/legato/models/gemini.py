@@ -72,7 +72,7 @@ from legato.models._provider import (
 )
 from legato.models._transport import async_transport, use_aiohttp
 from legato.models.assembly import ResponseAssembler
-from legato.models.dialects import apply_dialect, to_gemini_json_schema
+from legato.models.dialects import wire_schema
 
 __all__ = ["GeminiModel", "from_name", "gemini_contents"]
 
@@ -267,6 +267,12 @@ class _State:
     builtin: list[JsonValue] = dataclasses.field(default_factory=lambda: [])
     grounding: dict[str, JsonValue] = dataclasses.field(default_factory=lambda: {})
 
+    def unfinished(self) -> str | None:
+        """How an answer fell short: no finish reason (and no blocked prompt)."""
+        if self.finish is None and self.blocked is None:
+            return "without a finish reason"
+        return None
+
 
 class GeminiModel(ProviderModel):
     """A Gemini model behind the Gemini API."""
@@ -404,18 +410,18 @@ class GeminiModel(ProviderModel):
         if output.free_form:
             return config
         if self.profile.native_json_schema:
-            config["response_json_schema"] = to_gemini_json_schema(output.schema)
+            config["response_json_schema"] = wire_schema(output.schema, "gemini_json_schema")
         else:
-            config["response_schema"] = apply_dialect(output.schema, "gemini")
+            config["response_schema"] = wire_schema(output.schema, "gemini")
         return config
 
     def _parameters(self, schema: dict[str, JsonValue]) -> Obj:
         """A function declaration's schema field: JSON Schema where the model takes it."""
         if self.profile.native_json_schema:
-            return {"parameters_json_schema": to_gemini_json_schema(schema)}
+            return {"parameters_json_schema": wire_schema(schema, "gemini_json_schema")}
         if not schema.get("properties"):  # no parameters: the field is left out, as documented
             return {}  # (an OBJECT without properties is refused)
-        return {"parameters": apply_dialect(schema, self.profile.schema_dialect)}
+        return {"parameters": wire_schema(schema, self.profile.schema_dialect)}
 
     async def _stream_once(self, request: ModelRequest) -> AsyncIterator[ModelStreamEvent]:
         _, contents = gemini_contents(request.messages)
@@ -431,22 +437,16 @@ class GeminiModel(ProviderModel):
             )
             for event in self._translate(self._chunk, response, assembler, state):
                 yield event
+            missing = state.unfinished()
+            if missing is not None:
+                msg = f"{self.name}: the stream ended {missing}"
+                raise StreamInterrupted(msg, provider=self.provider)
         else:
             chunks = await models.generate_content_stream(
                 model=self.model, contents=contents, config=config
             )
-            try:
-                async for chunk in chunks:
-                    for event in self._translate(self._chunk, chunk, assembler, state):
-                        yield event
-            except Exception as exc:
-                raise self._broken(exc) from exc
-            if not state.seen:
-                msg = f"{self.name}: HTTP 200 but the stream had no events"
-                raise StreamInterrupted(msg, provider=self.provider)
-        if state.finish is None and state.blocked is None:
-            msg = f"{self.name}: the stream ended without a finish reason"
-            raise StreamInterrupted(msg, provider=self.provider)
+            async for event in self._read_stream(chunks, self._chunk, state, assembler, state):
+                yield event
         yield self._completed(assembler, state)
 
     def _check_turns(self, contents: list[Obj]) -> None:

@@ -47,7 +47,7 @@ from legato.models._provider import (
 )
 from legato.models._transport import async_transport
 from legato.models.assembly import ResponseAssembler
-from legato.models.dialects import apply_dialect
+from legato.models.dialects import wire_schema
 
 __all__ = ["OllamaModel", "from_name", "ollama_messages"]
 
@@ -126,6 +126,23 @@ class _State:
     output_tokens: int = 0
     calls: int = 0
 
+    def unfinished(self) -> str | None:
+        """How a streamed answer fell short: no line with `done: true`."""
+        return None if self.done else "before done=true"
+
+
+async def _json_lines(chunks: AsyncIterator[bytes]) -> AsyncIterator[bytes]:
+    """The non-blank lines of a newline-delimited JSON body (the last may lack its newline)."""
+    buffer = b""
+    async for piece in chunks:
+        buffer += piece
+        *lines, buffer = buffer.split(b"\n")
+        for line in lines:
+            if line.strip():
+                yield line
+    if buffer.strip():
+        yield buffer
+
 
 _DONE: dict[str, StopReason] = {"stop": StopReason.END_TURN, "length": StopReason.MAX_TOKENS}
 """`done_reason` values; others (`load`, `unload`, future ones) are `StopReason.OTHER`."""
@@ -192,14 +209,14 @@ class OllamaModel(ProviderModel):
                     "function": {
                         "name": t.name,
                         "description": t.description,
-                        "parameters": apply_dialect(t.parameters, self.profile.schema_dialect),
+                        "parameters": wire_schema(t.parameters, self.profile.schema_dialect),
                     },
                 }
                 for t in tools
             ]
         if request.output is not None:
             free = request.output.free_form
-            body["format"] = "json" if free else apply_dialect(request.output.schema, "json_schema")
+            body["format"] = "json" if free else wire_schema(request.output.schema, "json_schema")
         if s.thinking_budget is not None:
             body["think"] = s.thinking_budget > 0
         options: dict[str, object] = {
@@ -232,21 +249,9 @@ class OllamaModel(ProviderModel):
             if response.status_code >= 400:
                 raw = await response.aread()
                 raise _HTTPError(response.status_code, _json_or_text(raw), dict(response.headers))
-            buffer = b""
-            async for piece in response.aiter_bytes():
-                buffer += piece
-                *lines, buffer = buffer.split(b"\n")
-                for line in lines:
-                    for event in self._translate(self._line, line, assembler, state):
-                        yield event
-            for event in self._translate(self._line, buffer, assembler, state):
+            lines = _json_lines(response.aiter_bytes())
+            async for event in self._read_stream(lines, self._line, state, assembler, state):
                 yield event
-        if not state.seen:
-            msg = f"{self.name}: HTTP 200 but the stream had no events"
-            raise StreamInterrupted(msg, provider=self.provider)
-        if not state.done:
-            msg = f"{self.name}: the stream ended before done=true"
-            raise StreamInterrupted(msg, provider=self.provider)
         yield self._completed(assembler, state)
 
     def _line(

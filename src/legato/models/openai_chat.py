@@ -18,7 +18,6 @@ Per-server differences (base URL, key variable, quirks) live in a `ServerProfile
 from __future__ import annotations
 
 import dataclasses
-import functools
 import json
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
@@ -47,6 +46,7 @@ from legato.models._chat_read import ChatState, read_chunk, read_completion, str
 from legato.models._openai_common import (
     CITATIONS,
     data_url,
+    http_response,
     make_clients,
     map_openai_error,
     merge_body,
@@ -55,7 +55,7 @@ from legato.models._openai_common import (
 )
 from legato.models._provider import ProviderModel, ProviderSettings
 from legato.models.assembly import ResponseAssembler
-from legato.models.dialects import apply_dialect, strict_or_plain
+from legato.models.dialects import wire_schema, wire_strict_or_plain
 
 __all__ = ["OPENAI", "OpenAIChatModel", "ServerProfile", "chat_messages", "from_name"]
 
@@ -235,11 +235,11 @@ def chat_body(request: ModelRequest, *, model: str, server: ServerProfile, strea
         tools: list[Obj] = []
         for t in request.tools:
             if t.strict and server.send_strict:
-                schema, strict = strict_or_plain(
+                schema, strict = wire_strict_or_plain(
                     t.name, t.parameters, plain=server.model.schema_dialect
                 )
             else:
-                schema, strict = apply_dialect(t.parameters, server.model.schema_dialect), False
+                schema, strict = wire_schema(t.parameters, server.model.schema_dialect), False
             fn: Obj = {"name": t.name, "parameters": schema}
             if t.description:
                 fn["description"] = t.description
@@ -254,9 +254,9 @@ def chat_body(request: ModelRequest, *, model: str, server: ServerProfile, strea
         body["response_format"] = {"type": "json_object"}
     elif request.output is not None:
         if request.output.strict and server.send_strict:
-            schema, strict = strict_or_plain(request.output.name, request.output.schema)
+            schema, strict = wire_strict_or_plain(request.output.name, request.output.schema)
         else:
-            schema, strict = apply_dialect(request.output.schema, "json_schema"), False
+            schema, strict = wire_schema(request.output.schema, "json_schema"), False
         spec: Obj = {"name": request.output.name, "schema": schema}
         if strict:
             spec["strict"] = True
@@ -342,7 +342,7 @@ class OpenAIChatModel(ProviderModel):
             client,
             "/chat/completions",
             body,
-            cast_to=_http_response(),
+            cast_to=http_response(),
             stream_cls=None,
             stream=stream,
             headers=headers,
@@ -358,20 +358,8 @@ class OpenAIChatModel(ProviderModel):
                     raise StreamInterrupted(msg, provider=self.provider)
             else:
                 chunks = stream_chunks(answer.aiter_bytes(), provider=self.provider, state=state)
-                try:
-                    async for chunk in chunks:
-                        for event in self._translate(read_chunk, chunk, assembler, state):
-                            yield event
-                except Exception as exc:
-                    raise self._broken(exc) from exc
-                if not state.seen:
-                    msg = f"{self.name}: HTTP 200 but the stream had no events"
-                    raise StreamInterrupted(msg, provider=self.provider)
-                if state.finish is None and state.done:
-                    state.finish = "stop"  # complete; the calls, if any, make it TOOL_CALLS
-                if state.finish is None:
-                    msg = f"{self.name}: the stream ended without a finish reason or [DONE]"
-                    raise StreamInterrupted(msg, provider=self.provider)
+                async for event in self._read_stream(chunks, read_chunk, state, assembler, state):
+                    yield event
         finally:
             await answer.aclose()
         yield self._completed(assembler, state)
@@ -414,14 +402,6 @@ def _cited(response: ModelResponse, annotations: list[dict[str, JsonValue]]) -> 
     return dataclasses.replace(
         response, message=dataclasses.replace(message, provider_details=details)
     )
-
-
-@functools.cache
-def _http_response() -> type[Any]:
-    """httpx2's `Response`: as `cast_to`, the SDK hands the answer back unread."""
-    from httpx2 import Response
-
-    return Response
 
 
 def from_name(model: str) -> OpenAIChatModel:

@@ -13,17 +13,21 @@ to. The items of OpenAI's built-in tools (`web_search_call`, `file_search_call`,
 and not sent back: legato sends `store: false`, and such an item is a reference to one the
 server did not keep; their outcome is in the answer text. A `refusal` content part (the
 model declines to answer) raises `ContentFiltered` with the model's words.
+
+The SDK sends the request (auth, base URL, timeouts, status errors); the answer comes back
+as the raw HTTP response and is read once, from its JSON (plain dicts, the server-sent
+events decoded by `legato.models._sse`), never built into the SDK's `Response` objects.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import functools
+import json
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from typing import Any, cast
 
-from legato.exceptions import ContentFiltered, ModelError, StreamInterrupted
+from legato.exceptions import ContentFiltered, ModelError
 from legato.messages import (
     DocumentPart,
     ImagePart,
@@ -41,9 +45,11 @@ from legato.models._base import (
     ToolChoice,
 )
 from legato.models._builtin_wire import responses_builtin
+from legato.models._chat_read import stream_chunks
 from legato.models._openai_common import (
     CITATIONS,
     data_url,
+    http_response,
     make_clients,
     map_openai_error,
     merge_body,
@@ -52,8 +58,10 @@ from legato.models._openai_common import (
     stream_error,
 )
 from legato.models._provider import ProviderModel, ProviderSettings
+from legato.models._provider import json_array as _list
+from legato.models._provider import json_object as _obj
 from legato.models.assembly import ResponseAssembler
-from legato.models.dialects import apply_dialect, strict_or_plain
+from legato.models.dialects import wire_schema, wire_strict_or_plain
 
 __all__ = ["OpenAIResponsesModel", "from_name", "responses_input"]
 
@@ -169,9 +177,9 @@ def responses_body(request: ModelRequest, *, model: str, stream: bool) -> Obj:
         tools: list[Obj] = []
         for t in request.tools:
             if t.strict:
-                schema, strict = strict_or_plain(t.name, t.parameters)
+                schema, strict = wire_strict_or_plain(t.name, t.parameters)
             else:
-                schema, strict = apply_dialect(t.parameters, "json_schema"), False
+                schema, strict = wire_schema(t.parameters, "json_schema"), False
             tool: Obj = {"type": "function", "name": t.name, "parameters": schema, "strict": strict}
             if t.description:
                 tool["description"] = t.description
@@ -190,9 +198,9 @@ def responses_body(request: ModelRequest, *, model: str, stream: bool) -> Obj:
         body["text"] = {"format": {"type": "json_object"}}
     elif request.output is not None:
         if request.output.strict:
-            schema, strict = strict_or_plain(request.output.name, request.output.schema)
+            schema, strict = wire_strict_or_plain(request.output.name, request.output.schema)
         else:
-            schema, strict = apply_dialect(request.output.schema, "json_schema"), False
+            schema, strict = wire_schema(request.output.schema, "json_schema"), False
         fmt: Obj = {"type": "json_schema", "name": request.output.name, "schema": schema}
         fmt["strict"] = strict
         body["text"] = {"format": fmt}
@@ -210,21 +218,12 @@ def responses_body(request: ModelRequest, *, model: str, stream: bool) -> Obj:
     return body
 
 
-def _raw(value: Any) -> Obj:
-    """An SDK object as the JSON the server sent.
-
-    A field of another shape than this SDK version declares is kept as sent, unwarned.
-    """
-    return cast(
-        Obj, value if isinstance(value, dict) else value.to_dict(mode="json", warnings=False)
-    )
-
-
 @dataclass(slots=True)
 class _State:
     seen: bool = False
     done: bool = False
-    response: Any = None
+    response: Obj | None = None
+    """The whole response: the unstreamed answer, or `response.completed`'s."""
     annotations: dict[int, list[Obj]] = field(default_factory=lambda: {})
     """Annotations streamed for each message item, by output index."""
     details: dict[str, list[JsonValue]] = field(default_factory=lambda: {})
@@ -232,15 +231,19 @@ class _State:
     refusal: list[str] = field(default_factory=lambda: [])
     """The model's refusal, when it declined to answer."""
 
+    def unfinished(self) -> str | None:
+        """How a streamed answer fell short: no `response.completed` (or `.incomplete`)."""
+        return None if self.done else "before response.completed"
+
     def cite(self, assembler: ResponseAssembler, annotations: list[Obj]) -> None:
         """Attach annotations to the text part just added."""
         part = assembler.part_count() - 1
         for annotation in annotations:
             self.details.setdefault(CITATIONS, []).append({"part": part, **annotation})
 
-    def keep(self, item: Any) -> None:
+    def keep(self, item: Obj) -> None:
         """Keep a built-in tool's item as metadata (a compaction item to send back), once."""
-        raw = _raw(item)
+        raw = item
         key = _COMPACTION if raw.get("type") in _SENT_BACK else _BUILTIN_ITEMS
         kept = self.details.setdefault(key, [])
         if raw.get("id") is None or all(
@@ -283,127 +286,134 @@ class OpenAIResponsesModel(ProviderModel):
         )
         if request.settings.extra_body:
             body.update(request.settings.extra_body)
-        response_type, event_stream = _sdk_types()
         assembler = ResponseAssembler(provider="openai")
         state = _State()
+        # The answer comes back raw and is read once, from its JSON (as Chat Completions').
         answer = await openai_post(
             client,
             "/responses",
             body,
-            cast_to=response_type,
-            stream_cls=event_stream if stream else None,
+            cast_to=http_response(),
+            stream_cls=None,
+            stream=stream,
             headers=request.settings.extra_headers,
             request_timeout=request.settings.timeout,
         )
-        if not stream:
-            state.response = answer
-            for event in self._translate(self._items, answer.output, assembler, state):
-                yield event
-        else:
-            events = answer
-            try:
-                async for event in events:
-                    state.seen = True
-                    for out in self._translate(self._event, event, assembler, state):
-                        yield out
-            except Exception as exc:
-                raise self._broken(exc) from exc
-            finally:
-                await events.close()
-            if not state.seen:
-                msg = f"{self.name}: HTTP 200 but the stream had no events"
-                raise StreamInterrupted(msg, provider=self.provider)
-            if not state.done:
-                msg = f"{self.name}: the stream ended before response.completed"
-                raise StreamInterrupted(msg, provider=self.provider)
+        try:
+            if not stream:
+                payload = json.loads(await answer.aread())
+                for event in self._translate(self._whole, payload, assembler, state):
+                    yield event
+            else:
+                events = stream_chunks(answer.aiter_bytes(), provider=self.provider)
+                async for event in self._read_stream(events, self._event, state, assembler, state):
+                    yield event
+        finally:
+            await answer.aclose()
         yield self._completed(assembler, state)
 
-    def _event(
-        self, event: Any, assembler: ResponseAssembler, state: _State
+    def _whole(
+        self, payload: Any, assembler: ResponseAssembler, state: _State
     ) -> list[ModelStreamEvent]:
-        kind: str = event.type
+        state.response = _obj(payload)
+        return self._items(state.response.get("output"), assembler, state)
+
+    def _event(
+        self, event: Obj, assembler: ResponseAssembler, state: _State
+    ) -> list[ModelStreamEvent]:
+        kind = event["type"]
         out: list[ModelStreamEvent | None] = []
         if kind == "response.output_text.delta":
-            out.append(assembler.add_text(event.delta))
+            out.append(assembler.add_text(event["delta"]))
         elif kind in ("response.reasoning_summary_text.delta", "response.reasoning_text.delta"):
-            out.append(assembler.add_thinking(event.delta))
+            out.append(assembler.add_thinking(event["delta"]))
         elif kind == "response.output_item.added":
-            item = event.item
-            if item.type == "function_call":
+            item = _obj(event["item"])
+            if item["type"] == "function_call":
                 out.append(
                     assembler.add_tool_call(
-                        index=event.output_index,
-                        id=item.call_id,
-                        name=item.name,
-                        arguments=item.arguments or None,
+                        index=event["output_index"],
+                        id=item.get("call_id"),
+                        name=item.get("name"),
+                        arguments=item.get("arguments") or None,
                     )
                 )
         elif kind == "response.function_call_arguments.delta":
-            out.append(assembler.add_tool_call(index=event.output_index, arguments=event.delta))
+            out.append(
+                assembler.add_tool_call(index=event["output_index"], arguments=event["delta"])
+            )
         elif kind == "response.refusal.delta":
-            state.refusal.append(str(event.delta))
+            state.refusal.append(str(event["delta"]))
         elif kind == "response.output_text.annotation.added":
-            if event.annotation is not None:
-                found = state.annotations.setdefault(event.output_index, [])
-                found.append(_raw(event.annotation))
+            annotation = event.get("annotation")
+            if annotation is not None:
+                found = state.annotations.setdefault(event["output_index"], [])
+                found.append(_obj(annotation))
         elif kind == "response.output_item.done":
             self._item_done(event, assembler, state)
         elif kind in ("response.completed", "response.incomplete"):
             state.done = True
-            state.response = event.response
+            state.response = _obj(event["response"])
         elif kind in ("response.failed", "error"):
             self._raise_failed(event)
         return [e for e in out if e is not None]
 
-    def _item_done(self, event: Any, assembler: ResponseAssembler, state: _State) -> None:
-        item = event.item
-        if item.type == "reasoning":
-            assembler.add_thinking(signature=item.encrypted_content)
-        elif item.type == "message":
-            streamed = state.annotations.pop(event.output_index, None)
+    def _item_done(self, event: Obj, assembler: ResponseAssembler, state: _State) -> None:
+        item = _obj(event["item"])
+        kind = item["type"]
+        if kind == "reasoning":
+            assembler.add_thinking(signature=item.get("encrypted_content"))
+        elif kind == "message":
+            streamed = state.annotations.pop(event["output_index"], None)
             if streamed is None:  # none streamed: the finished item still carries them
-                streamed = [_raw(a) for a in _annotations(item)]
+                streamed = _annotations(item)
             if streamed and _has_text(item):
                 state.cite(assembler, streamed)
             if not state.refusal:  # none streamed: the finished item still carries it
                 state.refusal.extend(_refusals(item))
-        elif item.type not in _OWN_ITEMS:
+        elif kind not in _OWN_ITEMS:
             state.keep(item)
-        if item.type in ("reasoning", "message"):
+        if kind in ("reasoning", "message"):
             assembler.close_part()
 
-    def _raise_failed(self, event: Any) -> None:
+    def _raise_failed(self, event: Obj) -> None:
         """A `response.failed` / `error` event, classified by its error code (`stream_error`)."""
-        response = getattr(event, "response", None)
-        error = getattr(response, "error", None) if response is not None else event
-        code = str(getattr(error, "code", "") or "")
-        message = str(getattr(error, "message", "") or "the response failed")
+        response = event.get("response")
+        error = _obj(response).get("error") if response is not None else event
+        found: Obj = cast(Obj, error) if isinstance(error, dict) else {}
+        code = str(found.get("code") or "")
+        message = str(found.get("message") or "the response failed")
         body = {"error": {"code": code, "message": message}}
         raise stream_error(body, provider=self.provider, text=f"the response failed: {message}")
 
     def _items(
-        self, output: Any, assembler: ResponseAssembler, state: _State
+        self, output: object, assembler: ResponseAssembler, state: _State
     ) -> list[ModelStreamEvent]:
         out: list[ModelStreamEvent | None] = []
-        items: list[Any] = list(output or [])
-        for index, item in enumerate(items):
-            if item.type == "message":
-                for content in item.content:
-                    if content.type == "output_text":
-                        out.append(assembler.add_text(content.text))
-                annotations = [_raw(a) for a in _annotations(item)]
+        for index, raw in enumerate(_list(output)):
+            item = _obj(raw)
+            kind = item["type"]
+            if kind == "message":
+                for content in _list(item["content"]):
+                    if content["type"] == "output_text":
+                        out.append(assembler.add_text(content["text"]))
+                annotations = _annotations(item)
                 if annotations and _has_text(item):
                     state.cite(assembler, annotations)
                 state.refusal.extend(_refusals(item))
                 assembler.close_part()
-            elif item.type == "reasoning":
+            elif kind == "reasoning":
                 text = _reasoning_text(item)
-                out.append(assembler.add_thinking(text or None, signature=item.encrypted_content))
+                signature = item.get("encrypted_content")
+                out.append(assembler.add_thinking(text or None, signature=signature))
                 assembler.close_part()
-            elif item.type == "function_call":
+            elif kind == "function_call":
                 out.append(
                     assembler.add_tool_call(
-                        index=index, id=item.call_id, name=item.name, arguments=item.arguments
+                        index=index,
+                        id=item["call_id"],
+                        name=item["name"],
+                        arguments=item["arguments"],
                     )
                 )
             else:
@@ -411,13 +421,13 @@ class OpenAIResponsesModel(ProviderModel):
         return [e for e in out if e is not None]
 
     def _completed(self, assembler: ResponseAssembler, state: _State) -> ResponseCompleted:
-        response = state.response
+        response: Obj = state.response or {}
         usage = openai_usage(
-            getattr(response, "usage", None), input_key="input_tokens", output_key="output_tokens"
+            response.get("usage"), input_key="input_tokens", output_key="output_tokens"
         )
         stop = StopReason.END_TURN
-        incomplete = getattr(response, "incomplete_details", None)
-        reason = getattr(incomplete, "reason", None)
+        incomplete = response.get("incomplete_details")
+        reason = _obj(incomplete).get("reason") if incomplete is not None else None
         if reason == "content_filter":
             msg = f"{self.name}: the provider withheld the answer (content filter)"
             raise ContentFiltered(msg, provider=self.provider)
@@ -428,19 +438,21 @@ class OpenAIResponsesModel(ProviderModel):
             stop = StopReason.MAX_TOKENS
         elif reason is not None:
             stop = StopReason.OTHER  # an incomplete answer for a reason not documented yet
-        model_name = str(getattr(response, "model", "") or "")
-        output: list[Any] = list(getattr(response, "output", None) or [])
+        model_name = str(response.get("model") or "")
+        output = [_obj(item) for item in _list(response.get("output"))]
         for item in output:  # built-in items a stream announced only in response.completed
-            if item.type not in _OWN_ITEMS:
+            if item["type"] not in _OWN_ITEMS:
                 state.keep(item)
-        searches = sum(1 for item in output if item.type == "web_search_call")
+        searches = sum(1 for item in output if item["type"] == "web_search_call")
         if searches:
             usage = dataclasses.replace(usage, web_searches=searches)
-        reasoning = [item for item in output if item.type == "reasoning"]
+        reasoning = [item for item in output if item["type"] == "reasoning"]
         details: dict[str, JsonValue] = {k: list(v) for k, v in state.details.items()}
         if reasoning:
-            details[_REASONING_IDS] = [str(item.id) for item in reasoning]
-        clear = [str(r.id) for r in reasoning if r.content and not r.encrypted_content]
+            details[_REASONING_IDS] = [str(item["id"]) for item in reasoning]
+        clear = [
+            str(r["id"]) for r in reasoning if r.get("content") and not r.get("encrypted_content")
+        ]
         if clear:
             details[_CLEAR_REASONING_IDS] = list[JsonValue](clear)
         built = assembler.build(
@@ -449,7 +461,7 @@ class OpenAIResponsesModel(ProviderModel):
             stop_reason=stop,
             model_name=model_name,
             cost=self._cost(usage, model_name),
-            provider_response_id=getattr(response, "id", None),
+            provider_response_id=response.get("id"),
         )
         return ResponseCompleted(response=built)
 
@@ -457,49 +469,36 @@ class OpenAIResponsesModel(ProviderModel):
         return map_openai_error(exc, provider=self.provider, started=started)
 
 
-def _annotations(item: Any) -> list[Any]:
+def _annotations(item: Obj) -> list[Obj]:
     """The annotations of a message item's output text."""
-    found: list[Any] = []
-    contents: list[Any] = list(item.content or [])
-    for content in contents:
-        if content.type == "output_text":
-            annotations: list[Any] = list(content.annotations or [])
-            found.extend(a for a in annotations if a is not None)
+    found: list[Obj] = []
+    for content in _list(item.get("content")):
+        if content["type"] == "output_text":
+            found.extend(_obj(a) for a in _list(content.get("annotations")) if a is not None)
     return found
 
 
-def _reasoning_text(item: Any) -> str:
+def _reasoning_text(item: Obj) -> str:
     """A reasoning item's text: its `reasoning_text` content, else its summary.
 
     Some servers (DeepSeek, gpt-oss servers) return the reasoning in clear as content.
     """
-    contents: list[Any] = list(getattr(item, "content", None) or [])
-    clear = "".join(str(c.text) for c in contents if c.type == "reasoning_text")
-    summary: list[Any] = list(item.summary or [])
-    return clear or "".join(str(s.text) for s in summary)
+    contents = _list(item.get("content"))
+    clear = "".join(str(c["text"]) for c in contents if c["type"] == "reasoning_text")
+    return clear or "".join(str(s["text"]) for s in _list(item.get("summary")))
 
 
-def _has_text(item: Any) -> bool:
+def _has_text(item: Obj) -> bool:
     """Whether a message item has output text (and so made a text part to cite)."""
-    contents: list[Any] = list(item.content or [])
-    return any(c.type == "output_text" and c.text for c in contents)
+    return any(c["type"] == "output_text" and c.get("text") for c in _list(item.get("content")))
 
 
-def _refusals(item: Any) -> list[str]:
+def _refusals(item: Obj) -> list[str]:
     """The refusal texts of a message item (a model that declines sends one instead of text)."""
-    contents: list[Any] = list(item.content or [])
-    return [str(c.refusal) for c in contents if c.type == "refusal" and c.refusal]
+    contents = _list(item.get("content"))
+    return [str(c["refusal"]) for c in contents if c["type"] == "refusal" and c.get("refusal")]
 
 
 def from_name(model: str) -> OpenAIResponsesModel:
     """The `openai:` provider: OpenAI's Responses API."""
     return OpenAIResponsesModel(model)
-
-
-@functools.cache
-def _sdk_types() -> tuple[type[Any], type[Any]]:
-    """The SDK's response type and its stream of events (imported on first use)."""
-    from openai import AsyncStream
-    from openai.types.responses import Response, ResponseStreamEvent
-
-    return Response, AsyncStream[ResponseStreamEvent]

@@ -40,7 +40,7 @@ def _drop_first_anthropic_input_delta(monkeypatch: pytest.MonkeyPatch) -> None:
 
     def delta(self: AnthropicModel, event: Any, assembler: ResponseAssembler, state: Any) -> Any:
         nonlocal dropped
-        if event.delta.type == "input_json_delta" and not dropped:
+        if event["delta"]["type"] == "input_json_delta" and not dropped:
             dropped = True
             return None
         return original(self, event, assembler, state)

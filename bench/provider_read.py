@@ -1,0 +1,229 @@
+"""What reading an answer costs, per provider: legato's model against its SDK's typed path.
+
+Run: `python bench/provider_read.py [--rounds N] [--chunks N] [--only responses,anthropic]`.
+For each wire API (OpenAI Responses, Anthropic Messages, Gemini), against the local wire
+simulator over plain http, one process alternates legato's model (`model.stream(request)`,
+every event read) with the same call made by hand through the official SDK (its typed
+objects, every event read): a short answer with a tool call, unstreamed and streamed, and
+a long streamed answer of `--chunks` text pieces (the CPU per chunk). Prints medians of
+wall and CPU time and their ratio; asserts nothing. Run it on two source trees (PYTHONPATH)
+to compare before and after.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import importlib
+import os
+import platform
+import statistics
+import time
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from legato.messages import Message, ToolDefinition
+from legato.models import ModelRequest
+from legato.models._provider import ProviderSettings
+from legato.models.retry import RetryPolicy
+from legato.simulator import SimCall, SimTurn, WireSimulator
+
+WEATHER = ToolDefinition(
+    name="get_weather",
+    description="Current weather for a city.",
+    parameters={
+        "type": "object",
+        "properties": {"city": {"type": "string"}},
+        "required": ["city"],
+    },
+)
+SCHEMA: dict[str, Any] = dict(WEATHER.parameters)
+CALL = SimTurn(
+    text="Let me look.",
+    calls=(SimCall(id="call_1", name="get_weather", arguments={"city": "Paris"}),),
+)
+Sample = tuple[float, float]
+
+
+async def _timed(fn: Callable[[], Awaitable[object]]) -> Sample:
+    wall, cpu = time.perf_counter(), time.process_time()
+    await fn()
+    return time.perf_counter() - wall, time.process_time() - cpu
+
+
+def _model(api: str, url: str, stream: bool) -> Any:
+    settings = ProviderSettings(stream=stream, retry=RetryPolicy(max_attempts=1))
+    if api == "responses":
+        from legato.models.openai_responses import OpenAIResponsesModel
+
+        return OpenAIResponsesModel(
+            "gpt-4o", base_url=f"{url}/v1", api_key="sk-b", settings=settings
+        )
+    if api == "anthropic":
+        from legato.models.anthropic import AnthropicModel
+
+        return AnthropicModel("claude-sonnet-4-6", base_url=url, api_key="sk-b", settings=settings)
+    from legato.models.gemini import GeminiModel
+
+    return GeminiModel("gemini-2.5-flash", base_url=url, api_key="AIza-b", settings=settings)
+
+
+def _sdk(api: str, url: str) -> tuple[Any, Callable[[bool, str], Awaitable[object]]]:
+    """The SDK's async client and one call through its typed path (every event read)."""
+    prompt = [{"role": "user", "content": "Weather in Paris?"}]
+    if api == "responses":
+        import openai
+
+        client: Any = openai.AsyncOpenAI(base_url=f"{url}/v1", api_key="sk-b", max_retries=0)
+        tools: Any = [{"type": "function", "name": "get_weather", "parameters": SCHEMA}]
+
+        async def responses(stream: bool, extra: str) -> object:
+            body: Any = {"metadata": {"chunks": extra}} if extra else {}
+            if not stream:
+                r = await client.responses.create(
+                    model="gpt-4o", input=prompt, tools=tools, store=False, extra_body=body
+                )
+                return [item.type for item in r.output]
+            events = await client.responses.create(
+                model="gpt-4o", input=prompt, tools=tools, store=False, stream=True, extra_body=body
+            )
+            return [event.type async for event in events]
+
+        return client, responses
+    if api == "anthropic":
+        import anthropic
+
+        client = anthropic.AsyncAnthropic(base_url=url, api_key="sk-b", max_retries=0)
+        tools = [{"name": "get_weather", "description": "w", "input_schema": SCHEMA}]
+
+        async def messages(stream: bool, extra: str) -> object:
+            body: Any = {"metadata": {"user_id": f"chunks:{extra}"}} if extra else {}
+            if not stream:
+                m = await client.messages.create(
+                    model="claude-sonnet-4-6",
+                    max_tokens=256,
+                    messages=prompt,
+                    tools=tools,
+                    extra_body=body,
+                )
+                return [block.type for block in m.content]
+            events = await client.messages.create(
+                model="claude-sonnet-4-6",
+                max_tokens=256,
+                messages=prompt,
+                tools=tools,
+                stream=True,
+                extra_body=body,
+            )
+            return [event.type async for event in events]
+
+        return client, messages
+    genai: Any = importlib.import_module("google.genai")
+    client = genai.Client(api_key="AIza-b", http_options={"base_url": url})
+    config: Any = {
+        "tools": [
+            {"function_declarations": [{"name": "get_weather", "parameters_json_schema": SCHEMA}]}
+        ]
+    }
+
+    async def generate(stream: bool, extra: str) -> object:
+        contents: Any = [{"role": "user", "parts": [{"text": "Weather in Paris?"}]}]
+        if extra:
+            config["http_options"] = {"extra_body": {"labels": {"chunks": extra}}}
+        else:
+            config.pop("http_options", None)
+        if not stream:
+            r: Any = await client.aio.models.generate_content(
+                model="gemini-2.5-flash", contents=contents, config=config
+            )
+            return r.candidates
+        chunks: Any = await client.aio.models.generate_content_stream(
+            model="gemini-2.5-flash", contents=contents, config=config
+        )
+        return [c.candidates async for c in chunks]
+
+    return client, generate
+
+
+def _responder(chunks: int) -> Callable[[Any], SimTurn]:
+    pieces = tuple(f"w{i} " for i in range(chunks))
+    long = SimTurn(text="".join(pieces), text_chunks=pieces)
+
+    def respond(request: Any) -> SimTurn:
+        return long if "chunks" in str(request.body) else CALL
+
+    return respond
+
+
+async def bench(api: str, rounds: int, chunks: int) -> None:
+    with WireSimulator(_responder(chunks)) as sim:
+        client, sdk_call = _sdk(api, sim.url)
+        for label, stream, extra, per in (
+            ("tool call, whole", False, "", 1),
+            ("tool call, streamed", True, "", 1),
+            (f"{chunks} chunks, streamed", True, str(chunks), chunks),
+        ):
+            model = _model(api, sim.url, stream)
+            request = ModelRequest(
+                messages=(Message.user("Weather in Paris?"),),
+                tools=(WEATHER,),
+                settings=_settings(api, extra),
+            )
+
+            async def ours(model: Any = model, request: ModelRequest = request) -> None:
+                async for _ in model.stream(request):
+                    pass
+
+            async def theirs(stream: bool = stream, extra: str = extra) -> None:
+                await sdk_call(stream, extra)
+
+            for _ in range(5):
+                await ours()
+                await theirs()
+            a: list[Sample] = []
+            b: list[Sample] = []
+            for i in range(rounds):
+                for first in (True, False) if i % 2 else (False, True):
+                    (a if first else b).append(await _timed(ours if first else theirs))
+            await model.aclose()
+            _report(api, label, a, b, per)
+        closing = client.close() if api != "gemini" else client.aio.aclose()
+        await closing
+
+
+def _settings(api: str, extra: str) -> Any:
+    from legato.models import ModelSettings
+
+    if not extra:
+        return ModelSettings()
+    if api == "anthropic":
+        return ModelSettings(extra_body={"metadata": {"user_id": f"chunks:{extra}"}})
+    if api == "gemini":
+        return ModelSettings(extra_body={"labels": {"chunks": extra}})
+    return ModelSettings(extra_body={"metadata": {"chunks": extra}})
+
+
+def _report(api: str, label: str, ours: list[Sample], raw: list[Sample], per: int) -> None:
+    unit, scale = ("us/chunk", 1e6 / per) if per > 1 else ("ms", 1e3)
+    ow, rw = statistics.median(s[0] for s in ours), statistics.median(s[0] for s in raw)
+    oc, rc = statistics.median(s[1] for s in ours), statistics.median(s[1] for s in raw)
+    print(
+        f"{api:<10} {label:<22} wall legato {ow * scale:8.2f} SDK {rw * scale:8.2f} {unit} "
+        f"{ow / rw:5.2f}x | CPU legato {oc * scale:8.2f} SDK {rc * scale:8.2f} {unit} {oc / rc:5.2f}x"
+    )
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
+    parser.add_argument("--rounds", type=int, default=40)
+    parser.add_argument("--chunks", type=int, default=500)
+    parser.add_argument("--only", default="responses,anthropic,gemini")
+    args = parser.parse_args()
+    load = " ".join(f"{x:.1f}" for x in os.getloadavg())
+    print(f"Python {platform.python_version()}, {os.cpu_count()} CPUs, load {load}")
+    for api in args.only.split(","):
+        asyncio.run(bench(api, args.rounds, args.chunks))
+
+
+if __name__ == "__main__":
+    main()
