@@ -84,6 +84,8 @@ class Config:
     """Concurrent runs -> rounds."""
     tasks: tuple[str, ...] = TASKS
     """Which tasks to run."""
+    gc_threshold: tuple[int, ...] = ()
+    """`gc.set_threshold` for every framework's load task (empty: CPython's default)."""
 
 
 QUICK_CONFIG = Config(
@@ -144,7 +146,10 @@ def measure(fws: list[Framework], cfg: Config, server: MockServer) -> dict[str, 
         for r in range(rounds):
             print(f"{n} concurrent runs, round {r + 1}/{rounds}", flush=True)
             for fw in _order(runnable, r):
-                do(fw, f"load{n}", {"task": "load", "n": n})
+                task: dict[str, Any] = {"task": "load", "n": n}
+                if cfg.gc_threshold:
+                    task["gc_threshold"] = list(cfg.gc_threshold)
+                do(fw, f"load{n}", task)
     return {"reports": raw, "failures": failures}
 
 
@@ -364,6 +369,11 @@ def _config(args: argparse.Namespace, p: argparse.ArgumentParser) -> Config:
             cfg.load = {int(n): int(rounds) for n, rounds in pairs}
         except ValueError:
             p.error(f"--load takes N:ROUNDS[,N:ROUNDS...], not {args.load!r}")
+    if args.gc_threshold:
+        try:
+            cfg.gc_threshold = tuple(int(x) for x in args.gc_threshold.split(","))
+        except ValueError:
+            p.error(f"--gc-threshold takes integers, not {args.gc_threshold!r}")
     return cfg
 
 
@@ -377,6 +387,10 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--out", type=Path, help="results JSON (default bench/peers/results.json)")
     p.add_argument("--memory", type=int, help="idle agents and held sessions (default 1,000)")
     p.add_argument("--rounds", type=int, help="per-run rounds (default 5)")
+    p.add_argument(
+        "--gc-threshold",
+        help="gc.set_threshold for every framework's load task, e.g. 50000,20,100",
+    )
     p.add_argument("--tasks", help="comma-separated tasks (default all): " + ",".join(TASKS))
     p.add_argument(
         "--load",

@@ -349,6 +349,8 @@ def main(adapter: Adapter, imported_at: float) -> None:
     elif kind == "memory":
         out = memory(adapter, url, task["count"])
     elif kind == "load":
+        if task.get("gc_threshold"):  # the same process setting for every framework
+            gc.set_threshold(*task["gc_threshold"])
         out = load(adapter, url, task["n"])
     else:
         raise SystemExit(f"unknown task {kind!r}")
