@@ -203,3 +203,53 @@ def test_a_venv_is_reused_while_its_requirements_are_unchanged(
     (requirements / "raw.txt").write_text("openai==3.58.0\n")  # a new pin
     with pytest.raises(Rebuilt):
         venvs.ensure("raw", log=False)
+
+
+def _load_report(peers: dict[str, ModuleType], fw: Any, n: int) -> dict[str, Any]:
+    with peers["mock"].MockServer() as server:
+        report: dict[str, Any] = peers["harness"].run_task(server, fw, {"task": "load", "n": n})
+    return report
+
+
+def test_concurrent_legato_runs_reuse_their_pooled_connections(
+    peers: dict[str, ModuleType],
+) -> None:
+    # 30 runs at once (and 10 warm-up runs first) make 80 requests; the client's keep-alive
+    # pool serves them on at most one connection per run in flight
+    legato = peers["harness"].Framework(
+        "legato", "legato", sys.executable, PEERS / "agents" / "fw_legato.py", isolated=False
+    )
+    report = _load_report(peers, legato, 30)
+    assert report["runs"] == 40
+    assert 1 <= report["connections"] <= 30
+    assert report["most_open"] <= report["connections"]
+    assert report["cpu_ms_per_run"] > 0
+    assert report["gc_ms_per_run"] >= 0
+
+
+def test_a_client_opening_a_connection_per_request_is_counted(
+    peers: dict[str, ModuleType], tmp_path: Path
+) -> None:
+    # the twin: the floor dropping its connections after each run opens one per run, so the
+    # count exceeds the 30 a pool of connections kept alive needs
+    script = _twin(
+        tmp_path,
+        """
+        import time
+        import _common
+        import fw_floor
+
+        class NoPool(fw_floor.Floor):
+            async def run_async(self, agent, text):
+                result = await super().run_async(agent, text)
+                for _, writer in agent.idle_async:
+                    writer.close()
+                agent.idle_async.clear()
+                return result
+
+        _common.main(NoPool(), time.perf_counter())
+        """,
+    )
+    report = _load_report(peers, _framework(peers, script), 30)
+    assert report["runs"] == 40
+    assert report["connections"] == 40

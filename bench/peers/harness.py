@@ -76,6 +76,7 @@ def run_task(
     prefix = f"{fw.name}.{task['task']}.{uuid.uuid4().hex[:8]}/"
     payload = dict(task, url=server.url, prefix=prefix)
     untagged = server.untagged()
+    server.reset_connections()
     try:
         done = subprocess.run(
             [fw.python, str(fw.script), json.dumps(payload)],
@@ -94,6 +95,7 @@ def run_task(
         tail = " | ".join((done.stderr or done.stdout).strip().splitlines()[-4:])
         raise BenchError(f"{fw.name} {task['task']}: exit {done.returncode}: {tail}")
     report: dict[str, Any] = json.loads(lines[-1][len("RESULT ") :])
+    report["connections"], report["most_open"] = server.connections()
     verify(fw.name, task["task"], report, counts, server.untagged() - untagged)
     return report
 

@@ -49,6 +49,11 @@ class RunCount:
 class _Stats:
     runs: dict[str, RunCount] = field(default_factory=dict[str, RunCount])
     untagged: int = 0
+    connections: int = 0
+    """TCP connections accepted since the server started."""
+    open_now: int = 0
+    most_open: int = 0
+    """The most connections open at once since `reset_connections`."""
 
 
 def _completion(kind: str, *, final_tool: bool) -> dict[str, Any]:
@@ -196,6 +201,25 @@ class MockServer:
         """Requests that carried no run tag (a broken agent script)."""
         return self._stats.untagged
 
+    def connections(self) -> tuple[int, int]:
+        """(connections accepted, the most open at once) since the last reset."""
+        with self._lock:
+            return self._stats.connections, self._stats.most_open
+
+    def reset_connections(self) -> None:
+        """Start counting connections afresh (the ones open now stay counted as open)."""
+        with self._lock:
+            self._stats.connections = 0
+            self._stats.most_open = self._stats.open_now
+
+    def _opened(self, delta: int) -> None:
+        with self._lock:
+            stats = self._stats
+            stats.open_now += delta
+            if delta > 0:
+                stats.connections += 1
+                stats.most_open = max(stats.most_open, stats.open_now)
+
     def _count(self, body: bytes) -> tuple[str, int]:
         """Record one request; returns (its tag, how many requests that tag has now)."""
         match = TAG.search(body)
@@ -215,6 +239,7 @@ class MockServer:
             return tag, count.requests
 
     async def _handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        self._opened(1)
         try:
             while True:
                 try:
@@ -238,6 +263,7 @@ class MockServer:
         except asyncio.CancelledError:  # the server is shutting down: end quietly
             return
         finally:
+            self._opened(-1)
             writer.close()
 
     def _answer(self, method: str, path: str, body: bytes) -> bytes:

@@ -53,6 +53,19 @@ LABELS = {
 ALL = list(LABELS)
 QUICK = ["floor", "raw", "legato"]
 MODES = ["sync", "async", "stream_sync", "stream_async"]
+TASKS = ("cold", "warm", "memory", "load")
+LOAD_FIELDS = (
+    "runs_per_s",
+    "p50_ms",
+    "p99_ms",
+    "cpu_ms_per_run",
+    "gc_ms_per_run",
+    "full_collections",
+    "connections",
+    "most_open",
+)
+"""What the load table reports, medians over rounds (the CPU, GC and connection figures only
+when the script's driver and the mock report them)."""
 VENV = {"legato_atool": "legato"}
 """Variants that run in another framework's venv."""
 OURS = {"legato", "legato_atool", "raw", "floor"}
@@ -70,6 +83,10 @@ class Config:
     memory_count: int = 1000
     load: dict[int, int] = field(default_factory=lambda: {200: 3, 2000: 2})
     """Concurrent runs -> rounds."""
+    tasks: tuple[str, ...] = TASKS
+    """Which tasks to run."""
+    gc_threshold: tuple[int, ...] = ()
+    """`gc.set_threshold` for every framework's load task (empty: CPython's default)."""
 
 
 QUICK_CONFIG = Config(
@@ -113,22 +130,27 @@ def measure(fws: list[Framework], cfg: Config, server: MockServer) -> dict[str, 
         raw[fw.name].setdefault(key, []).append(report)
         print(f"  {fw.name:<14} {key:<10} ok ({report['runs']} runs verified)", flush=True)
 
-    for r in range(cfg.cold_rounds):
+    tasks = cfg.tasks
+    for r in range(cfg.cold_rounds if "cold" in tasks else 0):
         print(f"cold, round {r + 1}/{cfg.cold_rounds}", flush=True)
         for fw in _order(runnable, r):
             do(fw, "cold", {"task": "cold"})
-    for r in range(cfg.warm_rounds):
+    for r in range(cfg.warm_rounds if "warm" in tasks else 0):
         print(f"per run, round {r + 1}/{cfg.warm_rounds}", flush=True)
         for fw in _order(runnable, r):
             do(fw, "warm", {"task": "warm", "runs": cfg.runs, "warmup": cfg.warmup})
-    print(f"memory, {cfg.memory_count} idle agents and held sessions", flush=True)
-    for fw in runnable:
-        do(fw, "memory", {"task": "memory", "count": cfg.memory_count})
-    for n, rounds in cfg.load.items():
+    if "memory" in tasks:
+        print(f"memory, {cfg.memory_count} idle agents and held sessions", flush=True)
+        for fw in runnable:
+            do(fw, "memory", {"task": "memory", "count": cfg.memory_count})
+    for n, rounds in cfg.load.items() if "load" in tasks else ():
         for r in range(rounds):
             print(f"{n} concurrent runs, round {r + 1}/{rounds}", flush=True)
             for fw in _order(runnable, r):
-                do(fw, f"load{n}", {"task": "load", "n": n})
+                task: dict[str, Any] = {"task": "load", "n": n}
+                if cfg.gc_threshold:
+                    task["gc_threshold"] = list(cfg.gc_threshold)
+                do(fw, f"load{n}", task)
     return {"reports": raw, "failures": failures}
 
 
@@ -156,7 +178,7 @@ def _one(tasks: dict[str, list[Any]], cfg: Config) -> dict[str, Any]:
         got = [x for x in tasks.get(f"load{n}", []) if "runs_per_s" in x]
         if got:
             s[f"load{n}"] = {
-                k: _median([x[k] for x in got]) for k in ("runs_per_s", "p50_ms", "p99_ms")
+                k: _median([x[k] for x in got]) for k in LOAD_FIELDS if all(k in x for x in got)
             }
     return s
 
@@ -246,6 +268,19 @@ def tables(summary: dict[str, Any], cfg: Config, skipped: dict[str, str]) -> str
                 _f(x["p99_ms"], nd=0),
             ]
         lines.append("| " + " | ".join(row) + " |")
+    lines += [
+        "",
+        "| framework | concurrent runs | CPU ms per run | of it GC ms | full collections | connections opened | most open at once |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for n in names:
+        for k in cfg.load:
+            x = summary[n].get(f"load{k}")
+            if x is None or "cpu_ms_per_run" not in x:
+                continue
+            row = [LABELS[n], f"{k:,}", _f(x["cpu_ms_per_run"]), _f(x.get("gc_ms_per_run"))]
+            row += [_f(x.get(c), nd=0) for c in ("full_collections", "connections", "most_open")]
+            lines.append("| " + " | ".join(row) + " |")
     for name, why in skipped.items():
         lines.append(f"\n{LABELS[name]}: not run: {why}")
     return "\n".join(lines)
@@ -320,16 +355,29 @@ def machine() -> dict[str, Any]:
     }
 
 
-def _config(args: argparse.Namespace) -> Config:
-    """How much to measure, from the options."""
+def _config(args: argparse.Namespace, p: argparse.ArgumentParser) -> Config:
+    """The configuration the options ask for."""
     cfg = QUICK_CONFIG if args.quick else Config()
     if args.memory:
         cfg.memory_count = args.memory
     if args.rounds:
         cfg.warm_rounds = cfg.cold_rounds = args.rounds
-    if args.load:  # `200:3,2000:2` as {concurrent runs: rounds}; `none`: no load rounds
-        pairs = [] if args.load == "none" else [x.split(":") for x in args.load.split(",")]
-        cfg.load = {int(n): int(rounds) for n, rounds in pairs}
+    if args.tasks:
+        cfg.tasks = tuple(args.tasks.split(","))
+        if bad := [t for t in cfg.tasks if t not in TASKS]:
+            p.error(f"unknown task(s): {', '.join(bad)}")
+    if args.load:
+        try:
+            # `none`: no load rounds
+            pairs = [] if args.load == "none" else [x.split(":") for x in args.load.split(",")]
+            cfg.load = {int(n): int(rounds) for n, rounds in pairs}
+        except ValueError:
+            p.error(f"--load takes N:ROUNDS[,N:ROUNDS...], not {args.load!r}")
+    if args.gc_threshold:
+        try:
+            cfg.gc_threshold = tuple(int(x) for x in args.gc_threshold.split(","))
+        except ValueError:
+            p.error(f"--gc-threshold takes integers, not {args.gc_threshold!r}")
     return cfg
 
 
@@ -344,8 +392,13 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--memory", type=int, help="idle agents and held sessions (default 1,000)")
     p.add_argument("--rounds", type=int, help="per-run rounds (default 5)")
     p.add_argument(
+        "--gc-threshold",
+        help="gc.set_threshold for every framework's load task, e.g. 50000,20,100",
+    )
+    p.add_argument("--tasks", help="comma-separated tasks (default all): " + ",".join(TASKS))
+    p.add_argument(
         "--load",
-        help="concurrent runs and their rounds, e.g. 200:3,2000:2 (the default); none: skip",
+        help="concurrent runs and rounds, e.g. 2000:2 or 200:3,2000:2 (the default); none: skip",
     )
     args = p.parse_args(argv)
     names = args.only.split(",") if args.only else (QUICK if args.quick else ALL)
@@ -355,7 +408,7 @@ def main(argv: list[str] | None = None) -> int:
     if "floor" not in names:
         names = ["floor", *names]
     names = [n for n in ALL if n in names]
-    cfg = _config(args)
+    cfg = _config(args, p)
     if args.setup:
         for name in names:
             if name != "floor":

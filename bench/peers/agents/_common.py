@@ -276,8 +276,29 @@ def memory(adapter: Adapter, url: str, count: int) -> dict[str, Any]:
     return {"idle_agent_kib": round(per_agent, 2), "held_session_kib": round(per_session, 2)}
 
 
+class _GcClock:
+    """A `gc.callbacks` entry: CPU time spent in the cyclic collector, and full collections."""
+
+    def __init__(self) -> None:
+        self.seconds = 0.0
+        self.full = 0
+        self._started = 0.0
+
+    def __call__(self, phase: str, info: dict[str, int]) -> None:
+        if phase == "start":
+            self._started = time.process_time()
+            return
+        self.seconds += time.process_time() - self._started
+        if info["generation"] == 2:
+            self.full += 1
+
+
 def load(adapter: Adapter, url: str, n: int) -> dict[str, Any]:
-    """N concurrent async runs in one loop: throughput and latency percentiles."""
+    """N concurrent async runs in one loop: throughput, latency percentiles, CPU and GC per run.
+
+    CPU is this process's over the N runs; GC is the part of it spent in the cyclic
+    collector (timed by a `gc.callbacks` entry), with the number of full collections.
+    """
     if not adapter.has("async"):
         return {"skipped": "no async API"}
 
@@ -292,14 +313,22 @@ def load(adapter: Adapter, url: str, n: int) -> dict[str, Any]:
 
         await asyncio.gather(*(_one_async(adapter, a, "async") for a in agents(10)))
         ready = agents(n)
+        collected = _GcClock()
+        gc.callbacks.append(collected)
+        cpu = time.process_time()
         t = time.perf_counter()
         took = await asyncio.gather(*(_one_async(adapter, a, "async") for a in ready))
         wall = time.perf_counter() - t
+        cpu = time.process_time() - cpu
+        gc.callbacks.remove(collected)
         await adapter.aclose(model)
         ordered = sorted(took)
         return {
             "runs_per_s": round(n / wall, 2),
             "wall_ms": _ms(wall),
+            "cpu_ms_per_run": _ms(cpu / n),
+            "gc_ms_per_run": _ms(collected.seconds / n),
+            "full_collections": collected.full,
             "p50_ms": _ms(ordered[len(ordered) // 2]),
             "p99_ms": _ms(ordered[min(len(ordered) - 1, int(len(ordered) * 0.99))]),
         }
@@ -320,6 +349,8 @@ def main(adapter: Adapter, imported_at: float) -> None:
     elif kind == "memory":
         out = memory(adapter, url, task["count"])
     elif kind == "load":
+        if task.get("gc_threshold"):  # the same process setting for every framework
+            gc.set_threshold(*task["gc_threshold"])
         out = load(adapter, url, task["n"])
     else:
         raise SystemExit(f"unknown task {kind!r}")
