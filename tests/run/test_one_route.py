@@ -28,6 +28,7 @@ from legato.events import (
     ToolProgress,
     is_journal_event,
 )
+from legato.exceptions import RunCancelled
 from legato.run import RunDriver
 from legato.run._recorder import DURABLE_KINDS
 from legato.run._scope import Scope
@@ -180,6 +181,63 @@ async def test_twin_a_second_route_is_caught(
     caught = 0
     for seed in range(5):
         seen, stored, at_sight = await _run(seed, tmp_path / f"{seed}.db")
+        try:
+            check_one_route(seen, stored, at_sight)
+        except AssertionError:
+            caught += 1
+    assert caught == 5
+
+
+async def _cancelled_run(seed: int, db: Path) -> tuple[list[RunEvent], list[Any], list[int]]:
+    """A run cancelled by its caller at a seeded moment, while calls report progress."""
+    store = SQLiteStore(db)
+    agent = _agent(seed, store)
+    stop_at = random.Random(-seed).randrange(1, 12)
+    seen: list[RunEvent] = []
+    at_sight: list[int] = []
+    handle = agent.start("go")
+    progress = 0
+    with pytest.raises(RunCancelled):
+        async for event in handle.events():
+            seen.append(event)
+            if is_journal_event(event):
+                at_sight.append(len(store.load_run(handle.run_id)))
+            elif isinstance(event, ToolProgress):
+                progress += 1
+                if progress == stop_at:
+                    handle.cancel("the caller stopped it")
+    return seen, list(store.load_run(handle.run_id)), at_sight
+
+
+async def test_a_run_cancelled_mid_flight_streams_its_whole_journal(
+    tmp_path: Path, no_coalescing: None
+) -> None:
+    """The waits the cancel interrupts take nothing off the stream: the end is all there."""
+    for seed in range(20):
+        seen, stored, at_sight = await _cancelled_run(seed, tmp_path / f"{seed}.db")
+        check_one_route(seen, stored, at_sight)
+        assert [e.kind for e in seen if is_journal_event(e)][-1] == "run_failed"
+        assert any(e.kind == "cancel_requested" for e in seen)
+
+
+async def test_twin_a_wait_that_drops_what_it_holds_when_cancelled_is_caught(
+    tmp_path: Path, no_coalescing: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A wait that takes events off the stream and loses them when cancelled."""
+    wait = Scope.wait
+
+    async def lossy(self: Scope, tasks: Any) -> AsyncGenerator[None]:
+        try:
+            async for _ in wait(self, tasks):
+                yield
+        except asyncio.CancelledError:
+            self._stream.take()  # what was on its way to the caller is lost
+            raise
+
+    monkeypatch.setattr(Scope, "wait", lossy)
+    caught = 0
+    for seed in range(5):
+        seen, stored, at_sight = await _cancelled_run(seed, tmp_path / f"{seed}.db")
         try:
             check_one_route(seen, stored, at_sight)
         except AssertionError:
