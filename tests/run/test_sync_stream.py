@@ -95,7 +95,11 @@ def test_one_task_and_one_context_drive_the_whole_stream(monkeypatch: pytest.Mon
 def test_twin_a_runner_run_per_item_makes_a_task_per_item(monkeypatch: pytest.MonkeyPatch) -> None:
     """Without the main-thread driver (the path worker threads still take): a task per item."""
     runs = _runner_runs(monkeypatch)
-    monkeypatch.setattr(facade, "_iterate_on_main", _per_item)
+
+    def per_item(self: facade._MainLoop, iterator: AsyncIterator[object]) -> Iterator[object]:
+        return _per_item(self._get(), iterator)
+
+    monkeypatch.setattr(facade._MainLoop, "iterate", per_item)
     source = _Source(5)
     assert list(iterate_sync(source.items())) == [0, 1, 2, 3, 4]
     assert len({id(task) for task in source.tasks}) == 5

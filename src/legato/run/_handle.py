@@ -16,14 +16,14 @@ import asyncio
 import collections
 import contextlib
 import threading
-from collections.abc import AsyncGenerator, AsyncIterator
+from collections.abc import AsyncIterator
 from typing import Generic, Literal
 
 from typing_extensions import TypeVar
 
 from legato.events import Journal, RunEvent
 from legato.exceptions import ConfigurationError, RunCancelled, RunParked, RunTimedOut
-from legato.run import _cancel
+from legato.run._cancel import register, unregister
 from legato.run._loop import RunDriver
 from legato.run._result import RunResult
 
@@ -35,20 +35,10 @@ OutputT = TypeVar("OutputT", default=str)
 class RunHandle(Generic[OutputT]):
     """A started run: `await handle.result()`, `handle.events()`, `handle.cancel()`."""
 
-    def __init__(
-        self,
-        driver: RunDriver[OutputT],
-        *,
-        events: AsyncGenerator[RunEvent] | None = None,
-        timeout: float | None = None,
-    ) -> None:
-        """Start driving `driver` on the running event loop.
-
-        `events` is the run's stream when it is wrapped (e.g. persisted to a store); by
-        default the driver's own.
-        """
+    def __init__(self, driver: RunDriver[OutputT], *, timeout: float | None = None) -> None:
+        """Start driving `driver` on the running event loop."""
         self._driver = driver
-        self._events = events if events is not None else driver.events()
+        self._events = driver.events()
         self._buffer: collections.deque[RunEvent] = collections.deque()
         self._ready = asyncio.Event()
         self._ended = False
@@ -66,7 +56,7 @@ class RunHandle(Generic[OutputT]):
         self._timer = (
             loop.call_later(timeout, self._time_out, timeout) if timeout is not None else None
         )
-        self._key = _cancel.register(self)
+        self._key = register(self)
 
     @property
     def run_id(self) -> str:
@@ -136,9 +126,8 @@ class RunHandle(Generic[OutputT]):
         self._running = True
         try:
             if self._stop is not None:  # cancelled before the run took its first step
-                for event in self._driver.journal.events:
+                for event in self._driver.open_stream():
                     self._push(event)
-                self._driver.pending_events()  # its events are in the journal just pushed
                 raise asyncio.CancelledError
             async with contextlib.aclosing(self._events) as events:
                 async for event in events:
@@ -147,10 +136,7 @@ class RunHandle(Generic[OutputT]):
             if self._stop is None:  # someone cancelled the task itself
                 self._stop = RunCancelled("the run's task was cancelled")
                 self._driver.gate.fence(str(self._stop))
-            for event in self._driver.pending_events():  # the fence's own event, among others
-                self._push(event)
-            for event in self._driver.close_cancelled(self._stop):
-                self._push(event)
+            self._driver.close_cancelled(self._stop)  # its events go onto the stream
             self._error, status = self._stop, "cancelled"
         except Exception as exc:  # every failure ends the run; result() re-raises it
             self._error = exc
@@ -159,14 +145,14 @@ class RunHandle(Generic[OutputT]):
             self._finishing = True  # the run has ended: a cancel now changes nothing
             if self._timer is not None:
                 self._timer.cancel()
-            for event in self._driver.pending_events():
+            for event in self._driver.pending_events():  # what the run's stream still has
                 self._push(event)
             try:
                 await self._run_end_hooks(status)
             finally:
                 self._ended = True
                 self._ready.set()
-                _cancel.unregister(self._key)
+                unregister(self._key)
                 self._stopped.set()
 
     async def _run_end_hooks(

@@ -1,10 +1,17 @@
-"""`Recorder`: the one route every journal event of a run takes.
+"""`Recorder`: the one route every journal event of a run takes, and the stream it feeds.
 
 In one order, for every event: written to the run's store (write-ahead), appended to the
-journal, applied to the `RunState` projection, observed by the effect gate (and any other
-observer); the caller then streams it (the driver yields it, or the run's scope queues
-it). Nothing else appends to a run's journal, and persistence is part of recording, never
-a consumer of the stream.
+journal and put on the run's `EventStream`, applied to the `RunState` projection, observed
+by the effect gate (and any other observer). Nothing else appends to a run's journal, and
+persistence is part of recording, never a consumer of the stream.
+
+The stream is the one route from the run to its caller. Whoever records an event (the
+loop, the gate, a tool through the run's scope, a canceller on another task) puts it on
+the stream by recording it; events that are never journaled (model text deltas, tool
+progress, a child's events) are put on it directly (`EventStream.put`). The caller takes
+what is on it (`take`), so it sees the journal's events once each, in the journal's order,
+each after it was stored; nothing is taken off the stream but by the caller, so a wait
+that is cancelled loses nothing.
 
 Durability points. Events that the resume contract stands on are committed to the store
 before `record` returns, together with every event buffered before them, in one
@@ -20,17 +27,19 @@ With no store the recorder appends in memory only, at the cost of one `None` che
 
 from __future__ import annotations
 
+import asyncio
+import collections
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
-from legato.events import Journal, JournalEvent
+from legato.events import Journal, JournalEvent, RunEvent
 from legato.exceptions import StoreError
 from legato.run._state import RunState
 
 if TYPE_CHECKING:
     from legato.store import SessionTurn
 
-__all__ = ["DURABLE_KINDS", "JournalSink", "Recorder"]
+__all__ = ["DURABLE_KINDS", "EventStream", "JournalSink", "Recorder"]
 
 DURABLE_KINDS: frozenset[str] = frozenset(
     {
@@ -90,8 +99,46 @@ class JournalSink(Protocol):
         ...
 
 
+class EventStream:
+    """The events a run's caller has still to take, in the order they were put.
+
+    Closed until the caller opens it (`open`): what was recorded before is the journal's
+    past, which the caller gets from the journal. `wake` is set whenever an event is put.
+    """
+
+    __slots__ = ("_events", "_open", "wake")
+
+    def __init__(self) -> None:
+        self._events: collections.deque[RunEvent] = collections.deque()
+        self._open = False
+        self.wake = asyncio.Event()
+        """Set when an event is put (whoever waits for the next event clears it)."""
+
+    def open(self) -> None:
+        """Start keeping events for the caller (from the journal's current end)."""
+        self._open = True
+        self._events.clear()
+
+    def put(self, event: RunEvent) -> None:
+        """Keep `event` for the caller (recorded events come through `Recorder.record`)."""
+        if self._open:
+            self._events.append(event)
+            self.wake.set()
+
+    def take(self) -> list[RunEvent]:
+        """Every event put and not taken yet, oldest first."""
+        if not self._events:
+            return []
+        events = list(self._events)
+        self._events.clear()
+        return events
+
+    def __bool__(self) -> bool:
+        return bool(self._events)
+
+
 class Recorder:
-    """Records one run's events: store, journal, state, observers (in that order)."""
+    """Records one run's events: store, journal and stream, state, observers (in that order)."""
 
     __slots__ = (
         "_buffer",
@@ -103,6 +150,7 @@ class Recorder:
         "session",
         "sink",
         "state",
+        "stream",
         "turn",
     )
 
@@ -134,6 +182,8 @@ class Recorder:
         """The session turn to commit with the run's end (set just before `RunFinished`)."""
         self.broken: StoreError | None = None
         """The store error that stopped writing (nothing more is written once set)."""
+        self.stream = EventStream()
+        """Where every recorded event goes for the caller (see `EventStream`)."""
         self._buffer: list[JournalEvent] = []
         self._observers: list[Callable[[JournalEvent], object]] = []
         self._write_ahead = True
@@ -154,6 +204,7 @@ class Recorder:
             elif event.kind in DURABLE_KINDS and event.kind not in CLOSING_KINDS:
                 raise self.broken
         self.journal.append(event)
+        self.stream.put(event)
         self.state.apply(event)
         for observer in self._observers:
             observer(event)

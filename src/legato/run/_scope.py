@@ -1,4 +1,10 @@
-"""`Scope`: the run's side channel for events raised inside tools, and the tasks it owns.
+"""`Scope`: what tools reach of their run (its stream, its gate, its store), and the tasks it owns.
+
+A tool's events go onto the run's one stream (`legato.run._recorder.EventStream`): a
+journal event is recorded (the recorder puts it on the stream), any other event is put on
+it as is. The scope keeps no queue of its own. While the loop waits (for tool calls, for the
+model while sub-agents work), `wait` and `interleave` yield (None) whenever the stream has
+events, and the loop hands them to its caller.
 
 Tool progress goes through it too (`RunContext.report_progress`, MCP progress
 notifications). Progress is stream-only and bounded to the call's flight: the executor
@@ -14,12 +20,12 @@ cancelled.
 from __future__ import annotations
 
 import asyncio
-import collections
 import contextlib
 from collections.abc import AsyncIterator, Callable, Coroutine, Iterable
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from legato.events import JournalEvent, RunEvent, ToolProgress, is_journal_event
+from legato.run._recorder import EventStream
 
 if TYPE_CHECKING:
     from legato.effects import EffectGate
@@ -59,19 +65,16 @@ class _Flight:
 class Scope:
     """Implements `legato.tools.RunScope` for one run.
 
-    Every event that comes out of the scope's queue has been journaled already when it is
-    a journal event: `emit` records it at once (write-ahead), `publish` takes events that
-    someone else (the effect gate) recorded.
+    `emit` records a journal event at once (write-ahead; recording puts it on the stream)
+    and puts any other event on the stream; `publish` puts a stream-only event.
     """
 
     __slots__ = (
-        "_events",
         "_flights",
         "_record",
+        "_stream",
         "_tasks",
-        "_wake",
         "gate",
-        "last_yielded",
         "progress_interval",
         "stopping",
         "store",
@@ -84,15 +87,21 @@ class Scope:
         self,
         record: Callable[[JournalEvent], object] | None = None,
         *,
+        stream: EventStream | None = None,
         progress_interval: float | None = None,
     ) -> None:
-        self._events: collections.deque[RunEvent] = collections.deque()
-        self._wake = asyncio.Event()
+        """A scope whose events are recorded with `record` and streamed on `stream`.
+
+        `stream`: the run's (its recorder's) stream; default: a stream of the scope's own,
+        open at once (a scope outside a run).
+        """
+        if stream is None:
+            stream = EventStream()
+            stream.open()
+        self._stream = stream
         self._tasks: set[asyncio.Task[Any]] = set()
         self._record = record
         self._flights: dict[str, _Flight] = {}
-        self.last_yielded: RunEvent | None = None
-        """The event `wait` yielded last: events still queued were recorded after it."""
         self.progress_interval = (
             self.PROGRESS_INTERVAL if progress_interval is None else progress_interval
         )
@@ -106,15 +115,15 @@ class Scope:
         `close` has begun: a task it cancels can tell why."""
 
     def emit(self, event: RunEvent) -> None:
-        """Record a journal event in the run's journal now, and queue it for the stream."""
+        """Record a journal event in the run's journal now; put any other on the stream."""
         if self._record is not None and is_journal_event(event):
-            self._record(event)
-        self.publish(event)
+            self._record(event)  # recording puts it on the stream
+        else:
+            self._stream.put(event)
 
     def publish(self, event: RunEvent) -> None:
-        """Queue an event that is already journaled (or never is) for the stream."""
-        self._events.append(event)
-        self._wake.set()
+        """Put an event that is never journaled (progress, a delta) on the stream."""
+        self._stream.put(event)
 
     # -- tool progress (stream-only) --------------------------------------------------------
 
@@ -173,43 +182,37 @@ class Scope:
         task.add_done_callback(self._tasks.discard)
         return task
 
-    def pending(self) -> list[RunEvent]:
-        """Take every event queued so far."""
-        events = list(self._events)
-        self._events.clear()
-        return events
+    async def wait(self, tasks: Iterable[asyncio.Future[Any]]) -> AsyncIterator[None]:
+        """Wait for `tasks` to finish; yield whenever the stream has events meanwhile.
 
-    async def wait(self, tasks: Iterable[asyncio.Future[Any]]) -> AsyncIterator[RunEvent]:
-        """Wait for `tasks` to finish, yielding queued events as they arrive.
-
-        An event is taken from the queue only when it is yielded, so a wait that is
-        cancelled loses nothing: the rest stays queued for whoever drains it next.
+        The caller of the loop takes them at each yield. Nothing is taken here, so a wait
+        that is cancelled loses nothing.
         """
         waiting = [t for t in tasks if not t.done()]
-        wake = self._wake
+        stream = self._stream
+        wake = stream.wake
         for task in waiting:
             task.add_done_callback(lambda _: wake.set())
         while True:
-            while self._events:
-                event = self.last_yielded = self._events.popleft()
-                yield event
+            if stream:
+                yield
             if all(t.done() for t in waiting):
                 return
             wake.clear()
-            if not self._events and not all(t.done() for t in waiting):
+            if not stream and not all(t.done() for t in waiting):
                 await wake.wait()
 
-    async def interleave(self, source: AsyncIterator[T]) -> AsyncIterator[T | RunEvent]:
-        """Yield `source`'s items, and the scope's events while waiting for the next one.
+    async def interleave(self, source: AsyncIterator[T]) -> AsyncIterator[T | None]:
+        """Yield `source`'s items, and None whenever the stream has events meanwhile.
 
         While the run owns background tasks (sub-agents working while the model thinks),
-        their events reach the stream without waiting for the model; without such tasks the
+        their events reach the caller without waiting for the model; without such tasks the
         source is read directly.
         """
         while True:
             if not self._tasks:
-                for event in self.pending():
-                    yield event
+                if self._stream:
+                    yield None
                 try:
                     item = await anext(source)
                 except StopAsyncIteration:
@@ -218,8 +221,8 @@ class Scope:
                 continue
             step = asyncio.ensure_future(anext(source))
             try:
-                async for event in self.wait([step]):
-                    yield event
+                async for _ in self.wait([step]):
+                    yield None
             finally:
                 if not step.done():
                     step.cancel()

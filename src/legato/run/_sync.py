@@ -1,29 +1,48 @@
 """Run coroutines and async iterators from synchronous code, even inside a running loop.
 
-Where a sync call runs:
+One bridge design: a sync call hands its coroutine (`run_sync`) or async iterator
+(`iterate_sync`, behind `stream_sync`) to an event loop that outlives the call, one task
+there drives it, and the caller's thread waits for the result or for each item. The loop
+is one of two homes:
 
-- **On the main thread, outside any running loop** (a script, a CLI, a test): on one
-  long-lived event loop that the main thread itself drives, one `asyncio.Runner` made on the
-  first call and closed at interpreter exit. No thread hop per call, and the caller's
-  context variables are seen by the run.
-- **Anywhere else** (a worker thread; code whose own loop is running, as in Jupyter or an
-  async web handler): on one long-lived event loop in a background thread, started on the
-  first such call (never at import) and shared by every later one.
-
-A stream (`iterate_sync`, behind `stream_sync`) is one task driving the whole async
-iterator on that loop: on the main thread each item is handed over by stopping the loop
-and the next `next()` resumes it (`legato.run._main_stream`); on the background loop items
-go through a queue.
-
-Ctrl-C reaches the main thread only: a run on the background loop is cancelled when its
-caller is interrupted, at interpreter exit, or when the program asks (`cancel_all_runs`,
-`install_sigint_handler`, in `legato.run._cancel`).
+- **The main thread's own loop** (`_MainLoop`): on the main thread with no loop running (a
+  script, a CLI, a test), one `asyncio.Runner` made on the first call and driven by the
+  main thread itself. No thread hop per call. `run` is `Runner.run`; `iterate` is a
+  `legato.run._main_stream.MainStream` (the task stops the loop at each item and the next
+  `next()` resumes it).
+- **A loop thread** (`_LoopThread`): anywhere else, the process's shared loop in a daemon
+  thread, started on the first such call (never at import). `run` submits the task and
+  waits for its future; `iterate` hands items across a queue.
 
 Either way the loop outlives the call, so clients bound to it (a provider's HTTP connection
-pool, an MCP session) are reused from call to call instead of being rebuilt each time; no
-`nest_asyncio`, no second code path. Code running on the background loop that calls back into
-the sync API (an async tool calling `run_sync`) would wait on itself; it gets a private loop
-in a worker thread instead. A forked child process makes its own loops.
+pool, an MCP session) are reused from call to call; no `nest_asyncio`. The caller's
+context variables are copied into the task (and nothing leaks back).
+
+Edge cases, each handled in one place:
+
+- **Inside a running loop (Jupyter, an async web handler).** The caller's loop is blocked
+  by the call, so the work goes to the shared loop thread (`_home`).
+- **On the shared loop's own thread** (an async tool calling `run_sync`): waiting on that
+  loop would wait on itself; the call gets a private `_LoopThread`, closed after it.
+- **The main thread and SIGINT.** On the main loop, Ctrl-C cancels the run's task, the run
+  records its cancellation, then `KeyboardInterrupt` is raised (`Runner.run`, or the
+  stream's own handler). While the main thread waits on a loop thread inside
+  `asyncio.run`, the first Ctrl-C interrupts the wait (`_interruptible`), the work is
+  cancelled and waited for, and a second Ctrl-C stops waiting. A handler of legato's
+  (`install_sigint_handler`) or an open stream's gives way to the runner's while a
+  main-loop run lasts, and other threads' runs are cancelled too (`_owned_elsewhere`).
+- **A background thread.** Ctrl-C never reaches it: a run on a loop thread is cancelled
+  when its caller is interrupted, at interpreter exit, or when the program asks
+  (`cancel_all_runs`, `install_sigint_handler`, in `legato.run._cancel`).
+- **The interpreter exit hook.** Runs in flight on a loop thread are cancelled and their
+  fences waited for before the interpreter joins threads (`_cancel_in_flight`); the main
+  loop is closed at exit without starting a thread (`_MainLoop.close`).
+- **Cancel from another thread.** A cancel of the call (`_Call.cancel`) reaches its task on
+  its loop, or stops it before it starts; the caller then gets `RunCancelled` with the
+  reason.
+- **Iterate versus run.** Same homes and same task per call; a stream left early (or
+  interrupted) cancels its task and waits for it to end before the caller goes on.
+- **Fork.** A forked child makes its own loops (each home checks the pid).
 """
 
 from __future__ import annotations
@@ -49,8 +68,34 @@ __all__ = ["iterate_sync", "run_sync"]
 
 T = TypeVar("T")
 
-_Run = Callable[[Coroutine[Any, Any, Any]], Any]
-"""Runs one coroutine to completion and returns its result (or raises its error)."""
+
+def run_sync(coro: Coroutine[Any, Any, T]) -> T:
+    """Run a coroutine to completion from synchronous code."""
+    return _home().run(coro)
+
+
+def iterate_sync(iterator: AsyncIterator[T]) -> Iterator[T]:
+    """Iterate an async iterator from synchronous code, on the loop `run_sync` would use."""
+    yield from _home().iterate(iterator)  # the home is chosen at the first `next()`
+
+
+def _home() -> _MainLoop | _LoopThread:
+    """Where a sync call made from here runs (see the module documentation)."""
+    if _BACKGROUND.owns_current_thread():
+        return _LoopThread("legato-sync_private", private=True)
+    if _MAIN.available():
+        return _MAIN
+    return _BACKGROUND
+
+
+def _running_loop() -> asyncio.AbstractEventLoop | None:
+    try:
+        return asyncio.get_running_loop()
+    except RuntimeError:
+        return None
+
+
+# -- home 1: the main thread's own loop ----------------------------------------------------------
 
 
 class _MainLoop:
@@ -61,12 +106,15 @@ class _MainLoop:
         self._pid = 0
         self._closed = False
 
-    def runner(self) -> asyncio.Runner | None:
-        """The runner, if the caller is the main thread with no loop running; else None."""
-        if self._closed or threading.current_thread() is not threading.main_thread():
-            return None
-        if _running_loop() is not None:
-            return None
+    def available(self) -> bool:
+        """Whether the caller is the main thread with no loop running (and not at exit)."""
+        return (
+            not self._closed
+            and threading.current_thread() is threading.main_thread()
+            and _running_loop() is None
+        )
+
+    def _get(self) -> asyncio.Runner:
         if self._runner is None or self._pid != os.getpid():
             if self._runner is None:
                 atexit.register(self.close)
@@ -75,6 +123,28 @@ class _MainLoop:
             self._runner = asyncio.Runner(loop_factory=asyncio.new_event_loop)
             self._pid = os.getpid()
         return self._runner
+
+    def run(self, coro: Coroutine[Any, Any, T]) -> T:
+        """Run `coro` as one task of the runner, in a copy of the caller's context.
+
+        (A runner's default context is the one copied when it was made, shared by every
+        later call.) Inside a `stream_sync` loop, or under `install_sigint_handler()`, the
+        runner owns Ctrl-C while the run lasts (it cancels the run and waits for it);
+        legato's handler then reaches other threads.
+        """
+        runner = self._get()
+        replaced = signal.getsignal(signal.SIGINT)
+        with _default_sigint_over(_owned_elsewhere):
+            try:
+                return runner.run(coro, context=contextvars.copy_context())
+            except KeyboardInterrupt:
+                if sigint_handler_installed(replaced):
+                    cancel_all_runs("interrupted (SIGINT)")
+                raise
+
+    def iterate(self, iterator: AsyncIterator[T]) -> Iterator[T]:
+        """One task drives the whole stream on the runner's loop (`MainStream`)."""
+        return _MainStream(self._get().get_loop(), iterator).items()
 
     def close(self) -> None:
         """Close the loop at exit: cancel what is left, close clients, then the loop.
@@ -116,30 +186,37 @@ def _cancel_all(loop: asyncio.AbstractEventLoop) -> None:
             )
 
 
-class _BackgroundLoop:
-    """The process's shared event loop thread, made on first use."""
+# -- home 2: a loop in a thread of its own -------------------------------------------------------
 
-    def __init__(self) -> None:
+
+class _LoopThread:
+    """An event loop running in a thread of its own: the process's shared one, or a private one.
+
+    The shared loop is made on first use (and again after a fork); a private one is made for
+    one call and closed after it, as `asyncio.run` closes its loop.
+    """
+
+    def __init__(self, name: str, *, private: bool = False) -> None:
+        self._name = name
+        self._private = private
         self._lock = threading.Lock()
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None
         self._pid = 0
 
     def get(self) -> asyncio.AbstractEventLoop:
-        """The running background loop (started, or restarted after a fork)."""
+        """The running loop (started, or restarted after a fork)."""
         with self._lock:
             alive = self._thread is not None and self._thread.is_alive()
             if self._loop is None or self._pid != os.getpid() or not alive:
                 loop = asyncio.new_event_loop()
-                thread = threading.Thread(
-                    target=loop.run_forever, name="legato-sync-loop", daemon=True
-                )
+                thread = threading.Thread(target=loop.run_forever, name=self._name, daemon=True)
                 thread.start()
                 self._loop, self._thread, self._pid = loop, thread, os.getpid()
             return self._loop
 
     def owns_current_thread(self) -> bool:
-        """Whether the caller is running on the background loop's own thread."""
+        """Whether the caller is running on the loop's own thread."""
         thread = self._thread
         # After a fork, a new thread of the child may get the ident of the parent's loop thread.
         return (
@@ -148,16 +225,84 @@ class _BackgroundLoop:
             and thread.ident == threading.get_ident()
         )
 
+    def run(self, coro: Coroutine[Any, Any, T]) -> T:
+        """Run `coro` as one task on the loop; the caller's thread waits for its result."""
+        try:
+            with _in_flight(_submit(coro, self.get())) as call, _interruptible():
+                return _wait(call)
+        finally:
+            self._done()
+
+    def iterate(self, iterator: AsyncIterator[T]) -> Iterator[T]:
+        """One task on the loop drives the whole stream into a queue the caller reads.
+
+        Items are handed across as they come (no coroutine submitted and waited for per
+        item). An interrupt of the caller (Ctrl-C inside `asyncio.run`) or leaving early
+        cancels the task and waits for it to end (the run records its cancellation).
+        """
+        handoff: queue.SimpleQueue[object] = queue.SimpleQueue()
+
+        async def drive() -> None:
+            try:
+                async for item in iterator:
+                    handoff.put(item)
+            finally:
+                try:
+                    aclose = getattr(iterator, "aclose", None)
+                    if aclose is not None:
+                        await aclose()
+                finally:
+                    handoff.put(_END)
+
+        try:
+            with _in_flight(_submit(drive(), self.get())) as call:
+                try:
+                    while True:
+                        with _interruptible():
+                            item = handoff.get()
+                        if item is _END:
+                            _wait(call)  # the stream's error, or its cancellation, raised here
+                            return
+                        yield cast(T, item)
+                finally:
+                    if not call.future.done():  # left early, or interrupted: cancel, wait
+                        call.cancel()
+                        with (
+                            _interruptible(),
+                            contextlib.suppress(concurrent.futures.CancelledError),
+                        ):
+                            call.future.result()  # a second Ctrl-C stops waiting
+        finally:
+            self._done()
+
+    def _done(self) -> None:
+        """After a call: a private loop is closed (its async generators, its executor)."""
+        if not self._private or self._loop is None or self._thread is None:
+            return
+        loop, thread, self._loop = self._loop, self._thread, None
+        # as `asyncio.run` does, so that what is tied to this loop (e.g. a provider's HTTP
+        # client) is closed with it
+        _submit(_cancel_rest(), loop).future.result()
+        _submit(loop.shutdown_asyncgens(), loop).future.result()
+        _submit(loop.shutdown_default_executor(), loop).future.result()
+        loop.call_soon_threadsafe(loop.stop)
+        thread.join()
+        loop.close()
+
+
+async def _cancel_rest() -> None:
+    """Cancel the loop's other tasks and let them finish (a private loop's last step)."""
+    current = asyncio.current_task()
+    tasks = [t for t in asyncio.all_tasks() if t is not current]
+    for task in tasks:
+        task.cancel()
+    await asyncio.gather(*tasks, return_exceptions=True)
+
 
 _MAIN = _MainLoop()
-_BACKGROUND = _BackgroundLoop()
-
-
-def _running_loop() -> asyncio.AbstractEventLoop | None:
-    try:
-        return asyncio.get_running_loop()
-    except RuntimeError:
-        return None
+_BACKGROUND = _LoopThread("legato-sync-loop")
+_END = object()
+"""Put in a loop thread's stream queue after its last item."""
 
 
 class _Call(Generic[T]):
@@ -195,13 +340,6 @@ class _Call(Generic[T]):
                 self._loop.call_soon_threadsafe(task.cancel)
         else:
             self.future.cancel()  # not started yet: it never will be
-
-
-_IN_FLIGHT: set[_Call[Any]] = set()
-"""Calls on the background loop not finished yet (cancelled at interpreter shutdown)."""
-_IN_FLIGHT_LOCK = threading.Lock()
-_EXIT_HOOK: list[int] = []
-"""The pid that registered the shutdown hook (a forked child registers its own)."""
 
 
 def _submit(coro: Coroutine[Any, Any, T], loop: asyncio.AbstractEventLoop) -> _Call[T]:
@@ -254,8 +392,32 @@ def _wait(call: _Call[T]) -> T:
         raise
 
 
+# -- the interpreter exit hook -------------------------------------------------------------------
+
+_IN_FLIGHT: set[_Call[Any]] = set()
+"""Calls on a loop thread not finished yet (cancelled at interpreter shutdown)."""
+_IN_FLIGHT_LOCK = threading.Lock()
+_EXIT_HOOK: list[int] = []
+"""The pid that registered the shutdown hook (a forked child registers its own)."""
+_FENCE_WAIT = 30.0
+"""Seconds shutdown waits for each cancelled run to reach its fence."""
+
+
+@contextlib.contextmanager
+def _in_flight(call: _Call[T]) -> Generator[_Call[T]]:
+    """Keep `call` where interpreter shutdown finds it while the caller waits on it."""
+    _register_exit_hook()
+    with _IN_FLIGHT_LOCK:
+        _IN_FLIGHT.add(call)
+    try:
+        yield call
+    finally:
+        with _IN_FLIGHT_LOCK:
+            _IN_FLIGHT.discard(call)
+
+
 def _cancel_in_flight() -> None:
-    """At interpreter shutdown: cancel the background loop's runs, wait for their fences.
+    """At interpreter shutdown: cancel the loop threads' runs, wait for their fences.
 
     A Ctrl-C reaches the main thread only; a run started by `run_sync` in a worker thread
     would go on (and its tools' effects land) while the interpreter waits for that thread.
@@ -269,10 +431,6 @@ def _cancel_in_flight() -> None:
             call.future.result(timeout=_FENCE_WAIT)
 
 
-_FENCE_WAIT = 30.0
-"""Seconds shutdown waits for each cancelled run to reach its fence."""
-
-
 def _register_exit_hook() -> None:
     """Run `_cancel_in_flight` before the interpreter joins non-daemon threads at exit."""
     if _EXIT_HOOK and _EXIT_HOOK[0] == os.getpid():
@@ -282,6 +440,9 @@ def _register_exit_hook() -> None:
     if register is not None:
         with contextlib.suppress(RuntimeError):  # already shutting down
             register(_cancel_in_flight)
+
+
+# -- SIGINT --------------------------------------------------------------------------------------
 
 
 @contextlib.contextmanager
@@ -303,152 +464,6 @@ def _is_asyncio_handler(handler: object) -> bool:
     function = getattr(handler, "func", handler)  # asyncio.Runner binds it with partial
     owner = getattr(function, "__self__", None)
     return isinstance(owner, asyncio.Runner)
-
-
-def _run_privately(coro: Coroutine[Any, Any, T]) -> T:
-    context = contextvars.copy_context()
-    with concurrent.futures.ThreadPoolExecutor(
-        max_workers=1, thread_name_prefix="legato-sync"
-    ) as pool:
-        return pool.submit(context.run, asyncio.run, coro).result()
-
-
-def _on_background(coro: Coroutine[Any, Any, T]) -> T:
-    _register_exit_hook()
-    call = _submit(coro, _BACKGROUND.get())
-    with _IN_FLIGHT_LOCK:
-        _IN_FLIGHT.add(call)
-    try:
-        with _interruptible():
-            return _wait(call)
-    finally:
-        with _IN_FLIGHT_LOCK:
-            _IN_FLIGHT.discard(call)
-
-
-def _runner() -> _Run | None:
-    """Where a sync call from here runs its coroutines (None: on a private loop)."""
-    if _BACKGROUND.owns_current_thread():
-        return None
-    main = _MAIN.runner()
-    if main is None:
-        return _on_background
-
-    def on_main(coro: Coroutine[Any, Any, Any]) -> Any:
-        # Each call gets a copy of the caller's context now; a runner's default is the one
-        # copied when it was made, shared by every later call. Inside a `stream_sync` loop,
-        # or under `install_sigint_handler()`, the runner owns Ctrl-C while the run lasts
-        # (it cancels the run and waits for it); legato's handler then reaches other threads.
-        replaced = signal.getsignal(signal.SIGINT)
-        with _default_sigint_over(_owned_elsewhere):
-            try:
-                return main.run(coro, context=contextvars.copy_context())
-            except KeyboardInterrupt:
-                if sigint_handler_installed(replaced):
-                    cancel_all_runs("interrupted (SIGINT)")
-                raise
-
-    return on_main
-
-
-def run_sync(coro: Coroutine[Any, Any, T]) -> T:
-    """Run a coroutine to completion from synchronous code."""
-    run = _runner()
-    return _run_privately(coro) if run is None else cast(T, run(coro))
-
-
-def iterate_sync(iterator: AsyncIterator[T]) -> Iterator[T]:
-    """Iterate an async iterator from synchronous code, on the loop `run_sync` would use."""
-    if not _BACKGROUND.owns_current_thread() and (main := _MAIN.runner()) is not None:
-        yield from _iterate_on_main(main, iterator)
-        return
-    run = _runner()
-    if run is None:
-        yield from _iterate_privately(iterator)
-        return
-    yield from _iterate_on_background(iterator)
-
-
-def _iterate_on_main(main: asyncio.Runner, iterator: AsyncIterator[T]) -> Iterator[T]:
-    return _MainStream(main.get_loop(), iterator).items()
-
-
-_END = object()
-"""Put in a background stream's queue after its last item."""
-
-
-def _iterate_on_background(iterator: AsyncIterator[T]) -> Iterator[T]:
-    """One task on the background loop drives the whole stream into a queue the caller reads.
-
-    Items are handed across as they come (no coroutine submitted and waited for per item).
-    The task is one of the in-flight calls, so interpreter shutdown cancels it like a run;
-    an interrupt of the caller (Ctrl-C inside `asyncio.run`) or leaving early cancels it
-    and waits for it to end (the run records its cancellation) before going on.
-    """
-    _register_exit_hook()
-    handoff: queue.SimpleQueue[object] = queue.SimpleQueue()
-
-    async def drive() -> None:
-        try:
-            async for item in iterator:
-                handoff.put(item)
-        finally:
-            try:
-                aclose = getattr(iterator, "aclose", None)
-                if aclose is not None:
-                    await aclose()
-            finally:
-                handoff.put(_END)
-
-    call = _submit(drive(), _BACKGROUND.get())
-    with _IN_FLIGHT_LOCK:
-        _IN_FLIGHT.add(call)
-    try:
-        while True:
-            with _interruptible():
-                item = handoff.get()
-            if item is _END:
-                _wait(call)  # the stream's error, or its cancellation, raised here
-                return
-            yield cast(T, item)
-    finally:
-        with _IN_FLIGHT_LOCK:
-            _IN_FLIGHT.discard(call)
-        if not call.future.done():  # left early, or interrupted: cancel, wait for the end
-            call.cancel()
-            with _interruptible(), contextlib.suppress(concurrent.futures.CancelledError):
-                call.future.result()  # a second Ctrl-C stops waiting
-
-
-def _iterate_privately(iterator: AsyncIterator[T]) -> Iterator[T]:
-    """`iterate_sync` on a loop of its own (for callers on the background loop's thread)."""
-    loop = asyncio.new_event_loop()
-    thread = threading.Thread(target=loop.run_forever, name="legato-stream", daemon=True)
-    thread.start()
-    try:
-        while True:
-            done, item = _submit(_next(iterator), loop).future.result()
-            if done:
-                return
-            yield cast(T, item)
-    finally:
-        aclose = getattr(iterator, "aclose", None)
-        if aclose is not None:
-            _submit(aclose(), loop).future.result()
-        # Finish async generators and the default executor as `asyncio.run` does, so that
-        # resources tied to this loop (e.g. a provider's HTTP client) are closed with it.
-        _submit(loop.shutdown_asyncgens(), loop).future.result()
-        _submit(loop.shutdown_default_executor(), loop).future.result()
-        loop.call_soon_threadsafe(loop.stop)
-        thread.join()
-        loop.close()
-
-
-async def _next(iterator: AsyncIterator[T]) -> tuple[bool, T | None]:
-    try:
-        return False, await anext(iterator)
-    except StopAsyncIteration:
-        return True, None
 
 
 @contextlib.contextmanager

@@ -27,7 +27,6 @@ from legato.contracts import StateSession
 from legato.contracts._session import Pending, Refusal
 from legato.events import (
     JournalEvent,
-    RunEvent,
     StateCommitted,
     StateRejected,
     ToolCallFinished,
@@ -279,17 +278,17 @@ class ToolExecutor:
         scope: Scope,
         record: Callable[[JournalEvent], JournalEvent],
         special: Mapping[str, CallResult] | None = None,
-    ) -> AsyncIterator[RunEvent]:
-        """Run the calls; yield each start, then each finish in the model's order.
+    ) -> AsyncIterator[None]:
+        """Run the calls; record each start, then each finish in the model's order.
 
         With a verified state, each finish is preceded by its commit or rejection event.
-        Every journal event yielded has been recorded already (with `record`, or by the
-        gate, write-ahead).
+        Recording puts an event on the run's stream; this yields (None) after each, and
+        whenever the gate or the tools (through the run's scope: a sub-agent's stream, an
+        approval request, a call's progress) put events on it while the calls run, so the
+        loop hands them to its caller at once.
 
         `special` holds results decided without running anything (the output tool,
-        skipped calls); they are reported in their place in the order. Events the gate
-        records and the tools emit through the run's scope (a sub-agent's stream, an
-        approval request, a call's progress) are yielded while waiting.
+        skipped calls); they are reported in their place in the order.
         """
         from legato.effects import reap
 
@@ -301,24 +300,25 @@ class ToolExecutor:
         try:
             for group, sequential in _groups(calls, self._tools, special):
                 if sequential and tasks:
-                    async for event in scope.wait(tasks.values()):
-                        yield event
+                    async for _ in scope.wait(tasks.values()):
+                        yield
                 if sequential and self._state is not None:
                     # commit point: a sequential call sees every earlier call committed
                     upto = position[group[0].id]
-                    async for event in self._finish(
+                    async for _ in self._finish(
                         calls[reported:upto], step, tasks, special, scope, record
                     ):
-                        yield event
+                        yield
                     reported = upto
                 for call in group:
-                    yield record(ToolCallStarted(step=step, call=call))
+                    record(ToolCallStarted(step=step, call=call))
+                    yield
                     tasks[call.id] = asyncio.create_task(self._flight(call, context(call), scope))
                 if sequential:
-                    async for event in scope.wait([tasks[group[0].id]]):
-                        yield event
-            async for event in self._finish(calls[reported:], step, tasks, special, scope, record):
-                yield event
+                    async for _ in scope.wait([tasks[group[0].id]]):
+                        yield
+            async for _ in self._finish(calls[reported:], step, tasks, special, scope, record):
+                yield
         finally:
             await reap(tasks.values())
 
@@ -345,17 +345,18 @@ class ToolExecutor:
         special: Mapping[str, CallResult],
         scope: Scope,
         record: Callable[[JournalEvent], JournalEvent],
-    ) -> AsyncIterator[RunEvent]:
-        """Wait for each call in order and report it; a contract's halt is raised after."""
+    ) -> AsyncIterator[None]:
+        """Wait for each call in order and record it; a contract's halt is raised after."""
         for call in calls:
             done = special.get(call.id)
             if done is None:
-                async for event in scope.wait([tasks[call.id]]):
-                    yield event
+                async for _ in scope.wait([tasks[call.id]]):
+                    yield
                 done = tasks[call.id].result()
             events, halt = self._report(call, step, done)
             for event in events:
-                yield record(event)
+                record(event)
+                yield
             if halt is not None:
                 raise halt
 
