@@ -112,20 +112,21 @@ def trust_temporal() -> None:
     `RunDriver` runs the unit asked for even when the journal shows it done.
     """
     from legato.events import Journal
+    from legato.run import _plan
     from legato.run._loop import RunDriver
     from legato.temporal import LegatoActivities
 
     advance = RunDriver.advance
+    planner = _plan.next_unit
+    asked: dict[int, list[Any]] = {}
 
     def trusting(self: Any, unit: Any) -> Any:
-        planned = self.next_unit
-        asked = [unit]
-
-        def next_unit() -> Any:
-            return asked.pop() if asked else planned()
-
-        self.next_unit = next_unit
+        asked[id(self._run)] = [unit]  # the unit's "is it still the plan?" check sees itself
         return advance(self, unit)
+
+    def next_unit(run: Any) -> Any:
+        waiting = asked.get(id(run))
+        return waiting.pop() if waiting else planner(run)
 
     def first_plan(self: Any, agent: Any, name: str, run_id: str) -> Any:
         events = list(self._store(agent).load_run(run_id).events)
@@ -135,6 +136,7 @@ def trust_temporal() -> None:
         return self._plan(driver, agent=name)
 
     RunDriver.advance = trusting
+    _plan.next_unit = next_unit
     LegatoActivities._stored_plan = first_plan
 
 
