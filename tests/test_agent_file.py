@@ -255,7 +255,11 @@ def test_an_mcp_entry_twin_without_a_registered_or_installed_client_is_a_typed_e
     from legato import _agent_spec
 
     monkeypatch.setattr(_agent_spec, "_MCP_FACTORY", [])
-    monkeypatch.setattr(importlib.metadata, "entry_points", lambda **_: [])
+
+    def no_entry_points(**_: object) -> list[importlib.metadata.EntryPoint]:
+        return []
+
+    monkeypatch.setattr(importlib.metadata, "entry_points", no_entry_points)
     path = _write(
         tmp_path, "version: 1\nmodel: test:echo\ntools:\n  - mcp: {url: 'http://127.0.0.1:9/mcp'}\n"
     )
