@@ -611,3 +611,52 @@ def test_a_timeline_row_opened_during_a_run_stays_open_as_the_run_goes_on(
         assert (expanded, shown) == (("true", True) if keep else ("false", False))
         page.context.close()
     assert outbox.sent == ["ann@example.com"]
+
+
+def _send_before_ready(browser: Any, *, guard_off: bool) -> tuple[Any, Any]:
+    """Enter pressed while the page still loads its conversations (that request held)."""
+    model = ScriptedModel([reply("Hello there.")])
+    guard = Guarded()
+    server_cm = running(_factory(Outbox(), model=model))
+    server = server_cm.__enter__()
+    context = browser.new_context(viewport=WIDE)
+    guard.attach(context)
+    page = context.new_page()
+    held: list[Any] = []
+
+    def hold(route: Any) -> None:
+        held.append(route)
+
+    page.route("**/api/threads", hold)
+    page.goto(f"{server.url}/?token={TOKEN}")
+    page.wait_for_function("() => document.querySelector('#model').textContent !== ''")
+    while not held:
+        page.wait_for_timeout(20)
+    if guard_off:  # the page believes its first view is open already
+        page.evaluate("() => { document.body.dataset.ready = 'true'; }")
+    page.fill("#prompt", "Early question")
+    page.press("#prompt", "Enter")
+    page.wait_for_timeout(300)
+    page.unroute("**/api/threads", hold)  # the held requests go on
+    return page, server_cm
+
+
+def test_a_message_sent_before_the_page_is_ready_is_sent_once_it_is(browser: Any) -> None:
+    page, server_cm = _send_before_ready(browser, guard_off=False)
+    try:
+        page.wait_for_selector(".msg.assistant:has-text('Hello there.')")
+        assert page.locator(".msg.user").all_text_contents() == ["Early question"]
+    finally:
+        page.context.close()
+        server_cm.__exit__(None, None, None)
+
+
+def test_twin_sent_before_the_first_view_opens_the_message_is_wiped(browser: Any) -> None:
+    page, server_cm = _send_before_ready(browser, guard_off=True)
+    try:
+        page.wait_for_function("() => document.querySelector('#status')?.textContent !== 'running'")
+        page.wait_for_timeout(1500)
+        assert page.locator(".msg.user").all_text_contents() == []
+    finally:
+        page.context.close()
+        server_cm.__exit__(None, None, None)

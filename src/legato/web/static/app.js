@@ -14,6 +14,8 @@ async function start() {
   $("model").textContent = `${info.agent} · ${info.model}`;
   $("composer").addEventListener("submit", (e) => {
     e.preventDefault();
+    // before the first view is open, a send would be wiped by it: it is sent once it is open
+    if (document.body.dataset.ready !== "true") { ui.sendWhenReady = true; return; }
     const text = $("prompt").value.trim();
     if (!text) return;
     $("prompt").value = "";
@@ -44,8 +46,9 @@ async function start() {
   }
   const chosen = threads.find((t) => t.id === wanted) || threads[0];
   await new Promise((heard) => { watchUpdates(heard); });  // then nothing is missed
-  document.body.dataset.ready = "true";
   if (chosen) await openThread(chosen.id); else await openThread(null);
+  document.body.dataset.ready = "true";
+  if (ui.sendWhenReady) $("composer").requestSubmit();
 }
 
 start();
