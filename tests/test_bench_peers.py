@@ -173,6 +173,35 @@ def test_a_crashing_script_is_a_bench_error(peers: dict[str, ModuleType], tmp_pa
         harness.run_task(server, _framework(peers, script), WARM)
 
 
+def test_the_sdk_send_bound_makes_the_same_verified_runs(peers: dict[str, ModuleType]) -> None:
+    # The bound (the SDK's send path, answers read as JSON) runs the same agent: every mode's
+    # runs reach the server tagged, the tool runs once per run, every answer is the scripted one.
+    send = peers["harness"].Framework(
+        "sdk_send", "sdk_send", sys.executable, PEERS / "agents" / "fw_sdk_send.py", isolated=False
+    )
+    with peers["mock"].MockServer() as server:
+        task = {"task": "warm", "runs": 2, "warmup": 0, "modes": list(peers["run"].MODES)}
+        report = peers["harness"].run_task(server, send, task)
+    assert report["runs"] == 2 * 4  # two runs in each of the four modes
+    assert report["tool_calls"] == report["runs"]
+    assert report["wrong_answers"] == 0
+
+
+def test_legatos_venv_of_another_checkout_is_rebuilt(
+    peers: dict[str, ModuleType], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # legato is installed editable: a venv built from another checkout points at that tree.
+    venvs = sys.modules["venvs"]
+    here = venvs._digest("legato", sys.executable)
+    elsewhere = tmp_path / "other-checkout"
+    elsewhere.mkdir()
+    (elsewhere / "pyproject.toml").write_bytes((venvs.REPO / "pyproject.toml").read_bytes())
+    monkeypatch.setattr(venvs, "REPO", elsewhere)
+    assert venvs._digest("legato", sys.executable) != here
+    monkeypatch.setattr(venvs, "REPO", venvs.HERE.parent.parent)
+    assert venvs._digest("legato", sys.executable) == here
+
+
 def test_a_venv_is_reused_while_its_requirements_are_unchanged(
     peers: dict[str, ModuleType], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

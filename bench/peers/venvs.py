@@ -2,7 +2,7 @@
 
 Each venv lives under `~/.cache/legato-bench/peers/<name>` (or `$LEGATO_BENCH_CACHE/peers/<name>`)
 and is reused while the hash of what it was built from (its requirements file, the interpreter's
-version and, for legato, this checkout's `pyproject.toml`) is unchanged; otherwise it is rebuilt.
+version and, for legato, this checkout's `pyproject.toml` and path) is unchanged; otherwise it is rebuilt.
 legato is installed editable from this checkout, so a venv follows the source without a rebuild.
 Standard library only: this module runs in whatever Python starts the bench.
 """
@@ -78,6 +78,7 @@ def _digest(name: str, python: str) -> str:
     h.update(_version_of(python).encode())
     if name == "legato":
         h.update((REPO / "pyproject.toml").read_bytes())
+        h.update(str(REPO).encode())  # installed editable: a venv of another checkout is stale
     return h.hexdigest()
 
 
