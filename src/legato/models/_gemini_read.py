@@ -105,10 +105,13 @@ def _text(value: object) -> str | None:
 
 
 def _count(value: object) -> int:
+    """A token count; digits in a string are taken, as the SDK's types take them."""
     if value is None:
         return 0
     if isinstance(value, int) and not isinstance(value, bool):
         return value
+    if isinstance(value, str) and value.isdigit():
+        return int(value)
     msg = f"expected a token count, got {type(value).__name__}"
     raise TypeError(msg)
 
@@ -123,6 +126,16 @@ def _signature(value: object) -> str | None:
     if isinstance(value, bytes):
         return base64.b64encode(value).decode() if value else None
     return _text(value) or None
+
+
+def _args(value: object) -> object:
+    """A function call's arguments: a JSON object (absent: none)."""
+    if value is None:
+        return {}
+    if not isinstance(value, dict):
+        msg = f"function call args: expected an object, got {type(value).__name__}"
+        raise TypeError(msg)
+    return cast(dict[str, Any], value)
 
 
 @dataclass(slots=True)
@@ -194,11 +207,7 @@ def _read_parts(
         call = _at(part, "functionCall")
         text = _text(_at(part, "text"))
         if call is not None:
-            args = _at(call, "args")
-            if args is not None and not isinstance(args, dict):
-                msg = f"function call args: expected an object, got {type(args).__name__}"
-                raise TypeError(msg)
-            raw = json.dumps(args or {}, ensure_ascii=False)
+            raw = json.dumps(_args(_at(call, "args")), ensure_ascii=False)
             call_id, name = _text(_at(call, "id")), _text(_at(call, "name"))
             index = state.calls
             state.calls += 1
