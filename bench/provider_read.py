@@ -5,9 +5,11 @@ For each wire API (OpenAI Responses, Anthropic Messages, Gemini), against the lo
 simulator over plain http, one process alternates legato's model (`model.stream(request)`,
 every event read) with the same call made by hand through the official SDK (its typed
 objects, every event read): a short answer with a tool call, unstreamed and streamed, and
-a long streamed answer of `--chunks` text pieces (the CPU per chunk). Prints medians of
-wall and CPU time and their ratio; asserts nothing. Run it on two source trees (PYTHONPATH)
-to compare before and after.
+a long streamed answer of `--chunks` text pieces (the CPU per chunk), and (Gemini) the same
+long answer whole. For Gemini's whole answers, which legato reads from their JSON, a third
+line times legato on its old path through the SDK's types (`GeminiModel._raw_answers` off),
+alternating with the other two. Prints medians of wall and CPU time and their ratio;
+asserts nothing. Run it on two source trees (PYTHONPATH) to compare before and after.
 """
 
 from __future__ import annotations
@@ -158,12 +160,19 @@ def _responder(chunks: int) -> Callable[[Any], SimTurn]:
 async def bench(api: str, rounds: int, chunks: int) -> None:
     with WireSimulator(_responder(chunks)) as sim:
         client, sdk_call = _sdk(api, sim.url)
-        for label, stream, extra, per in (
+        cases = [
             ("tool call, whole", False, "", 1),
             ("tool call, streamed", True, "", 1),
             (f"{chunks} chunks, streamed", True, str(chunks), chunks),
-        ):
+        ]
+        if api == "gemini":
+            cases.append((f"{chunks} pieces, whole", False, str(chunks), 1))
+        for label, stream, extra, per in cases:
             model = _model(api, sim.url, stream)
+            old: Any = None
+            if api == "gemini" and not stream:
+                old = _model(api, sim.url, stream)
+                old._raw_answers = False  # legato's old path: the SDK's types, then read
             request = ModelRequest(
                 messages=(Message.user("Weather in Paris?"),),
                 tools=(WEATHER,),
@@ -177,16 +186,25 @@ async def bench(api: str, rounds: int, chunks: int) -> None:
             async def theirs(stream: bool = stream, extra: str = extra) -> None:
                 await sdk_call(stream, extra)
 
+            async def typed(old: Any = old, request: ModelRequest = request) -> None:
+                async for _ in old.stream(request):
+                    pass
+
+            runs = [ours, theirs] + ([typed] if old is not None else [])
+            samples: list[list[Sample]] = [[] for _ in runs]
             for _ in range(5):
-                await ours()
-                await theirs()
-            a: list[Sample] = []
-            b: list[Sample] = []
+                for run in runs:
+                    await run()
             for i in range(rounds):
-                for first in (True, False) if i % 2 else (False, True):
-                    (a if first else b).append(await _timed(ours if first else theirs))
+                order = list(range(len(runs)))
+                order = order[i % len(order) :] + order[: i % len(order)]
+                for k in order:
+                    samples[k].append(await _timed(runs[k]))
             await model.aclose()
-            _report(api, label, a, b, per)
+            _report(api, label, samples[0], samples[1], per)
+            if old is not None:
+                await old.aclose()
+                _report(api, f"{label} (old)", samples[2], samples[1], per)
         closing = client.close() if api != "gemini" else client.aio.aclose()
         await closing
 

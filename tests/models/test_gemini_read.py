@@ -11,6 +11,7 @@ both HTTP transports. A local server on 127.0.0.1 answers with exactly the bytes
 from __future__ import annotations
 
 import base64
+import dataclasses
 import importlib
 import json
 import threading
@@ -109,8 +110,9 @@ class _Reply:
 
 class _Handler(BaseHTTPRequestHandler):
     def do_POST(self) -> None:
-        self.rfile.read(int(self.headers.get("content-length") or 0))
-        reply = cast(_Server, self.server).reply
+        server = cast(_Server, self.server)
+        server.bodies.append(json.loads(self.rfile.read(int(self.headers["content-length"]))))
+        reply = server.replies.pop(0) if server.replies else server.reply
         if "streamGenerateContent" in self.path:  # the same answer as one stream event
             data = b"data: " + reply.body + b"\r\n\r\n"
             self.send_response(200)
@@ -134,11 +136,17 @@ class _Handler(BaseHTTPRequestHandler):
 class _Server(ThreadingHTTPServer):
     daemon_threads = True
     reply = _Reply(b"{}")
+    """The answer to every request (after `replies`, which go out first, in order)."""
+
+    def __init__(self) -> None:
+        super().__init__(("127.0.0.1", 0), _Handler)
+        self.replies: list[_Reply] = []
+        self.bodies: list[Any] = []
 
 
 @pytest.fixture
 def server() -> Iterator[_Server]:
-    httpd = _Server(("127.0.0.1", 0), _Handler)
+    httpd = _Server()
     thread = threading.Thread(target=httpd.serve_forever, daemon=True)
     thread.start()
     try:
@@ -269,6 +277,71 @@ async def test_the_sdk_refuses_the_raw_option_for_streams() -> None:
                 pass
     finally:
         await client.aio.aclose()
+
+
+# -- an answer Gemini continues over several requests ----------------------------------------
+
+
+def _hop(text: str, finish: str, prompt: int, out: int, token: bytes | None = None) -> _Reply:
+    candidate: dict[str, Any] = {
+        "content": {"role": "model", "parts": [{"text": text}]},
+        "finishReason": finish,
+    }
+    if token is not None:
+        candidate["continuationToken"] = _b64(token)
+    usage = {"promptTokenCount": prompt, "candidatesTokenCount": out}
+    body = {"candidates": [candidate], "usageMetadata": usage, "modelVersion": "gemini-x"}
+    return _Reply(json.dumps(body).encode())
+
+
+HOPS = [
+    _hop("Part one, ", "CONTINUATION", 5, 3, b"tok-1"),
+    _hop("part two, ", "CONTINUATION", 5, 3, b"tok-2"),
+    _hop("the end.", "STOP", 5, 2),
+]
+
+
+async def test_a_continued_answer_is_followed_and_read_as_one(
+    server: _Server, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    server.replies = list(HOPS)
+    raw = await _answer(_model(server))
+    assert [b.get("continuationToken") for b in server.bodies] == [
+        None,
+        _b64(b"tok-1"),
+        _b64(b"tok-2"),
+    ]
+    assert raw.message.text == "Part one, part two, the end."
+    assert raw.stop_reason is StopReason.END_TURN
+    assert (raw.usage.input_tokens, raw.usage.output_tokens, raw.usage.requests) == (15, 8, 3)
+    server.replies, server.bodies = list(HOPS), []
+    _typed(monkeypatch)  # the SDK follows the tokens itself on its typed path: the same answer
+    typed = await _answer(_model(server))
+    assert len(server.bodies) == 3
+    assert typed.message == raw.message
+    assert dataclasses.replace(typed.usage, requests=3) == raw.usage
+
+
+async def test_twin_without_following_the_token_the_answer_stops_at_the_first_hop(
+    server: _Server, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(_gemini_read, "_token", _no_token)
+    server.replies = list(HOPS)
+    raw = await _answer(_model(server))
+    assert len(server.bodies) == 1
+    assert raw.message.text == "Part one, "
+    assert raw.stop_reason is StopReason.OTHER
+
+
+async def test_a_token_that_goes_nowhere_is_not_followed_forever(server: _Server) -> None:
+    server.reply = _hop("Again. ", "CONTINUATION", 5, 1, b"same")
+    raw = await _answer(_model(server))
+    assert len(server.bodies) == 2  # the second hop gave the token it was sent with
+    assert raw.message.text == "Again. Again. "
+
+
+def _no_token(value: object) -> None:
+    return None
 
 
 # -- bad bodies: the same typed errors on both paths and both transports ---------------------

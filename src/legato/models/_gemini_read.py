@@ -35,6 +35,7 @@ __all__ = [
     "ReadState",
     "read_chunk",
     "read_details",
+    "read_state_usage",
     "read_usage",
 ]
 
@@ -75,6 +76,7 @@ _ATTRIBUTES = {
     "functionCall": "function_call",
     "thought": "thought",
     "text": "text",
+    "continuationToken": "continuation_token",
     "executableCode": "executable_code",
     "codeExecutionResult": "code_execution_result",
     "id": "id",
@@ -128,6 +130,14 @@ def _signature(value: object) -> str | None:
     return _text(value) or None
 
 
+def _token(value: object) -> bytes | None:
+    """A continuation token as bytes (the SDK decodes it; the wire has base64 text)."""
+    if isinstance(value, bytes):
+        return value or None
+    text = _text(value)
+    return base64.b64decode(text, validate=True) if text else None
+
+
 def _args(value: object) -> object:
     """A function call's arguments: a JSON object (absent: none)."""
     if value is None:
@@ -156,6 +166,14 @@ class ReadState:
     text_signatures: list[JsonValue] = dataclasses.field(default_factory=lambda: [])
     builtin: list[JsonValue] = dataclasses.field(default_factory=lambda: [])
     grounding: dict[str, JsonValue] = dataclasses.field(default_factory=lambda: {})
+    continuation: bytes | None = None
+    """The token to go on with: Gemini stopped at its per-request limit (`CONTINUATION`).
+
+    The SDK follows it itself for the answers it parses (`automatic_continuation`); for the
+    raw ones legato does, reading every hop into the same message as a stream's chunks.
+    """
+    earlier: Usage | None = None
+    """The usage of the hops before this one (a whole answer continued)."""
 
     def unfinished(self) -> str | None:
         """How an answer fell short: no finish reason (and no blocked prompt)."""
@@ -186,6 +204,8 @@ def read_chunk(
     finish = _enum(_at(candidate, "finishReason"))
     if finish is not None:
         state.finish = finish
+    token = _token(_at(candidate, "continuationToken"))
+    state.continuation = token if finish in (None, "CONTINUATION") else None
     for wire, key, sdk_type in (
         ("groundingMetadata", "grounding_metadata", "GroundingMetadata"),
         ("urlContextMetadata", "url_context_metadata", "UrlContextMetadata"),
@@ -240,8 +260,14 @@ def _read_parts(
     return [e for e in out if e is not None]
 
 
+def read_state_usage(state: ReadState) -> Usage:
+    """The usage of the answer: its last hop's, plus the earlier hops' (summed, as the SDK)."""
+    usage = read_usage(state.usage)
+    return usage if state.earlier is None else state.earlier + usage
+
+
 def read_usage(raw: object) -> Usage:
-    """The usage of an answer from its `usageMetadata` (absent: zeros)."""
+    """The usage of one answer from its `usageMetadata` (absent: zeros)."""
     if raw is None:
         return Usage(requests=1)
     thoughts = _count(_at(raw, "thoughtsTokenCount"))

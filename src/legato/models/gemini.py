@@ -66,7 +66,7 @@ from legato.models._gemini_read import (
     ReadState,
     read_chunk,
     read_details,
-    read_usage,
+    read_state_usage,
 )
 from legato.models._provider import (
     LoopClients,
@@ -408,15 +408,23 @@ class GeminiModel(ProviderModel):
             # once, from its JSON; `_raw_answers` off reads the SDK's types (the old path).
             if self._raw_answers:
                 config["should_return_http_response"] = True
-            response = await models.generate_content(
-                model=self.model, contents=contents, config=config
-            )
-            answer: object = response
-            if self._raw_answers:
-                body = response.sdk_http_response.body
-                answer = json.loads(body) if body else {}  # the SDK reads no body as `{}`
-            for event in self._translate(self._chunk, answer, assembler, state):
-                yield event
+            while True:
+                response = await models.generate_content(
+                    model=self.model, contents=contents, config=config
+                )
+                answer: object = response
+                if self._raw_answers:
+                    body = response.sdk_http_response.body
+                    answer = json.loads(body) if body else {}  # the SDK reads none as `{}`
+                for event in self._translate(self._chunk, answer, assembler, state):
+                    yield event
+                token = state.continuation if self._raw_answers else None
+                if token is None or token == config.get("continuation_token"):
+                    break  # finished (or a token that goes nowhere: no loop)
+                # Gemini stopped at its per-request limit: the next hop goes on from there.
+                state.earlier = read_state_usage(state)
+                state.usage = None
+                config = {**config, "continuation_token": token}
             missing = state.unfinished()
             if missing is not None:
                 msg = f"{self.name}: the stream ended {missing}"
@@ -456,7 +464,7 @@ class GeminiModel(ProviderModel):
             reason = state.blocked or state.finish
             msg = f"{self.name}: the provider withheld the answer ({reason})"
             raise ContentFiltered(msg, provider=self.provider)
-        usage = read_usage(state.usage)
+        usage = read_state_usage(state)
         details = read_details(state)
         if state.grounding:
             metadata = state.grounding.get("grounding_metadata")
