@@ -17,6 +17,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import importlib
+import json
 import os
 import platform
 import statistics
@@ -24,7 +25,7 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from legato.messages import Message, ToolDefinition
+from legato.messages import Message, StopReason, ToolDefinition
 from legato.models import ModelRequest
 from legato.models._provider import ProviderSettings
 from legato.models.retry import RetryPolicy
@@ -209,6 +210,80 @@ async def bench(api: str, rounds: int, chunks: int) -> None:
         await closing
 
 
+def gemini_read_only(rounds: int) -> None:
+    """Gemini's whole answer read alone (no HTTP): legato's reading of the JSON against the
+    SDK's parsing into its types (`model_validate` of the same JSON) plus legato's reading
+    of those, the old path: an answer with text, three calls and search grounding."""
+    from google.genai import types
+
+    from legato.models._gemini_read import ReadState, read_chunk, read_details, read_usage
+    from legato.models.assembly import ResponseAssembler
+
+    parts: list[Any] = [{"text": "Let me look.", "thoughtSignature": "c2ln"}]
+    parts += [
+        {"functionCall": {"id": f"c{i}", "name": "get_weather", "args": {"city": "Paris"}}}
+        for i in range(3)
+    ]
+    grounding = {
+        "webSearchQueries": ["weather paris"],
+        "groundingChunks": [
+            {"web": {"uri": f"https://x.example/{i}", "title": "x"}} for i in range(5)
+        ],
+        "groundingSupports": [
+            {
+                "segment": {"startIndex": 0, "endIndex": 5, "text": "Let m"},
+                "groundingChunkIndices": [0],
+            }
+        ],
+    }
+    answer = {
+        "candidates": [
+            {
+                "content": {"role": "model", "parts": parts},
+                "finishReason": "STOP",
+                "index": 0,
+                "groundingMetadata": grounding,
+            }
+        ],
+        "usageMetadata": {"promptTokenCount": 9, "candidatesTokenCount": 12, "totalTokenCount": 21},
+        "modelVersion": "gemini-2.5-flash",
+        "responseId": "r",
+    }
+    body = json.dumps(answer)
+
+    def read(chunk: object) -> None:
+        state = ReadState()
+        assembler = ResponseAssembler(provider="gemini")
+        read_chunk(chunk, assembler, state)
+        read_details(state)
+        read_usage(state.usage)
+        assembler.build(
+            usage=read_usage(state.usage), stop_reason=StopReason.TOOL_CALLS, model_name="m"
+        )
+
+    def raw() -> None:
+        read(json.loads(body))
+
+    def typed() -> None:
+        read(types.GenerateContentResponse.model_validate(json.loads(body)))
+
+    for fn in (raw, typed):
+        for _ in range(50):
+            fn()
+    samples: dict[str, list[float]] = {"raw": [], "typed": []}
+    for i in range(rounds * 25):
+        for name, fn in (
+            (("raw", raw), ("typed", typed)) if i % 2 else (("typed", typed), ("raw", raw))
+        ):
+            cpu = time.process_time()
+            fn()
+            samples[name].append(time.process_time() - cpu)
+    r, t = statistics.median(samples["raw"]) * 1e6, statistics.median(samples["typed"]) * 1e6
+    print(
+        f"gemini     read alone, whole answer  CPU legato raw {r:8.1f} us, typed {t:8.1f} us  {r / t:5.2f}x"
+    )
+
+
 def _settings(api: str, extra: str) -> Any:
     from legato.models import ModelSettings
 
@@ -241,6 +316,8 @@ def main() -> None:
     print(f"Python {platform.python_version()}, {os.cpu_count()} CPUs, load {load}")
     for api in args.only.split(","):
         asyncio.run(bench(api, args.rounds, args.chunks))
+        if api == "gemini":
+            gemini_read_only(args.rounds)
 
 
 if __name__ == "__main__":
