@@ -22,7 +22,7 @@ from typing import Any, Literal, cast
 
 import pytest
 
-from legato.exceptions import ModelError, ResponseParseError, StreamInterrupted
+from legato.exceptions import ContentFiltered, ModelError, ResponseParseError, StreamInterrupted
 from legato.messages import Message, StopReason
 from legato.models import _gemini_read
 from legato.models._base import ModelRequest, ModelResponse, ResponseCompleted
@@ -277,6 +277,30 @@ async def test_the_sdk_refuses_the_raw_option_for_streams() -> None:
                 pass
     finally:
         await client.aio.aclose()
+
+
+@pytest.mark.parametrize("path", ["raw", "typed"])
+async def test_a_blocked_prompt_is_content_filtered_with_its_reason_on_both_paths(
+    server: _Server, monkeypatch: pytest.MonkeyPatch, path: str
+) -> None:
+    if path == "typed":
+        _typed(monkeypatch)
+    body = {"promptFeedback": {"blockReason": "PROHIBITED_CONTENT"}, "usageMetadata": {}}
+    server.reply = _Reply(json.dumps(body).encode())
+    with pytest.raises(ContentFiltered, match=r"withheld the answer \(PROHIBITED_CONTENT\)"):
+        await _answer(_model(server))
+
+
+async def test_token_counts_sent_as_digit_strings_read_as_the_sdk_reads_them(
+    server: _Server, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    answer = json.loads(_with_part({"text": "ok"}))
+    answer["usageMetadata"] = {"promptTokenCount": "9", "candidatesTokenCount": "3"}
+    server.reply = _Reply(json.dumps(answer).encode())
+    raw = await _answer(_model(server))
+    _typed(monkeypatch)
+    assert (await _answer(_model(server))).usage == raw.usage
+    assert (raw.usage.input_tokens, raw.usage.output_tokens) == (9, 3)
 
 
 # -- an answer Gemini continues over several requests ----------------------------------------
