@@ -357,11 +357,13 @@ async def test_twin_without_following_the_token_the_answer_stops_at_the_first_ho
     assert raw.stop_reason is StopReason.OTHER
 
 
-async def test_a_token_that_goes_nowhere_is_not_followed_forever(server: _Server) -> None:
-    server.reply = _hop("Again. ", "CONTINUATION", 5, 1, b"same")
+async def test_a_token_already_followed_is_not_followed_again(server: _Server) -> None:
+    a, b = (_hop("Again. ", "CONTINUATION", 5, 1, token) for token in (b"a", b"b"))
+    server.replies = [a, b]
+    server.reply = a  # and from then on, token "a" again: a cycle
     raw = await _answer(_model(server))
-    assert len(server.bodies) == 2  # the second hop gave the token it was sent with
-    assert raw.message.text == "Again. Again. "
+    assert [x.get("continuationToken") for x in server.bodies] == [None, _b64(b"a"), _b64(b"b")]
+    assert raw.message.text == "Again. " * 3
 
 
 def _no_token(value: object) -> None:

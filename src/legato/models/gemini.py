@@ -408,6 +408,7 @@ class GeminiModel(ProviderModel):
             # once, from its JSON; `_raw_answers` off reads the SDK's types (the old path).
             if self._raw_answers:
                 config["should_return_http_response"] = True
+            followed: set[bytes] = set()
             while True:
                 response = await models.generate_content(
                     model=self.model, contents=contents, config=config
@@ -419,8 +420,9 @@ class GeminiModel(ProviderModel):
                 for event in self._translate(self._chunk, answer, assembler, state):
                     yield event
                 token = state.continuation if self._raw_answers else None
-                if token is None or token == config.get("continuation_token"):
-                    break  # finished (or a token that goes nowhere: no loop)
+                if token is None or token in followed:
+                    break  # finished (or a token already followed: no loop)
+                followed.add(token)
                 # Gemini stopped at its per-request limit: the next hop goes on from there.
                 state.earlier = read_state_usage(state)
                 state.usage = None
