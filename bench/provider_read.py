@@ -216,7 +216,7 @@ def gemini_read_only(rounds: int) -> None:
     of those, the old path: an answer with text, three calls and search grounding."""
     from google.genai import types
 
-    from legato.models._gemini_read import ReadState, read_chunk, read_details, read_usage
+    from legato.models._gemini_read import ReadState, read_chunk, read_details, read_state_usage
     from legato.models.assembly import ResponseAssembler
 
     parts: list[Any] = [{"text": "Let me look.", "thoughtSignature": "c2ln"}]
@@ -256,9 +256,8 @@ def gemini_read_only(rounds: int) -> None:
         assembler = ResponseAssembler(provider="gemini")
         read_chunk(chunk, assembler, state)
         read_details(state)
-        read_usage(state.usage)
         assembler.build(
-            usage=read_usage(state.usage), stop_reason=StopReason.TOOL_CALLS, model_name="m"
+            usage=read_state_usage(state), stop_reason=StopReason.TOOL_CALLS, model_name="m"
         )
 
     def raw() -> None:

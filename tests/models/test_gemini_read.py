@@ -195,6 +195,10 @@ def _unchecked(value: object) -> object:
     return value
 
 
+def _any_count(value: object) -> object:
+    return 0 if value is None else value
+
+
 # -- one answer, three paths -----------------------------------------------------------------
 
 
@@ -379,6 +383,9 @@ def _with_part(part: dict[str, Any]) -> bytes:
 
 
 WHOLE = json.dumps(ANSWER).encode()
+_MANY = json.dumps(
+    {**json.loads(_with_part({"text": "ok"})), "usageMetadata": {"promptTokenCount": "many"}}
+).encode()
 BAD: list[tuple[str, _Reply, type[ModelError], type[ModelError]]] = [
     # (case, body, the error on the raw path, the error on the SDK's typed path)
     (
@@ -415,6 +422,7 @@ BAD: list[tuple[str, _Reply, type[ModelError], type[ModelError]]] = [
         ResponseParseError,
     ),
     ("empty", _Reply(b""), StreamInterrupted, StreamInterrupted),
+    ("count-not-a-number", _Reply(_MANY), ResponseParseError, ResponseParseError),
     (
         "no-finish",
         _Reply(b'{"candidates": [{"content": {"parts": [{"text": "hi"}]}}]}'),
@@ -447,6 +455,15 @@ async def test_a_bad_body_is_the_same_typed_error_on_both_paths(
     assert type(info.value) is expected, repr(info.value)
     if expected is ResponseParseError:
         assert info.value.body is not None  # the payload, for the report
+
+
+async def test_twin_without_the_count_check_a_word_breaks_the_cost_untyped(
+    server: _Server, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(_gemini_read, "_count", _any_count)
+    server.reply = _Reply(_MANY)
+    with pytest.raises(TypeError, match="unsupported operand"):  # a bare error, later on
+        await _answer(_model(server))
 
 
 async def test_twin_without_the_args_check_a_list_becomes_the_call_arguments(

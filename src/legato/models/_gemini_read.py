@@ -157,7 +157,7 @@ class ReadState:
     blocked: str | None = None
     model: str = ""
     id: str | None = None
-    usage: Any = None
+    usage: Usage | None = None
     calls: int = 0
     signatures: dict[str, JsonValue] = dataclasses.field(default_factory=lambda: {})
     text_runs: int = 0
@@ -190,8 +190,8 @@ def read_chunk(
     state.model = _text(_at(chunk, "modelVersion")) or state.model
     state.id = _text(_at(chunk, "responseId")) or state.id
     usage = _at(chunk, "usageMetadata")
-    if usage is not None:
-        state.usage = usage
+    if usage is not None:  # the running total: the last one is the answer's
+        state.usage = read_usage(usage)
     feedback = _at(chunk, "promptFeedback")
     if feedback is not None:
         blocked = _enum(_at(feedback, "blockReason"))
@@ -262,14 +262,12 @@ def _read_parts(
 
 def read_state_usage(state: ReadState) -> Usage:
     """The usage of the answer: its last hop's, plus the earlier hops' (summed, as the SDK)."""
-    usage = read_usage(state.usage)
+    usage = state.usage or Usage(requests=1)
     return usage if state.earlier is None else state.earlier + usage
 
 
 def read_usage(raw: object) -> Usage:
-    """The usage of one answer from its `usageMetadata` (absent: zeros)."""
-    if raw is None:
-        return Usage(requests=1)
+    """The usage of one answer from its `usageMetadata`."""
     thoughts = _count(_at(raw, "thoughtsTokenCount"))
     return Usage(
         input_tokens=_count(_at(raw, "promptTokenCount")),
