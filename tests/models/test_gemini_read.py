@@ -22,13 +22,21 @@ from typing import Any, Literal, cast
 
 import pytest
 
-from legato.exceptions import ContentFiltered, ModelError, ResponseParseError, StreamInterrupted
+from legato.exceptions import (
+    ContentFiltered,
+    ModelError,
+    ProviderServerError,
+    RateLimited,
+    ResponseParseError,
+    StreamInterrupted,
+)
 from legato.messages import Message, StopReason
 from legato.models import _gemini_read
 from legato.models._base import ModelRequest, ModelResponse, ResponseCompleted
 from legato.models._provider import ProviderSettings
 from legato.models.gemini import GeminiModel
 from legato.models.retry import RetryPolicy
+from legato.simulator import ErrorKind, Fault, SimTurn, WireSimulator
 
 
 def _b64(raw: bytes) -> str:
@@ -474,3 +482,26 @@ async def test_twin_without_the_args_check_a_list_becomes_the_call_arguments(
     server.reply = _Reply(_with_part({"functionCall": {"name": "f", "args": [1]}}))
     (call,) = (await _answer(_model(server))).message.tool_calls
     assert call.arguments == [1]  # read without complaint: not an object of arguments
+
+
+@pytest.mark.parametrize("path", ["raw", "typed"])
+@pytest.mark.parametrize(
+    ("kind", "expected"), [("rate_limit", RateLimited), ("server", ProviderServerError)]
+)
+async def test_http_errors_are_still_the_sdks_to_raise_on_the_raw_path(
+    sim: WireSimulator,
+    monkeypatch: pytest.MonkeyPatch,
+    path: str,
+    kind: ErrorKind,
+    expected: type[ModelError],
+) -> None:
+    if path == "typed":
+        _typed(monkeypatch)
+    sim.enqueue(SimTurn(fault=Fault(error=kind, retry_after=7)))
+    settings = ProviderSettings(stream=False, retry=RetryPolicy(max_attempts=1))
+    model = GeminiModel("gemini-2.5-flash", base_url=sim.url, api_key="AIza-t", settings=settings)
+    with pytest.raises(ModelError) as info:
+        await _answer(model)
+    assert type(info.value) is expected
+    if kind == "rate_limit":
+        assert getattr(info.value, "retry_after", None) == 7  # Google's RetryInfo in the body
