@@ -5,9 +5,11 @@ For each wire API (OpenAI Responses, Anthropic Messages, Gemini), against the lo
 simulator over plain http, one process alternates legato's model (`model.stream(request)`,
 every event read) with the same call made by hand through the official SDK (its typed
 objects, every event read): a short answer with a tool call, unstreamed and streamed, and
-a long streamed answer of `--chunks` text pieces (the CPU per chunk). Prints medians of
-wall and CPU time and their ratio; asserts nothing. Run it on two source trees (PYTHONPATH)
-to compare before and after.
+a long streamed answer of `--chunks` text pieces (the CPU per chunk), and (Gemini) the same
+long answer whole. For Gemini's whole answers, which legato reads from their JSON, a third
+line times legato on its old path through the SDK's types (`GeminiModel._raw_answers` off),
+alternating with the other two. Prints medians of wall and CPU time and their ratio;
+asserts nothing. Run it on two source trees (PYTHONPATH) to compare before and after.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import importlib
+import json
 import os
 import platform
 import statistics
@@ -22,7 +25,7 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from legato.messages import Message, ToolDefinition
+from legato.messages import Message, StopReason, ToolDefinition
 from legato.models import ModelRequest
 from legato.models._provider import ProviderSettings
 from legato.models.retry import RetryPolicy
@@ -158,12 +161,19 @@ def _responder(chunks: int) -> Callable[[Any], SimTurn]:
 async def bench(api: str, rounds: int, chunks: int) -> None:
     with WireSimulator(_responder(chunks)) as sim:
         client, sdk_call = _sdk(api, sim.url)
-        for label, stream, extra, per in (
+        cases = [
             ("tool call, whole", False, "", 1),
             ("tool call, streamed", True, "", 1),
             (f"{chunks} chunks, streamed", True, str(chunks), chunks),
-        ):
+        ]
+        if api == "gemini":
+            cases.append((f"{chunks} pieces, whole", False, str(chunks), 1))
+        for label, stream, extra, per in cases:
             model = _model(api, sim.url, stream)
+            old: Any = None
+            if api == "gemini" and not stream:
+                old = _model(api, sim.url, stream)
+                old._raw_answers = False  # legato's old path: the SDK's types, then read
             request = ModelRequest(
                 messages=(Message.user("Weather in Paris?"),),
                 tools=(WEATHER,),
@@ -177,18 +187,100 @@ async def bench(api: str, rounds: int, chunks: int) -> None:
             async def theirs(stream: bool = stream, extra: str = extra) -> None:
                 await sdk_call(stream, extra)
 
+            async def typed(old: Any = old, request: ModelRequest = request) -> None:
+                async for _ in old.stream(request):
+                    pass
+
+            runs = [ours, theirs] + ([typed] if old is not None else [])
+            samples: list[list[Sample]] = [[] for _ in runs]
             for _ in range(5):
-                await ours()
-                await theirs()
-            a: list[Sample] = []
-            b: list[Sample] = []
+                for run in runs:
+                    await run()
             for i in range(rounds):
-                for first in (True, False) if i % 2 else (False, True):
-                    (a if first else b).append(await _timed(ours if first else theirs))
+                order = list(range(len(runs)))
+                order = order[i % len(order) :] + order[: i % len(order)]
+                for k in order:
+                    samples[k].append(await _timed(runs[k]))
             await model.aclose()
-            _report(api, label, a, b, per)
+            _report(api, label, samples[0], samples[1], per)
+            if old is not None:
+                await old.aclose()
+                _report(api, f"{label} (old)", samples[2], samples[1], per)
         closing = client.close() if api != "gemini" else client.aio.aclose()
         await closing
+
+
+def gemini_read_only(rounds: int) -> None:
+    """Gemini's whole answer read alone (no HTTP): legato's reading of the JSON against the
+    SDK's parsing into its types (`model_validate` of the same JSON) plus legato's reading
+    of those, the old path: an answer with text, three calls and search grounding."""
+    from google.genai import types
+
+    from legato.models._gemini_read import ReadState, read_chunk, read_details, read_state_usage
+    from legato.models.assembly import ResponseAssembler
+
+    parts: list[Any] = [{"text": "Let me look.", "thoughtSignature": "c2ln"}]
+    parts += [
+        {"functionCall": {"id": f"c{i}", "name": "get_weather", "args": {"city": "Paris"}}}
+        for i in range(3)
+    ]
+    grounding = {
+        "webSearchQueries": ["weather paris"],
+        "groundingChunks": [
+            {"web": {"uri": f"https://x.example/{i}", "title": "x"}} for i in range(5)
+        ],
+        "groundingSupports": [
+            {
+                "segment": {"startIndex": 0, "endIndex": 5, "text": "Let m"},
+                "groundingChunkIndices": [0],
+            }
+        ],
+    }
+    answer = {
+        "candidates": [
+            {
+                "content": {"role": "model", "parts": parts},
+                "finishReason": "STOP",
+                "index": 0,
+                "groundingMetadata": grounding,
+            }
+        ],
+        "usageMetadata": {"promptTokenCount": 9, "candidatesTokenCount": 12, "totalTokenCount": 21},
+        "modelVersion": "gemini-2.5-flash",
+        "responseId": "r",
+    }
+    body = json.dumps(answer)
+
+    def read(chunk: object) -> None:
+        state = ReadState()
+        assembler = ResponseAssembler(provider="gemini")
+        read_chunk(chunk, assembler, state)
+        read_details(state)
+        assembler.build(
+            usage=read_state_usage(state), stop_reason=StopReason.TOOL_CALLS, model_name="m"
+        )
+
+    def raw() -> None:
+        read(json.loads(body))
+
+    def typed() -> None:
+        read(types.GenerateContentResponse.model_validate(json.loads(body)))
+
+    for fn in (raw, typed):
+        for _ in range(50):
+            fn()
+    samples: dict[str, list[float]] = {"raw": [], "typed": []}
+    for i in range(rounds * 25):
+        for name, fn in (
+            (("raw", raw), ("typed", typed)) if i % 2 else (("typed", typed), ("raw", raw))
+        ):
+            cpu = time.process_time()
+            fn()
+            samples[name].append(time.process_time() - cpu)
+    r, t = statistics.median(samples["raw"]) * 1e6, statistics.median(samples["typed"]) * 1e6
+    print(
+        f"gemini     read alone, whole answer  CPU legato raw {r:8.1f} us, typed {t:8.1f} us  {r / t:5.2f}x"
+    )
 
 
 def _settings(api: str, extra: str) -> Any:
@@ -223,6 +315,8 @@ def main() -> None:
     print(f"Python {platform.python_version()}, {os.cpu_count()} CPUs, load {load}")
     for api in args.only.split(","):
         asyncio.run(bench(api, args.rounds, args.chunks))
+        if api == "gemini":
+            gemini_read_only(args.rounds)
 
 
 if __name__ == "__main__":

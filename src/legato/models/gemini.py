@@ -49,7 +49,6 @@ from legato.messages import (
     ThinkingPart,
     ToolCallPart,
     ToolResultPart,
-    Usage,
 )
 from legato.models._base import (
     ModelProfile,
@@ -59,6 +58,16 @@ from legato.models._base import (
     ResponseCompleted,
 )
 from legato.models._builtin_wire import gemini_builtin
+from legato.models._gemini_read import (
+    BUILTIN_PARTS,
+    SIGNATURES,
+    STOP,
+    TEXT_SIGNATURES,
+    ReadState,
+    read_chunk,
+    read_details,
+    read_state_usage,
+)
 from legato.models._provider import (
     LoopClients,
     ProviderModel,
@@ -86,26 +95,11 @@ PROFILE = ModelProfile(
     native_json_schema=True,
     builtin_tools=frozenset({"web_search", "web_fetch", "code_execution", "file_search"}),
 )
-_STOP: dict[str, StopReason] = {
-    "STOP": StopReason.END_TURN,
-    "MAX_TOKENS": StopReason.MAX_TOKENS,
-    "SAFETY": StopReason.CONTENT_FILTER,
-    "RECITATION": StopReason.CONTENT_FILTER,
-    "PROHIBITED_CONTENT": StopReason.CONTENT_FILTER,
-    "BLOCKLIST": StopReason.CONTENT_FILTER,
-    "SPII": StopReason.CONTENT_FILTER,
-    "IMAGE_SAFETY": StopReason.CONTENT_FILTER,
-}
-"""Documented finish reasons that are not OTHER (`LANGUAGE`, `MALFORMED_FUNCTION_CALL`, ...)."""
-_BUILTIN_PARTS = "gemini_builtin_parts"
-"""`[{"at": n, "part": {...}}]`: parts of the tools Gemini runs itself (`executable_code`,
-`code_execution_result`), kept whole before the n-th part and sent back in place."""
-_GROUNDING = "gemini_grounding"
-"""The candidate's `grounding_metadata` / `url_context_metadata` (Google Search, URL context)."""
-_SIGNATURES = "gemini_signatures"
-_TEXT_SIGNATURES = "gemini_text_signatures"
-"""`[{"run": n, "signature": s, "empty": bool}]`: the signature of the n-th text part of the
-message, or (`empty`) of an empty text part that followed it (or ended the message)."""
+_BUILTIN_PARTS = BUILTIN_PARTS
+_SIGNATURES = SIGNATURES
+_TEXT_SIGNATURES = TEXT_SIGNATURES
+_State = ReadState
+"""What an answer said so far (kept under this name for the tests that read chunks)."""
 
 
 def _media(part: ImagePart | DocumentPart) -> Obj:
@@ -250,35 +244,13 @@ def _gemini_aiohttp(settings: ProviderSettings) -> bool:
     return use_aiohttp(settings.transport, extra="gemini")
 
 
-@dataclass(slots=True)
-class _State:
-    seen: bool = False
-    finish: str | None = None
-    blocked: str | None = None
-    model: str = ""
-    id: str | None = None
-    usage: Any = None
-    calls: int = 0
-    signatures: dict[str, JsonValue] = dataclasses.field(default_factory=lambda: {})
-    text_runs: int = 0
-    """Text parts of the response so far (consecutive text merges into one)."""
-    in_text: bool = False
-    text_signatures: list[JsonValue] = dataclasses.field(default_factory=lambda: [])
-    builtin: list[JsonValue] = dataclasses.field(default_factory=lambda: [])
-    grounding: dict[str, JsonValue] = dataclasses.field(default_factory=lambda: {})
-
-    def unfinished(self) -> str | None:
-        """How an answer fell short: no finish reason (and no blocked prompt)."""
-        if self.finish is None and self.blocked is None:
-            return "without a finish reason"
-        return None
-
-
 class GeminiModel(ProviderModel):
     """A Gemini model behind the Gemini API."""
 
     provider = "gemini"
     price_provider = "google"
+    _raw_answers = True
+    """Whole answers are read from their JSON (False: through the SDK's types; tests only)."""
 
     def __init__(
         self,
@@ -432,11 +404,29 @@ class GeminiModel(ProviderModel):
         state = _State()
         models = client.aio.models
         if not self.settings.stream:
-            response = await models.generate_content(
-                model=self.model, contents=contents, config=config
-            )
-            for event in self._translate(self._chunk, response, assembler, state):
-                yield event
+            # The answer comes back unparsed (the SDK's documented raw response) and is read
+            # once, from its JSON; `_raw_answers` off reads the SDK's types (the old path).
+            if self._raw_answers:
+                config["should_return_http_response"] = True
+            followed: set[bytes] = set()
+            while True:
+                response = await models.generate_content(
+                    model=self.model, contents=contents, config=config
+                )
+                answer: object = response
+                if self._raw_answers:
+                    body = response.sdk_http_response.body
+                    answer = json.loads(body) if body else {}  # the SDK reads none as `{}`
+                for event in self._translate(self._chunk, answer, assembler, state):
+                    yield event
+                token = state.continuation if self._raw_answers else None
+                if token is None or token in followed:
+                    break  # finished (or a token already followed: no loop)
+                followed.add(token)
+                # Gemini stopped at its per-request limit: the next hop goes on from there.
+                state.earlier = read_state_usage(state)
+                state.usage = None
+                config = {**config, "continuation_token": token}
             missing = state.unfinished()
             if missing is not None:
                 msg = f"{self.name}: the stream ended {missing}"
@@ -467,93 +457,18 @@ class GeminiModel(ProviderModel):
     def _chunk(
         self, chunk: Any, assembler: ResponseAssembler, state: _State
     ) -> list[ModelStreamEvent]:
-        state.seen = True
-        state.model = chunk.model_version or state.model
-        state.id = chunk.response_id or state.id
-        if chunk.usage_metadata is not None:
-            state.usage = chunk.usage_metadata
-        feedback = chunk.prompt_feedback
-        if feedback is not None and feedback.block_reason is not None:
-            state.blocked = str(feedback.block_reason)
-        candidates: list[Any] = list(chunk.candidates or [])
-        if not candidates:
-            return []
-        candidate = candidates[0]
-        if candidate.finish_reason is not None:
-            reason = candidate.finish_reason
-            state.finish = str(getattr(reason, "value", reason))
-        for key in ("grounding_metadata", "url_context_metadata"):
-            found = getattr(candidate, key, None)
-            if found is not None:  # the last chunk's is the whole
-                state.grounding[key] = found.model_dump(mode="json", exclude_none=True)
-        parts: list[Any] = list(candidate.content.parts or []) if candidate.content else []
-        return self._parts(parts, assembler, state)
-
-    def _parts(
-        self, parts: list[Any], assembler: ResponseAssembler, state: _State
-    ) -> list[ModelStreamEvent]:
-        out: list[ModelStreamEvent | None] = []
-        for part in parts:
-            signature = part.thought_signature
-            sig_text = base64.b64encode(signature).decode() if signature else None
-            if part.function_call is not None:
-                call = part.function_call
-                raw = json.dumps(call.args or {}, ensure_ascii=False)
-                index = state.calls
-                state.calls += 1
-                out.append(
-                    assembler.add_tool_call(index=index, id=call.id, name=call.name, arguments=raw)
-                )
-                if sig_text:
-                    state.signatures[call.id or f"call_{index}"] = sig_text
-                state.in_text = False
-            elif part.thought and part.text is not None:
-                out.append(assembler.add_thinking(part.text or None, signature=sig_text))
-                state.in_text = False
-            elif part.text:
-                if not state.in_text:
-                    state.text_runs += 1
-                    state.in_text = True
-                out.append(assembler.add_text(part.text))
-                if sig_text:
-                    state.text_signatures.append(
-                        {"run": state.text_runs - 1, "signature": sig_text, "empty": False}
-                    )
-            elif part.executable_code is not None or part.code_execution_result is not None:
-                assembler.close_part()
-                raw = part.model_dump(mode="json", exclude_none=True)
-                state.builtin.append({"at": assembler.part_count(), "part": raw})
-                state.in_text = False
-            elif sig_text:
-                # An empty text part that only carries a signature (it can end a stream).
-                run = state.text_runs - 1 if state.in_text else state.text_runs
-                state.text_signatures.append({"run": run, "signature": sig_text, "empty": True})
-        return [e for e in out if e is not None]
+        """Read one answer or streamed chunk (wire JSON or the SDK's types) into `state`."""
+        return read_chunk(chunk, assembler, state)
 
     def _completed(self, assembler: ResponseAssembler, state: _State) -> ResponseCompleted:
-        stop = _STOP.get(state.finish or "STOP", StopReason.OTHER)
+        stop = STOP.get(state.finish or "STOP", StopReason.OTHER)
         if state.blocked is not None or stop is StopReason.CONTENT_FILTER:
             reason = state.blocked or state.finish
             msg = f"{self.name}: the provider withheld the answer ({reason})"
             raise ContentFiltered(msg, provider=self.provider)
-        u = state.usage
-        thoughts = getattr(u, "thoughts_token_count", 0) or 0
-        usage = Usage(
-            input_tokens=getattr(u, "prompt_token_count", 0) or 0,
-            output_tokens=(getattr(u, "candidates_token_count", 0) or 0) + thoughts,
-            cache_read_tokens=getattr(u, "cached_content_token_count", 0) or 0,
-            reasoning_tokens=thoughts,
-            requests=1,
-        )
-        details: dict[str, JsonValue] = {}
-        if state.signatures:
-            details[_SIGNATURES] = dict(state.signatures)
-        if state.text_signatures:
-            details[_TEXT_SIGNATURES] = list(state.text_signatures)
-        if state.builtin:
-            details[_BUILTIN_PARTS] = list(state.builtin)
+        usage = read_state_usage(state)
+        details = read_details(state)
         if state.grounding:
-            details[_GROUNDING] = dict(state.grounding)
             metadata = state.grounding.get("grounding_metadata")
             queries = metadata.get("web_search_queries") if isinstance(metadata, dict) else None
             if isinstance(queries, list) and queries:  # searches Google ran for the answer
