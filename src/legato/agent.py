@@ -138,6 +138,9 @@ class ResumeOptions(TypedDict, total=False):
     """Seconds the rest of the run may take."""
     owner: str | None
     """Who resumes the run, recorded in its `RunResumed` event (default: host:pid)."""
+    model: Model | str | None
+    """Continue the run on this model (a `Model` or `"provider:model"`) instead of the
+    agent's, e.g. when the provider it ran on is down; recorded in its `RunResumed` event."""
     takeover: bool
     """Resume a run that looks live (its last owner is a process on another host, which
     cannot be checked): say so only when that process is known to be gone."""
@@ -488,6 +491,7 @@ class Agent(Generic[OutputT]):
             deps=options.get("deps"),
             approvals=options.get("approvals"),
             budget=options.get("budget"),
+            model=options.get("model"),
         )
         from legato.budgets import BudgetLimits
 

@@ -103,6 +103,19 @@ def test_a_parked_run_is_listed_shown_approved_and_resumed_from_the_terminal(
     assert again.exit_code == 1 and "nothing to decide" in again.output
 
 
+def test_a_run_is_resumed_on_another_model_from_the_terminal(shop: tuple[Path, str]) -> None:
+    db, module = shop
+    run_id = _parked(db)
+    assert runner.invoke(app, ["runs", "approve", run_id, "--store", str(db)]).exit_code == 0
+    command = ["runs", "resume", run_id, "--agent", f"{module}:agent", "--store", str(db)]
+    resumed = runner.invoke(app, [*command, "--model", "test:echo"])
+    assert resumed.exit_code == 0, resumed.output
+    assert "echo: ship A7" in resumed.output  # test:echo answered, not the agent's model
+    assert importlib.import_module(module).agent.model.requests == []
+    shown = runner.invoke(app, ["runs", "show", run_id, "--store", str(db)])
+    assert "on test:echo" in _flat(shown.output)
+
+
 def test_a_rejection_from_the_terminal_reaches_the_model(shop: tuple[Path, str]) -> None:
     db, module = shop
     run_id = _parked(db)

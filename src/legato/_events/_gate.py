@@ -125,6 +125,9 @@ class RunResumed:
 
     owner: str
     """Who resumed it (host and process id by default)."""
+    model: str | None = None
+    """The model serving the run from here on (`provider:model`), which a resume may change
+    (`ResumeOptions.model`); None in journals written before it was recorded."""
     kind: Literal["run_resumed"] = "run_resumed"
 
 

@@ -145,7 +145,8 @@ def gate_line(event: RunEvent) -> str:
         case HookApplied():
             return f"hook {event.hook} {event.action} at {event.point}: {_short(event.detail)}"
         case RunResumed():
-            return f"resumed by {event.owner}"
+            on = f" on {event.model}" if event.model else ""
+            return f"resumed by {event.owner}{on}"
         case _:
             return type(event).__name__
 

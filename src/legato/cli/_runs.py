@@ -350,6 +350,12 @@ def resume(
     takeover: Annotated[
         bool, typer.Option(help="The process that drove it is known to be gone (another host).")
     ] = False,
+    model: Annotated[
+        str | None,
+        typer.Option(
+            "--model", "-m", help="Continue on this 'provider:model' instead of the agent's."
+        ),
+    ] = None,
 ) -> None:
     """Continue a parked or interrupted run with its agent; prints the answer."""
     from legato.agent import Agent
@@ -365,7 +371,7 @@ def resume(
         runner = cast("Agent[Any]", loaded)
         with _opened(store) as opened:
             runner.store = opened  # a SQLite file: the same connection as the agent's own
-            result = runner.resume_sync(resolve_run(opened, run_id), takeover=takeover)
+            result = runner.resume_sync(resolve_run(opened, run_id), takeover=takeover, model=model)
     except RunParked as parked:
         console.print(f"[yellow]parked again:[/] {escape(str(parked))}")
         raise typer.Exit(2) from None

@@ -77,6 +77,7 @@ LegatoError
 │   ├── SchemaTooNew              the database was written by a newer legato
 │   ├── SessionNotFound           no session has that name
 │   ├── SessionExists             a session of that name already exists
+│   ├── StoreNameInvalid          a name (session, run id, approval id) holds a NUL character
 │   └── MemoryItemNotFound        no memory item has that id
 ├── WebError                      `legato serve` cannot do what a request or its options ask
 │   ├── PortInUse                 the address to listen on is taken by another process
@@ -150,6 +151,7 @@ from legato.exceptions._io import (
     StoreCorrupted,
     StoreError,
     StoreLocked,
+    StoreNameInvalid,
     WebError,
     WorkspaceQuotaExceeded,
 )
@@ -252,6 +254,7 @@ __all__ = [
     "StoreCorrupted",
     "StoreError",
     "StoreLocked",
+    "StoreNameInvalid",
     "StreamInterrupted",
     "ToolArgumentsInvalid",
     "ToolDefinitionError",

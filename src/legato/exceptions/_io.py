@@ -213,6 +213,22 @@ class SessionExists(StoreError):
         super().__init__(f"a session named {name!r} already exists")
 
 
+class StoreNameInvalid(StoreError):
+    """A name given to the store holds a NUL character, which PostgreSQL text cannot hold.
+
+    A session's name, a run id, an approval's id, an agent's or a model's name: refused by
+    every backend alike, before anything is written.
+    """
+
+    def __init__(self, what: str, value: str) -> None:
+        self.what = what
+        self.value = value
+        super().__init__(
+            f"{what} {value!r} contains a NUL character (\\x00), which the store does not "
+            "keep in names; nothing was written"
+        )
+
+
 class MemoryItemNotFound(StoreError):
     """No memory item has that id."""
 

@@ -30,7 +30,7 @@ from __future__ import annotations
 from collections.abc import AsyncIterator, Callable, Sequence
 
 from legato._values import value_class
-from legato.exceptions import ConfigurationError, ModelError
+from legato.exceptions import ConfigurationError, ModelError, UnsupportedFeature
 from legato.messages import Usage
 from legato.models._base import (
     Model,
@@ -50,17 +50,21 @@ def _retryable(error: ModelError) -> bool:
 
 @value_class
 class FallbackAttempt:
-    """One model that failed during a call, and why."""
+    """One model that failed during a call, or refused it before sending, and why."""
 
     model: str
-    error: ModelError
+    error: ModelError | UnsupportedFeature
 
 
 class FallbackModel:
     """Try models in order; a failure before any output moves on to the next one.
 
-    A failure after the stream has started is raised as it is: its consumer has already seen
-    part of an answer. Retries of one model belong in its own settings (or `RetryingModel`).
+    A model that refuses the request before sending it (`UnsupportedFeature`: a built-in
+    tool or a reasoning setting it does not offer) always moves on, whatever `fallback_on`
+    says: nothing was sent. When every model refuses, one `UnsupportedFeature` names each
+    refusal. A failure after the stream has started is raised as it is: its consumer has
+    already seen part of an answer. Retries of one model belong in its own settings (or
+    `RetryingModel`).
     """
 
     def __init__(
@@ -74,7 +78,8 @@ class FallbackModel:
         Args:
             models: Models or `"provider:model"` strings, tried first to last.
             fallback_on: Which errors move on to the next model (default: retryable ones:
-                rate limits, overload, server errors, timeouts, broken streams).
+                rate limits, overload, server errors, timeouts, broken streams). It sees
+                `ModelError`s only; a refusal before sending always moves on.
         """
         if not models:
             msg = "FallbackModel needs at least one model"
@@ -134,4 +139,27 @@ class FallbackModel:
                 if started or position == last or not self.fallback_on(error):
                     raise
                 continue
+            except UnsupportedFeature as refusal:
+                attempts.append(FallbackAttempt(model=model.name, error=refusal))
+                if started:
+                    raise
+                if position == last:
+                    combined = _every_refusal(attempts)
+                    if combined is None:
+                        raise
+                    raise combined from refusal
+                continue
             return
+
+
+def _every_refusal(attempts: list[FallbackAttempt]) -> UnsupportedFeature | None:
+    """When several models refused and none failed otherwise, one refusal naming them all."""
+    refusals = [a.error for a in attempts if isinstance(a.error, UnsupportedFeature)]
+    if len(attempts) == 1 or len(refusals) < len(attempts):
+        return None
+    names = ", ".join(a.model for a in attempts)
+    each = "; ".join(f"{a.model}: {a.error}" for a in attempts)
+    options = dict.fromkeys(r.option for r in refusals)
+    return UnsupportedFeature(
+        f"FallbackModel({names})", " / ".join(options), f"every model refused ({each})"
+    )

@@ -38,6 +38,7 @@ import contextlib
 import importlib.util
 import json
 import os
+import sys
 import threading
 import time
 import uuid
@@ -163,6 +164,7 @@ def _load(path: Path, n_ctx: int, n_threads: int | None) -> _Loaded:
         loaded = _LOADED.get(key)
         if loaded is None:
             if not _LOADED:  # free models before interpreter shutdown tears llama_cpp down
+                atexit.register(_close_null_files)  # after unload_all: atexit runs LIFO
                 atexit.register(unload_all)
             loaded = _LOADED[key] = _open(path, n_ctx, n_threads)
         return loaded
@@ -233,6 +235,21 @@ def unload_all() -> None:
             with loaded.lock:
                 loaded.llama.close()
         _LOADED.clear()
+
+
+def _close_null_files() -> None:
+    """Close the two `os.devnull` files llama_cpp opens on import and never closes.
+
+    Its `suppress_stdout_stderr` (around every load and free when `verbose=False`) writes
+    to them; once `unload_all` has freed the models nothing does, so they are closed here
+    at exit instead of being reported as unclosed (a `ResourceWarning`, an error under
+    `-W error`) when the interpreter tears the module down.
+    """
+    utils = sys.modules.get("llama_cpp._utils")
+    for name in ("outnull_file", "errnull_file"):
+        handle = getattr(utils, name, None)
+        if handle is not None:
+            handle.close()
 
 
 # -- what the worker thread reports ------------------------------------------------------------

@@ -134,9 +134,10 @@ class RunDriver(Generic[OutputT]):
         """Claim the run for this process before it continues (a resumed run's first event).
 
         With a store, the claim is committed at once: of two processes resuming the same
-        stored run, the second gets `JournalConflict` here, before it runs anything.
+        stored run, the second gets `JournalConflict` here, before it runs anything. The
+        model the rest of the run calls is recorded with it.
         """
-        event = RunResumed(owner=owner or default_owner())
+        event = RunResumed(owner=owner or default_owner(), model=self._run.config.model.name)
         self._run.record(event)
         return event
 

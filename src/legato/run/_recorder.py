@@ -32,7 +32,7 @@ import collections
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
-from legato.events import Journal, JournalEvent, RunEvent
+from legato.events import Journal, JournalEvent, RunEvent, RunStarted
 from legato.exceptions import StoreError
 from legato.run._state import RunState
 
@@ -199,6 +199,15 @@ class Recorder:
     def record(self, event: JournalEvent) -> JournalEvent:
         """Record `event`; raises the store's error (the event is then not recorded at all)."""
         if self.sink is not None:
+            if isinstance(event, RunStarted):  # refused now, not at the first flush
+                from legato.store import check_names
+
+                check_names(
+                    ("run id", event.run_id),
+                    ("agent name", event.agent),
+                    ("model name", event.model),
+                    ("session name", self.session),
+                )
             if self.broken is None:
                 self._write(event)
             elif event.kind in DURABLE_KINDS and event.kind not in CLOSING_KINDS:

@@ -17,6 +17,7 @@ from legato.store._base import (
     SessionStore,
     SessionTurn,
     Store,
+    check_names,
 )
 from legato.store._db import DEFAULT_PATH, Database, is_open_database, open_connections
 from legato.store._pg import ConnectionPool, PostgresDatabase, pg_schema_version
@@ -40,6 +41,7 @@ __all__ = [
     "SessionStore",
     "SessionTurn",
     "Store",
+    "check_names",
     "is_open_database",
     "open_connections",
     "pg_schema_version",

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from typing import Literal, Protocol, runtime_checkable
 
 from legato.events import Compacted, Journal, JournalEvent
+from legato.exceptions import StoreNameInvalid
 from legato.messages import JsonValue, Message
 
 __all__ = [
@@ -28,6 +29,7 @@ __all__ = [
     "SessionInfo",
     "SessionStore",
     "SessionTurn",
+    "check_names",
     "Store",
 ]
 
@@ -210,3 +212,17 @@ class ApprovalTable(Protocol):
 @runtime_checkable
 class Store(RunStore, SessionStore, SessionCatalog, Protocol):
     """Everything `Agent(store=...)` needs: journals and sessions."""
+
+
+def check_names(*names: tuple[str, str | None]) -> None:
+    r"""Refuse a name the store would keep if it holds NUL: `StoreNameInvalid`.
+
+    Each pair is what the name is (`"session name"`, `"run id"`) and its value (None: not
+    given). PostgreSQL text cannot hold NUL (psycopg refuses the parameter) while SQLite
+    stores it: checked before anything is read or written, a name with NUL is the same
+    typed error on every backend. Payloads (events, messages, approvals) are JSON text,
+    where NUL is escaped (`\u0000`), so they keep it.
+    """
+    for what, value in names:
+        if value is not None and "\x00" in value:
+            raise StoreNameInvalid(what, value)

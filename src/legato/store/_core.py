@@ -36,7 +36,7 @@ from legato.exceptions import (
     StoreError,
 )
 from legato.messages import JsonValue, Message
-from legato.store._base import ApprovalRecord, RunInfo, SessionInfo, SessionTurn
+from legato.store._base import ApprovalRecord, RunInfo, SessionInfo, SessionTurn, check_names
 from legato.store._codec import (
     APPROVAL_COLUMNS,
     RUN_COLUMNS,
@@ -257,6 +257,13 @@ class SqlStore:
         if not events:
             return
         first = events[0]
+        check_names(
+            ("run id", run_id),
+            ("session name", session),
+            ("session name", turn.session if turn is not None else None),
+            ("agent name", first.agent if isinstance(first, RunStarted) else None),
+            ("model name", first.model if isinstance(first, RunStarted) else None),
+        )
         if start == 0 and not isinstance(first, RunStarted):
             msg = f"run {run_id}: the first event must be RunStarted, not {first.kind}"
             raise JournalError(msg)
@@ -289,6 +296,7 @@ class SqlStore:
 
     def load_run(self, run_id: str) -> Journal:
         """The run's journal."""
+        check_names(("run id", run_id))
         with self._read() as tx:
             rows = tx.all("SELECT seq, data FROM {events} WHERE run_id = ? ORDER BY seq", (run_id,))
         if not rows:
@@ -305,6 +313,7 @@ class SqlStore:
     def list_runs(self, *, session: str | None = None, limit: int = 100) -> list[RunInfo]:
         """The newest runs first, optionally only one session's (at most `limit`, 0 or more)."""
         _check_limit(limit)
+        check_names(("session name", session))
         order = " ORDER BY r.created_at DESC, r.{ord} DESC LIMIT ?"
         with self._read() as tx:
             if session is None:
@@ -315,6 +324,7 @@ class SqlStore:
 
     def run_info(self, run_id: str) -> RunInfo | None:
         """One stored run, or None."""
+        check_names(("run id", run_id))
         with self._read() as tx:
             row = tx.one(_RUN_QUERY + " WHERE r.run_id = ?", (run_id,))
         return run_from_row(row) if row is not None else None
@@ -323,6 +333,7 @@ class SqlStore:
 
     def load_session(self, name: str, *, create: bool = False) -> list[Message]:
         """The session's messages, oldest first."""
+        check_names(("session name", name))
         with self._read() as tx:
             exists = _session_exists(tx, name)
             rows = tx.all(
@@ -348,12 +359,14 @@ class SqlStore:
         context: Compacted | None = None,
     ) -> int:
         """Add one turn's messages to the session (created if missing); return the turn number."""
+        check_names(("session name", name), ("run id", run_id))
         dumped, saved = _dump_turn(messages, context)
         with self._write() as tx:
             return self._insert_turn(tx, name, run_id, dumped, saved)
 
     def session_context(self, name: str) -> Compacted | None:
         """The latest compaction of the session's runs, which its next run continues."""
+        check_names(("session name", name))
         with self._read() as tx:
             row = tx.one("SELECT context FROM {sessions} WHERE name = ?", (name,))
         if row is None:
@@ -362,6 +375,7 @@ class SqlStore:
 
     def undo_turn(self, name: str) -> list[Message]:
         """Remove the session's last turn; return its messages (empty if there were none)."""
+        check_names(("session name", name))
         last = "session = ? AND turn = (SELECT max(turn) FROM {messages} WHERE session = ?)"
         with self._write() as tx:
             _lock_session(tx, name)
@@ -375,6 +389,7 @@ class SqlStore:
 
     def fork_session(self, name: str, new_name: str, *, at: int | None = None) -> SessionInfo:
         """A new session holding messages `[0, at)` of `name` (all of them when `at` is None)."""
+        check_names(("session name", name), ("session name", new_name))
         with self._write(conflict=SessionExists(new_name)) as tx:
             _lock_session(tx, name)
             if _session_exists(tx, new_name):
@@ -406,6 +421,7 @@ class SqlStore:
 
     def rename_session(self, name: str, new_name: str) -> None:
         """Rename a session; its messages and runs follow."""
+        check_names(("session name", name), ("session name", new_name))
         with self._write(conflict=SessionExists(new_name)) as tx:
             _lock_session(tx, name)
             if _session_exists(tx, new_name):
@@ -415,12 +431,14 @@ class SqlStore:
 
     def delete_session(self, name: str) -> None:
         """Delete the session and its messages; its run journals stay."""
+        check_names(("session name", name))
         with self._write() as tx:
             if tx.run("DELETE FROM {sessions} WHERE name = ?", (name,)) == 0:
                 raise SessionNotFound(name)
 
     def session_info(self, name: str) -> SessionInfo:
         """What the store knows about one session."""
+        check_names(("session name", name))
         with self._read() as tx:
             row = tx.one(_SESSION_QUERY + " WHERE s.name = ?", (name,))
         if row is None:
@@ -465,6 +483,7 @@ class SqlStore:
 
     def park_approval(self, request_id: str, *, run_id: str, payload: JsonValue) -> None:
         """Record a pending approval; parking the same request twice is an error."""
+        check_names(("approval id", request_id), ("run id", run_id))
         parked = StoreError(f"approval {request_id!r} is already parked")
         with self._write(conflict=parked) as tx:
             tx.run(
@@ -480,6 +499,7 @@ class SqlStore:
         have ended (finished or failed), both checked in the write that decides. A second
         decider waits for the first's write, then finds the row decided and changes nothing.
         """
+        check_names(("approval id", request_id))
         with self._write() as tx:
             return (
                 tx.run(
@@ -494,6 +514,7 @@ class SqlStore:
 
     def approvals(self, *, run_id: str | None = None) -> list[ApprovalRecord]:
         """Stored approvals, oldest first."""
+        check_names(("run id", run_id))
         query = f"SELECT {APPROVAL_COLUMNS} FROM {{approvals}}"
         order = " ORDER BY created_at, {ord}"
         with self._read() as tx:
@@ -505,6 +526,7 @@ class SqlStore:
 
     def approval(self, request_id: str) -> ApprovalRecord | None:
         """One stored approval, or None."""
+        check_names(("approval id", request_id))
         with self._read() as tx:
             row = tx.one(
                 f"SELECT {APPROVAL_COLUMNS} FROM {{approvals}} WHERE request_id = ?", (request_id,)
@@ -517,6 +539,7 @@ class SqlStore:
         One conditional `UPDATE`: a second claimer waits for the first's write, then finds
         the row no longer decided and changes nothing.
         """
+        check_names(("approval id", request_id))
         with self._write() as tx:
             return (
                 tx.run(
