@@ -26,11 +26,14 @@ MODES = [
 LEGATO = "#1f77b4"
 OTHER = "#b0b0b0"
 BASE = "#ff7f0e"
+BOUND = "#ffbb78"
 
 
 def _colour(name: str) -> str:
     if name.startswith("legato"):
         return LEGATO if name == "legato" else "#8fbce6"
+    if name == "sdk_send":  # the bound: the SDK's send path alone
+        return BOUND
     return BASE if name in ("raw", "floor") else OTHER
 
 
