@@ -2,7 +2,8 @@
 
 Builds (or reuses) one virtualenv per framework from `bench/peers/requirements/` (see venvs.py),
 starts the counting mock server (mockserver.py) on 127.0.0.1, and runs the same agent, two model calls
-and one tool call, in every framework, each in its own interpreter (agents/fw_*.py). Rounds
+and one tool call, in every framework, each in its own interpreter (agents/fw_*.py), and through
+the SDK's send path alone (agents/fw_sdk_send.py: the least a framework on the SDK can spend). Rounds
 alternate across frameworks (A B C ... then ... C B A), every run is verified against the
 server's counts, and medians are reported: ms per run (sync, async, streamed) with the ratio to
 the raw SDK and to the floor, cold import / construct / first run / RSS, KiB per idle agent and
