@@ -124,3 +124,75 @@ def test_a_plain_script_exits_cleanly_on(version: str) -> None:
     assert done.returncode == 0, done.stderr
     assert done.stdout.splitlines() == ["three", "7"]
     assert "Exception ignored" not in done.stderr, done.stderr
+
+
+_DROPPED = """
+import atexit, gc
+import openai
+import legato.run._sync as facade
+from legato import Agent
+from legato.models.openai_chat import OpenAIChatModel
+from legato.simulator import SimTurn, WireSimulator
+
+if {twin}:  # the twin: the exit hook closes the loop without letting the closings finish
+    facade._finish_closings = lambda loop: None
+started, ended = [], []
+closing = openai.AsyncOpenAI.close
+
+
+async def watched(self):
+    started.append(self)
+    await closing(self)
+    ended.append(self)  # this closing ran to its end (not cancelled, not left pending)
+
+
+openai.AsyncOpenAI.close = watched
+# registered before legato's exit hook, so it runs after it
+atexit.register(lambda: print("closings left unfinished:", len(started) - len(ended)))
+
+
+def once(sim):
+    sim.enqueue(SimTurn(text="hello"))
+    agent = Agent(OpenAIChatModel("gpt-4o", base_url=sim.url + "/v1", api_key="k"))
+    print(agent.run_sync("hi").output)
+
+
+with WireSimulator() as sim:
+    once(sim)
+    gc.collect()  # the first model is dropped: its client's closing goes to the idle loop
+    once(sim)
+    gc.collect()  # the second too, after its last run: it closes when the loop does
+"""
+
+
+def _run_dropped(*, twin: bool) -> subprocess.CompletedProcess[str]:
+    script = textwrap.dedent(_DROPPED.format(twin=twin))
+    env = {**os.environ, "PYTHONPATH": _SRC}
+    return subprocess.run(
+        [sys.executable, "-X", "dev", "-c", script],
+        capture_output=True,
+        text=True,
+        timeout=90,
+        env=env,
+        check=False,
+    )
+
+
+def test_models_dropped_between_sync_runs_have_their_clients_closed_before_exit() -> None:
+    # A script making an agent per call: each model dropped while the main loop is idle has
+    # its HTTP client's closing scheduled there; the exit hook lets those closings finish.
+    done = _run_dropped(twin=False)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines() == ["hello", "hello", "closings left unfinished: 0"]
+    assert "Task was destroyed but it is pending" not in done.stderr, done.stderr
+    assert "never awaited" not in done.stderr, done.stderr
+    assert "ResourceWarning" not in done.stderr, done.stderr
+
+
+def test_twin_without_finishing_the_closings_the_exit_leaves_them_pending() -> None:
+    done = _run_dropped(twin=True)
+    lines = done.stdout.splitlines()
+    assert lines[:2] == ["hello", "hello"]
+    # a closing is cancelled half-way, or left pending when the loop closes
+    left = "Task was destroyed but it is pending" in done.stderr
+    assert lines[2] != "closings left unfinished: 0" or left, (lines, done.stderr)

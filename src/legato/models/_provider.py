@@ -179,7 +179,8 @@ class LoopClients(Generic[T]):
     run on the main thread's loop or the background one while other code runs on its own.
     A small async generator registered on each loop closes the client during the loop's
     `shutdown_asyncgens` (which `asyncio.run` and the sync facade's exit call); a model
-    dropped while its loop lives on has its client closed there.
+    dropped while its loop lives on has its client closed there (and a loop of the sync
+    facade about to close lets those closings finish first: `finish_closings`).
     """
 
     def __init__(self, factory: Callable[[], T], close: Callable[[T], Awaitable[None]]) -> None:
@@ -247,6 +248,26 @@ def _close_on_loop(
 
 _CLOSING: set[asyncio.Task[Any]] = set()
 """Client closings in flight (kept referenced until they finish)."""
+
+
+_CLOSING_WAIT = 5.0
+"""Seconds a loop about to close waits for its clients' closings."""
+
+
+async def finish_closings() -> None:
+    """Let the client closings scheduled on the running loop finish; for a loop about to close.
+
+    A model dropped while its loop was idle (the main thread's sync loop between calls) had
+    its client's closing scheduled there (`_close_on_loop`); closing the loop before that
+    closing ends would leave it pending ("Task was destroyed but it is pending!" at exit) and
+    the client's sockets to the collector. One turn of the loop starts what was scheduled;
+    then the closings run, for `_CLOSING_WAIT` seconds at most.
+    """
+    await asyncio.sleep(0)
+    loop = asyncio.get_running_loop()
+    closing = [task for task in _CLOSING if task.get_loop() is loop]
+    if closing:
+        await asyncio.wait(closing, timeout=_CLOSING_WAIT)
 
 
 # -- reading answers from their JSON -----------------------------------------------------------

@@ -36,7 +36,8 @@ Edge cases, each handled in one place:
   (`cancel_all_runs`, `install_sigint_handler`, in `legato.run._cancel`).
 - **The interpreter exit hook.** Runs in flight on a loop thread are cancelled and their
   fences waited for before the interpreter joins threads (`_cancel_in_flight`); the main
-  loop is closed at exit without starting a thread (`_MainLoop.close`).
+  loop is closed at exit without starting a thread (`_MainLoop.close`), after the closings
+  of provider clients whose models were dropped between calls have run to their end.
 - **Cancel from another thread.** A cancel of the call (`_Call.cancel`) reaches its task on
   its loop, or stops it before it starts; the caller then gets `RunCancelled` with the
   reason.
@@ -55,6 +56,7 @@ import contextvars
 import os
 import queue
 import signal
+import sys
 import threading
 from collections.abc import AsyncIterator, Callable, Coroutine, Generator, Iterator
 from typing import Any, Generic, TypeVar, cast
@@ -161,10 +163,19 @@ class _MainLoop:
             return
         loop = runner.get_loop()
         try:
+            _finish_closings(loop)
             _cancel_all(loop)
             loop.run_until_complete(loop.shutdown_asyncgens())
         finally:
             loop.close()
+
+
+def _finish_closings(loop: asyncio.AbstractEventLoop) -> None:
+    """Let provider clients whose models were dropped finish closing on `loop` (not cancel)."""
+    if "legato.models._provider" in sys.modules:  # not loaded: no client was made
+        from legato.models._provider import finish_closings
+
+        loop.run_until_complete(finish_closings())
 
 
 def _cancel_all(loop: asyncio.AbstractEventLoop) -> None:
@@ -282,6 +293,10 @@ class _LoopThread:
         loop, thread, self._loop = self._loop, self._thread, None
         # as `asyncio.run` does, so that what is tied to this loop (e.g. a provider's HTTP
         # client) is closed with it
+        if "legato.models._provider" in sys.modules:
+            from legato.models._provider import finish_closings
+
+            _submit(finish_closings(), loop).future.result()
         _submit(_cancel_rest(), loop).future.result()
         _submit(loop.shutdown_asyncgens(), loop).future.result()
         _submit(loop.shutdown_default_executor(), loop).future.result()
