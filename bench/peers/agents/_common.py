@@ -55,6 +55,38 @@ def weather(city: str) -> str:
     return f"It is sunny in {city}, 24 degrees ({TOOL_MARK})."
 
 
+WIRE_TOOLS: list[Any] = [
+    {
+        "type": "function",
+        "function": {
+            "name": "get_weather",
+            "description": "Current weather for a city.",
+            "parameters": {
+                "type": "object",
+                "properties": {"city": {"type": "string"}},
+                "required": ["city"],
+            },
+        },
+    }
+]
+"""The tool as Chat Completions takes it, for the scripts that write the wire by hand."""
+
+
+def follow_up(text: str, content: str | None, call_id: str, args: str) -> list[Any]:
+    """The second request's messages: the prompt, the model's call, the tool's output."""
+    call = {
+        "id": call_id,
+        "type": "function",
+        "function": {"name": "get_weather", "arguments": args},
+    }
+    output = weather(json.loads(args)["city"])
+    return [
+        {"role": "user", "content": text},
+        {"role": "assistant", "content": content or None, "tool_calls": [call]},
+        {"role": "tool", "tool_call_id": call_id, "content": output},
+    ]
+
+
 def prompt() -> str:
     """A fresh prompt: the question and this run's tag."""
     Counter.runs += 1

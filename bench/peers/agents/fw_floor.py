@@ -22,20 +22,7 @@ from urllib.parse import urlsplit
 
 IMPORTED = time.perf_counter()
 
-TOOLS = [
-    {
-        "type": "function",
-        "function": {
-            "name": "get_weather",
-            "description": "Current weather for a city.",
-            "parameters": {
-                "type": "object",
-                "properties": {"city": {"type": "string"}},
-                "required": ["city"],
-            },
-        },
-    }
-]
+TOOLS = _common.WIRE_TOOLS
 
 
 class Endpoint:
@@ -100,20 +87,6 @@ class _Deltas:
                 self.args += call.get("function", {}).get("arguments") or ""
 
 
-def _follow_up(text: str, content: str, args: str, call_id: str) -> list[Any]:
-    output = _common.weather(json.loads(args)["city"])
-    call = {
-        "id": call_id,
-        "type": "function",
-        "function": {"name": "get_weather", "arguments": args},
-    }
-    return [
-        {"role": "user", "content": text},
-        {"role": "assistant", "content": content or None, "tool_calls": [call]},
-        {"role": "tool", "tool_call_id": call_id, "content": output},
-    ]
-
-
 def _post_sync(ep: Endpoint, messages: list[Any], stream: bool) -> tuple[str, str, str]:
     if ep.idle_sync:
         sock, rfile = ep.idle_sync.pop()
@@ -174,7 +147,7 @@ class Floor(_common.Adapter):
 
     def _sync(self, ep: Endpoint, text: str, stream: bool) -> str:
         content, args, call_id = _post_sync(ep, [{"role": "user", "content": text}], stream)
-        follow = _follow_up(text, content, args, call_id)
+        follow = _common.follow_up(text, content, call_id, args)
         answer = _post_sync(ep, follow, stream)[0]
         follow.append({"role": "assistant", "content": answer})
         return follow  # the conversation: the session a caller keeps
@@ -182,7 +155,7 @@ class Floor(_common.Adapter):
     async def _async(self, ep: Endpoint, text: str, stream: bool) -> str:
         first = [{"role": "user", "content": text}]
         content, args, call_id = await _post_async(ep, first, stream)
-        follow = _follow_up(text, content, args, call_id)
+        follow = _common.follow_up(text, content, call_id, args)
         answer = (await _post_async(ep, follow, stream))[0]
         follow.append({"role": "assistant", "content": answer})
         return follow

@@ -8,42 +8,13 @@ import time
 
 import _common
 
-import json
 from typing import Any
 
 import openai
 
 IMPORTED = time.perf_counter()
 
-TOOLS: list[Any] = [
-    {
-        "type": "function",
-        "function": {
-            "name": "get_weather",
-            "description": "Current weather for a city.",
-            "parameters": {
-                "type": "object",
-                "properties": {"city": {"type": "string"}},
-                "required": ["city"],
-            },
-        },
-    }
-]
-
-
-def _follow_up(text: str, content: str | None, call_id: str, args: str) -> list[Any]:
-    """The second request's messages: the prompt, the model's call, the tool's output."""
-    call = {
-        "id": call_id,
-        "type": "function",
-        "function": {"name": "get_weather", "arguments": args},
-    }
-    output = _common.weather(json.loads(args)["city"])
-    return [
-        {"role": "user", "content": text},
-        {"role": "assistant", "content": content or None, "tool_calls": [call]},
-        {"role": "tool", "tool_call_id": call_id, "content": output},
-    ]
+TOOLS = _common.WIRE_TOOLS
 
 
 def _read_stream(chunks: Any) -> tuple[str, str, str]:
@@ -97,7 +68,7 @@ class Raw(_common.Adapter):
         r = client.chat.completions.create(model="gpt-4o", messages=msgs, tools=TOOLS)
         m = r.choices[0].message
         tc: Any = (m.tool_calls or [])[0]
-        follow = _follow_up(text, m.content, tc.id, tc.function.arguments)
+        follow = _common.follow_up(text, m.content, tc.id, tc.function.arguments)
         r2 = client.chat.completions.create(model="gpt-4o", messages=follow, tools=TOOLS)
         return follow, r2  # the conversation and the last response: the session kept
 
@@ -107,7 +78,7 @@ class Raw(_common.Adapter):
         r = await client.chat.completions.create(model="gpt-4o", messages=msgs, tools=TOOLS)
         m = r.choices[0].message
         tc: Any = (m.tool_calls or [])[0]
-        follow = _follow_up(text, m.content, tc.id, tc.function.arguments)
+        follow = _common.follow_up(text, m.content, tc.id, tc.function.arguments)
         r2 = await client.chat.completions.create(model="gpt-4o", messages=follow, tools=TOOLS)
         return follow, r2
 
@@ -117,7 +88,7 @@ class Raw(_common.Adapter):
         msgs: list[Any] = [{"role": "user", "content": text}]
         first = client.chat.completions.create(model="gpt-4o", messages=msgs, tools=TOOLS, **opts)
         content, args, call_id = _read_stream(first)
-        follow = _follow_up(text, content, call_id, args)
+        follow = _common.follow_up(text, content, call_id, args)
         second = client.chat.completions.create(
             model="gpt-4o", messages=follow, tools=TOOLS, **opts
         )
@@ -131,7 +102,7 @@ class Raw(_common.Adapter):
             model="gpt-4o", messages=msgs, tools=TOOLS, **opts
         )
         content, args, call_id = await _aread_stream(first)
-        follow = _follow_up(text, content, call_id, args)
+        follow = _common.follow_up(text, content, call_id, args)
         second = await client.chat.completions.create(
             model="gpt-4o", messages=follow, tools=TOOLS, **opts
         )

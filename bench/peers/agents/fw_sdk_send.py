@@ -26,41 +26,13 @@ import openai
 
 IMPORTED = time.perf_counter()
 
-TOOLS: list[Any] = [
-    {
-        "type": "function",
-        "function": {
-            "name": "get_weather",
-            "description": "Current weather for a city.",
-            "parameters": {
-                "type": "object",
-                "properties": {"city": {"type": "string"}},
-                "required": ["city"],
-            },
-        },
-    }
-]
+TOOLS = _common.WIRE_TOOLS
 STREAMED: dict[str, Any] = {"stream": True, "stream_options": {"include_usage": True}}
 
 
 def _body(messages: list[Any], streamed: bool) -> dict[str, Any]:
     body: dict[str, Any] = {"model": "gpt-4o", "messages": messages, "tools": TOOLS}
     return {**body, **STREAMED} if streamed else body
-
-
-def _follow_up(text: str, content: str | None, call_id: str, args: str) -> list[Any]:
-    """The second request's messages: the prompt, the model's call, the tool's output."""
-    call = {
-        "id": call_id,
-        "type": "function",
-        "function": {"name": "get_weather", "arguments": args},
-    }
-    output = _common.weather(json.loads(args)["city"])
-    return [
-        {"role": "user", "content": text},
-        {"role": "assistant", "content": content or None, "tool_calls": [call]},
-        {"role": "tool", "tool_call_id": call_id, "content": output},
-    ]
 
 
 def _call(answer: dict[str, Any]) -> tuple[str, str, str]:
@@ -134,7 +106,7 @@ class SdkSend(_common.Adapter):
             cast_to=httpx2.Response,
         )
         content, args, call_id = _call(json.loads(first.content))
-        follow = _follow_up(text, content, call_id, args)
+        follow = _common.follow_up(text, content, call_id, args)
         second = post("/chat/completions", body=_body(follow, False), cast_to=httpx2.Response)
         return follow, json.loads(second.content)
 
@@ -146,7 +118,7 @@ class SdkSend(_common.Adapter):
             cast_to=httpx2.Response,
         )
         content, args, call_id = _call(json.loads(first.content))
-        follow = _follow_up(text, content, call_id, args)
+        follow = _common.follow_up(text, content, call_id, args)
         second = await client.post(
             "/chat/completions", body=_body(follow, False), cast_to=httpx2.Response
         )
@@ -162,7 +134,7 @@ class SdkSend(_common.Adapter):
             content, args, call_id = _read(first.iter_lines())
         finally:
             first.close()
-        follow = _follow_up(text, content, call_id, args)
+        follow = _common.follow_up(text, content, call_id, args)
         second = client.post(
             "/chat/completions", body=_body(follow, True), cast_to=httpx2.Response, stream=True
         )
@@ -181,7 +153,7 @@ class SdkSend(_common.Adapter):
             content, args, call_id = await _aread(first.aiter_lines())
         finally:
             await first.aclose()
-        follow = _follow_up(text, content, call_id, args)
+        follow = _common.follow_up(text, content, call_id, args)
         second = await client.post(
             "/chat/completions", body=_body(follow, True), cast_to=httpx2.Response, stream=True
         )
