@@ -186,8 +186,9 @@ def test_responses_body_keeps_function_tools_and_adds_builtin_ones() -> None:
 def test_gemini_code_and_search_results_are_kept_and_code_goes_back_in_place() -> None:
     from google.genai.types import GenerateContentResponse
 
+    from legato.models._gemini_read import ReadState
     from legato.models.assembly import ResponseAssembler
-    from legato.models.gemini import _State, gemini_contents
+    from legato.models.gemini import gemini_contents
 
     wire = {
         "candidates": [
@@ -210,7 +211,7 @@ def test_gemini_code_and_search_results_are_kept_and_code_goes_back_in_place() -
     }
     chunk = GenerateContentResponse.model_validate(wire)
     model = GeminiModel("gemini-2.5-flash", api_key="k")
-    assembler, state = ResponseAssembler(provider="gemini"), _State()
+    assembler, state = ResponseAssembler(provider="gemini"), ReadState()
     model._chunk(chunk, assembler, state)
     response = model._completed(assembler, state).response
     details: Any = response.message.provider_details

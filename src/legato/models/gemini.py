@@ -95,11 +95,6 @@ PROFILE = ModelProfile(
     native_json_schema=True,
     builtin_tools=frozenset({"web_search", "web_fetch", "code_execution", "file_search"}),
 )
-_BUILTIN_PARTS = BUILTIN_PARTS
-_SIGNATURES = SIGNATURES
-_TEXT_SIGNATURES = TEXT_SIGNATURES
-_State = ReadState
-"""What an answer said so far (kept under this name for the tests that read chunks)."""
 
 
 def _media(part: ImagePart | DocumentPart) -> Obj:
@@ -122,7 +117,7 @@ def _text_signatures(details: Mapping[str, JsonValue]) -> tuple[dict[int, str], 
     """(signature per text run, signed empty text parts) from a message's provider details."""
     on_text: dict[int, str] = {}
     empty: list[_Empty] = []
-    for entry in cast(list[Any], details.get(_TEXT_SIGNATURES) or []):
+    for entry in cast(list[Any], details.get(TEXT_SIGNATURES) or []):
         if not isinstance(entry, dict):
             continue
         item = cast(dict[str, Any], entry)
@@ -145,7 +140,7 @@ def _signed_empty(signature: str) -> Obj:
 
 def _model_parts(message: Message) -> list[Obj]:
     details = message.provider_details or {}
-    signatures = cast(dict[str, str], details.get(_SIGNATURES) or {})
+    signatures = cast(dict[str, str], details.get(SIGNATURES) or {})
     on_text, empty = _text_signatures(details)
     builtin = _builtin_parts(details)
     out: list[Obj] = []
@@ -179,7 +174,7 @@ def _model_parts(message: Message) -> list[Obj]:
 def _builtin_parts(details: Mapping[str, JsonValue]) -> dict[int, list[Obj]]:
     """The kept built-in tool parts of a model turn, by the part index they precede."""
     found: dict[int, list[Obj]] = {}
-    for raw in cast(list[Any], details.get(_BUILTIN_PARTS) or []):
+    for raw in cast(list[Any], details.get(BUILTIN_PARTS) or []):
         entry = cast(dict[str, Any], raw) if isinstance(raw, dict) else {}
         part, at = entry.get("part"), entry.get("at")
         if isinstance(part, dict):
@@ -401,7 +396,7 @@ class GeminiModel(ProviderModel):
         client = (await self._clients.get()).client
         config = self.config(request)
         assembler = ResponseAssembler(provider="gemini", id_prefix=f"call_{uuid.uuid4().hex[:12]}")
-        state = _State()
+        state = ReadState()
         models = client.aio.models
         if not self.settings.stream:
             # The answer comes back unparsed (the SDK's documented raw response) and is read
@@ -455,12 +450,12 @@ class GeminiModel(ProviderModel):
             raise InvalidRequest(msg, provider=self.provider)
 
     def _chunk(
-        self, chunk: Any, assembler: ResponseAssembler, state: _State
+        self, chunk: Any, assembler: ResponseAssembler, state: ReadState
     ) -> list[ModelStreamEvent]:
         """Read one answer or streamed chunk (wire JSON or the SDK's types) into `state`."""
         return read_chunk(chunk, assembler, state)
 
-    def _completed(self, assembler: ResponseAssembler, state: _State) -> ResponseCompleted:
+    def _completed(self, assembler: ResponseAssembler, state: ReadState) -> ResponseCompleted:
         stop = STOP.get(state.finish or "STOP", StopReason.OTHER)
         if state.blocked is not None or stop is StopReason.CONTENT_FILTER:
             reason = state.blocked or state.finish
