@@ -152,9 +152,9 @@ async def test_the_caller_sees_the_stored_journal_event_for_event(
 
 def _second_route(kind: str) -> Callable[[RunDriver[Any]], AsyncGenerator[RunEvent]]:
     """A driver whose stream has a second route besides the recorder's (the twins)."""
-    original = RunDriver.events
+    original = RunDriver.drive  # what a handle iterates
 
-    async def events(self: RunDriver[Any]) -> AsyncGenerator[RunEvent]:
+    async def drive(self: RunDriver[Any]) -> AsyncGenerator[RunEvent]:
         side: list[RunEvent] = []
         if kind == "duplicate":  # the driver also yields what it records, as it records it
             self.recorder.observe(
@@ -170,14 +170,14 @@ def _second_route(kind: str) -> Callable[[RunDriver[Any]], AsyncGenerator[RunEve
             while side:
                 yield side.pop(0)
 
-    return events
+    return drive
 
 
 @pytest.mark.parametrize("kind", ["duplicate", "late queue"])
 async def test_twin_a_second_route_is_caught(
     tmp_path: Path, no_coalescing: None, monkeypatch: pytest.MonkeyPatch, kind: str
 ) -> None:
-    monkeypatch.setattr(RunDriver, "events", _second_route(kind))
+    monkeypatch.setattr(RunDriver, "drive", _second_route(kind))
     caught = 0
     for seed in range(5):
         seen, stored, at_sight = await _run(seed, tmp_path / f"{seed}.db")

@@ -61,7 +61,9 @@ def make_clients(
     aiohttp = use_aiohttp(settings.transport, extra="openai")  # decided (and checked) now
 
     def factory() -> Any:
-        timeout = settings.timeout if settings.timeout is not None else 600.0
+        # One `Timeout` object, not a number: the SDK hands the client's timeout to every
+        # request it builds, and the HTTP client makes a `Timeout` of a bare number each time.
+        timeout = http2.Timeout(settings.timeout if settings.timeout is not None else 600.0)
         if aiohttp:
             # The SDK's own aiohttp client, with the SDK's limits and legato's timeout and
             # (deferred) SSL context: only the connection pool and the socket work change.
@@ -77,7 +79,7 @@ def make_clients(
             http_client=http,
             api_key=key,
             base_url=settings.base_url or default_base_url,
-            timeout=settings.timeout if settings.timeout is not None else 600.0,
+            timeout=timeout,
             max_retries=0,
             default_headers=dict(settings.headers) or None,
         )
@@ -126,7 +128,7 @@ async def openai_post(
 
 def _field(raw: Any, name: str) -> Any:
     """`raw.name`, or `raw[name]` for usage that arrived as a plain mapping (Groq's x_groq)."""
-    if isinstance(raw, Mapping):
+    if type(raw) is dict or isinstance(raw, Mapping):  # JSON read raw is a dict: no ABC check
         return cast(Mapping[str, Any], raw).get(name)
     return getattr(raw, name, None)
 

@@ -40,7 +40,7 @@ from legato.messages import JsonValue, Usage
 from legato.models._base import ModelProfile, ModelRequest, ModelStreamEvent, ResponseCompleted
 from legato.models._features import check_request, tools_for
 from legato.models._prices import Counts, price, prices_installed
-from legato.models.retry import RetryPolicy, retrying_stream
+from legato.models.retry import NO_RETRY, RetryPolicy, retry_after
 
 __all__ = [
     "ProviderModel",
@@ -520,7 +520,6 @@ def parse_error(provider: str, raw: object, reason: str) -> ResponseParseError:
 # -- prices ------------------------------------------------------------------------------------
 
 
-@cache
 def cost_in_dollars(usage: Usage, *, model: str, provider_id: str | None) -> float | None:
     """The price of one call from the bundled `genai-prices` data, or None when unknown.
 
@@ -623,26 +622,49 @@ class ProviderModel:
 
     def stream(self, request: ModelRequest) -> AsyncIterator[ModelStreamEvent]:
         """Send the request, retrying as the settings say; yields events, last `ResponseCompleted`."""
-        policy = self.settings.retry or RetryPolicy(max_attempts=1)
-        return retrying_stream(lambda: self._checked(request), policy, self._mapped)
+        return self._attempts(request, self.settings.retry or NO_RETRY)
 
     def _mapped(self, exc: Exception, started: bool) -> ModelError | None:
         return self._map_error(exc, started) or transport_error(
             exc, provider=self.provider, started=started
         )
 
-    async def _checked(self, request: ModelRequest) -> AsyncIterator[ModelStreamEvent]:
+    async def _attempts(
+        self, request: ModelRequest, policy: RetryPolicy
+    ) -> AsyncIterator[ModelStreamEvent]:
+        """The request checked, then `_stream_once` per attempt (`retrying_stream`'s rule).
+
+        One generator between the provider's reader and the run: the check, the retries,
+        the completeness check and the cache savings are done here, not in layers of their
+        own that each event would pass through.
+        """
         check_request(self.provider, self.profile, request)  # before anything is sent
         request = tools_for(request, self.profile)
-        completed = False
-        async for event in self._stream_once(request):
-            if isinstance(event, ResponseCompleted):
-                completed = True
-                event = self._with_savings(event)
-            yield event
-        if not completed:
-            msg = f"{self.name}: the stream ended without a complete response"
-            raise StreamInterrupted(msg, provider=self.provider)
+        attempt = 1
+        while True:
+            started = completed = False
+            stream = self._stream_once(request)
+            try:
+                async for event in stream:
+                    started = True
+                    if isinstance(event, ResponseCompleted):
+                        completed = True
+                        event = self._with_savings(event)
+                    yield event
+                if not completed:
+                    msg = f"{self.name}: the stream ended without a complete response"
+                    raise StreamInterrupted(msg, provider=self.provider)
+                return
+            except Exception as exc:
+                failure = exc
+            finally:
+                aclose = getattr(stream, "aclose", None)  # a provider's is an async generator
+                if aclose is not None:
+                    await aclose()
+            await retry_after(
+                failure, started=started, policy=policy, attempt=attempt, map_error=self._mapped
+            )
+            attempt += 1
 
     def _stream_once(self, request: ModelRequest) -> AsyncIterator[ModelStreamEvent]:
         raise NotImplementedError

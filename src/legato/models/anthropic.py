@@ -337,7 +337,9 @@ class AnthropicModel(ProviderModel):
         aiohttp = use_aiohttp(settings.transport, extra="anthropic")  # decided (and checked) now
 
         def factory() -> Any:
-            timeout = settings.timeout if settings.timeout is not None else 600.0
+            # a `Timeout` object, as for OpenAI (`_openai_common.make_clients`): none is
+            # made per request
+            timeout = http2.Timeout(settings.timeout if settings.timeout is not None else 600.0)
             if aiohttp:
                 http = sdk.DefaultAioHttpClient(verify=shared_ssl_context(), timeout=timeout)
             else:
@@ -351,7 +353,7 @@ class AnthropicModel(ProviderModel):
                 http_client=http,
                 api_key=key,
                 base_url=settings.base_url,
-                timeout=settings.timeout if settings.timeout is not None else 600.0,
+                timeout=timeout,
                 max_retries=0,
                 default_headers=dict(settings.headers) or None,
             )

@@ -25,7 +25,7 @@ from legato.exceptions import ModelError, RateLimited
 from legato.messages import Usage
 from legato.models._base import Model, ModelProfile, ModelRequest, ModelStreamEvent, price_of
 
-__all__ = ["RetryPolicy", "RetryingModel", "retrying_stream"]
+__all__ = ["RetryPolicy", "RetryingModel", "retry_after", "retrying_stream"]
 
 
 def _sleep(seconds: float) -> Awaitable[None]:
@@ -85,24 +85,44 @@ async def retrying_stream(
                 started = True
                 yield event
             return
-        except ModelError as exc:
-            error = exc
-            cause: Exception = exc
         except Exception as exc:
-            mapped = map_error(exc, started) if map_error is not None else None
-            if mapped is None:
-                raise
-            error, cause = mapped, exc
+            failure = exc
         finally:
             aclose = getattr(stream, "aclose", None)
             if aclose is not None:
                 await aclose()
-        if started or not policy.should_retry(error, attempt):
-            if error is cause:
-                raise error
-            raise error from cause
-        await policy.sleep(policy.delay(error, attempt))
+        await retry_after(
+            failure, started=started, policy=policy, attempt=attempt, map_error=map_error
+        )
         attempt += 1
+
+
+async def retry_after(
+    exc: Exception,
+    *,
+    started: bool,
+    policy: RetryPolicy,
+    attempt: int,
+    map_error: Callable[[Exception, bool], ModelError | None] | None,
+) -> None:
+    """After attempt `attempt` failed with `exc`: wait before the next one, or raise.
+
+    Raises the legato error for `exc` (chained to it when mapped) when the stream had
+    started, when the error is not retryable or when the attempts are spent; a foreign
+    exception `map_error` does not know is raised as it is.
+    """
+    if isinstance(exc, ModelError):
+        error: ModelError = exc
+    else:
+        mapped = map_error(exc, started) if map_error is not None else None
+        if mapped is None:
+            raise exc
+        error = mapped
+    if started or not policy.should_retry(error, attempt):
+        if error is exc:
+            raise error
+        raise error from exc
+    await policy.sleep(policy.delay(error, attempt))
 
 
 class RetryingModel:

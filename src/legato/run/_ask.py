@@ -101,13 +101,18 @@ async def _request(run: RunCore[Any], *, overflowed: bool = False) -> AsyncItera
     yield
     started = time.perf_counter()
     response: ModelResponse | None = None
+    scope = run.scope
+    answer = cfg.model.stream(request)
     try:
-        async for item in run.scope.interleave(cfg.model.stream(request)):
+        # while the run owns tasks (sub-agents at work), their events interleave with the
+        # model's; otherwise (no tool runs during the call, so none can start) it is read
+        # directly
+        async for item in scope.interleave(answer) if scope.owns_tasks else answer:
             if isinstance(item, ResponseCompleted):
                 response = item.response
                 continue
             if item is not None:
-                run.scope.publish(item)  # a delta: stream-only
+                scope.publish(item)  # a delta: stream-only
             yield
     finally:
         if response is None and reservation is not None:

@@ -38,7 +38,6 @@ class RunHandle(Generic[OutputT]):
     def __init__(self, driver: RunDriver[OutputT], *, timeout: float | None = None) -> None:
         """Start driving `driver` on the running event loop."""
         self._driver = driver
-        self._events = driver.events()
         self._buffer: collections.deque[RunEvent] = collections.deque()
         self._ready = asyncio.Event()
         self._ended = False
@@ -47,6 +46,8 @@ class RunHandle(Generic[OutputT]):
         self._error: BaseException | None = None
         self._stop: RunCancelled | None = None
         self._stopped = threading.Event()
+        self._waiters: list[asyncio.Future[None]] = []
+        """Callers of `result`/`wait` on the run's loop, woken as the run's task ends."""
         try:
             loop = asyncio.get_running_loop()
         except RuntimeError:
@@ -125,11 +126,11 @@ class RunHandle(Generic[OutputT]):
         status: Literal["finished", "failed", "parked", "cancelled"] = "finished"
         self._running = True
         try:
+            for event in self._driver.open_stream():  # the journal's past
+                self._push(event)
             if self._stop is not None:  # cancelled before the run took its first step
-                for event in self._driver.open_stream():
-                    self._push(event)
                 raise asyncio.CancelledError
-            async with contextlib.aclosing(self._events) as events:
+            async with contextlib.aclosing(self._driver.drive()) as events:
                 async for event in events:
                     self._push(event)
         except asyncio.CancelledError:
@@ -154,6 +155,29 @@ class RunHandle(Generic[OutputT]):
                 self._ready.set()
                 unregister(self._key)
                 self._stopped.set()
+                self._wake_waiters()
+
+    def _wake_waiters(self, _: object = None) -> None:
+        waiters, self._waiters = self._waiters, []
+        for waiter in waiters:
+            if not waiter.done():
+                waiter.set_result(None)
+
+    async def _task_ended(self) -> None:
+        """Wait until the run's task has ended; cancelling the caller leaves the task alone.
+
+        The waiter is woken from the task's last step, one turn of the loop sooner than
+        `asyncio.wait` would wake it (that wakes it from the task's done callback).
+        """
+        if self._task.done():
+            return
+        waiter = self._task.get_loop().create_future()
+        if not self._waiters:  # a task cancelled before its first step never runs `_drive`
+            self._task.add_done_callback(self._wake_waiters)
+        self._waiters.append(waiter)
+        await waiter
+        if not self._task.done():  # woken from the task's last step: it ends in this turn
+            await asyncio.wait([self._task])
 
     async def _run_end_hooks(
         self, status: Literal["finished", "failed", "parked", "cancelled"]
@@ -171,14 +195,14 @@ class RunHandle(Generic[OutputT]):
 
     async def wait(self) -> None:
         """Wait until the run has ended, whatever the outcome."""
-        await asyncio.wait([self._task])
+        await self._task_ended()
 
     async def result(self) -> RunResult[OutputT]:
         """The run's result; raises what ended it otherwise (`RunParked`, `RunCancelled`, ...).
 
         Cancelling the caller does not cancel the run; call `cancel()` for that.
         """
-        await asyncio.wait([self._task])
+        await self._task_ended()
         self._task.result()
         if self._error is not None:
             raise self._error

@@ -17,7 +17,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import uuid
-from collections.abc import AsyncGenerator, AsyncIterator, Sequence
+from collections.abc import AsyncGenerator, Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING, Generic
 
@@ -164,6 +164,14 @@ class RunDriver(Generic[OutputT]):
         async for event in self._drive(None):
             yield event
 
+    def drive(self) -> AsyncGenerator[RunEvent]:
+        """Run until the run finishes or fails, yielding the events recorded from now on.
+
+        `events()` without the journal's past: call `open_stream` first (it returns the
+        past). The caller that keeps the past itself saves a generator layer per event.
+        """
+        return self._drive(None)
+
     async def advance(self, unit: Unit) -> AsyncGenerator[RunEvent]:
         """Run one unit of the run (see `next_unit`), yielding its events.
 
@@ -180,7 +188,7 @@ class RunDriver(Generic[OutputT]):
         """Take the events on the stream the caller has not taken yet (see `open_stream`)."""
         return self._run.recorder.stream.take()
 
-    async def _drive(self, once: Unit | None) -> AsyncIterator[RunEvent]:
+    async def _drive(self, once: Unit | None) -> AsyncGenerator[RunEvent]:
         """Run steps to the run's end (or the one unit `once`), yielding the stream's events.
 
         Records how the run stops when it parks or fails.

@@ -175,6 +175,11 @@ class Scope:
             self.publish(flight.held)
             flight.held = None
 
+    @property
+    def owns_tasks(self) -> bool:
+        """Whether tasks the run started (sub-agents in the background) are still running."""
+        return bool(self._tasks)
+
     def start_task(self, coro: Coroutine[Any, Any, Any], *, name: str) -> asyncio.Task[Any]:
         """Start a task the run owns until it ends."""
         task = asyncio.create_task(coro, name=name)
