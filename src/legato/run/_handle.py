@@ -29,6 +29,9 @@ from legato.run._result import RunResult
 
 __all__ = ["RunHandle"]
 
+_STOPPED = threading.Lock()
+"""Guards a handle's end against another thread starting to wait for it."""
+
 OutputT = TypeVar("OutputT", default=str)
 
 
@@ -39,14 +42,17 @@ class RunHandle(Generic[OutputT]):
         """Start driving `driver` on the running event loop."""
         self._driver = driver
         self._buffer: collections.deque[RunEvent] = collections.deque()
-        self._ready = asyncio.Event()
+        self._ready: asyncio.Event | None = None
+        """Set when an event is pushed; made by the first reader of `events()` (a run that
+        is only awaited never needs it)."""
         self._ended = False
         self._running = False
         self._finishing = False
         self._error: BaseException | None = None
         self._stop: RunCancelled | None = None
-        self._stopped = threading.Event()
-        self._waiters: list[asyncio.Future[None]] = []
+        self._stopped: threading.Event | None = None
+        """Made by the first `wait_stopped` of another thread (under `_STOPPED`)."""
+        self._waiters: list[asyncio.Future[None]] | None = None
         """Callers of `result`/`wait` on the run's loop, woken as the run's task ends."""
         try:
             loop = asyncio.get_running_loop()
@@ -101,7 +107,13 @@ class RunHandle(Generic[OutputT]):
 
     def wait_stopped(self, timeout: float | None) -> bool:
         """Block this thread until the run has ended (not from the run's own loop)."""
-        return self._stopped.wait(timeout)
+        with _STOPPED:
+            if self._ended:
+                return True
+            if self._stopped is None:
+                self._stopped = threading.Event()
+            stopped = self._stopped
+        return stopped.wait(timeout)
 
     def _on_own_loop(self) -> bool:
         try:
@@ -151,14 +163,18 @@ class RunHandle(Generic[OutputT]):
             try:
                 await self._run_end_hooks(status)
             finally:
-                self._ended = True
-                self._ready.set()
+                with _STOPPED:
+                    self._ended = True
+                    stopped = self._stopped
+                if self._ready is not None:
+                    self._ready.set()
                 unregister(self._key)
-                self._stopped.set()
+                if stopped is not None:
+                    stopped.set()
                 self._wake_waiters()
 
     def _wake_waiters(self, _: object = None) -> None:
-        waiters, self._waiters = self._waiters, []
+        waiters, self._waiters = self._waiters or (), None
         for waiter in waiters:
             if not waiter.done():
                 waiter.set_result(None)
@@ -172,7 +188,9 @@ class RunHandle(Generic[OutputT]):
         if self._task.done():
             return
         waiter = self._task.get_loop().create_future()
-        if not self._waiters:  # a task cancelled before its first step never runs `_drive`
+        if self._waiters is None:
+            self._waiters = []
+            # a task cancelled before its first step never runs `_drive`'s wake-up
             self._task.add_done_callback(self._wake_waiters)
         self._waiters.append(waiter)
         await waiter
@@ -191,7 +209,8 @@ class RunHandle(Generic[OutputT]):
 
     def _push(self, event: RunEvent) -> None:
         self._buffer.append(event)
-        self._ready.set()
+        if self._ready is not None:
+            self._ready.set()
 
     async def wait(self) -> None:
         """Wait until the run has ended, whatever the outcome."""
@@ -219,6 +238,8 @@ class RunHandle(Generic[OutputT]):
                 yield self._buffer.popleft()
             if self._ended:
                 break
+            if self._ready is None:
+                self._ready = asyncio.Event()
             self._ready.clear()
             if not self._buffer and not self._ended:
                 await self._ready.wait()

@@ -106,13 +106,12 @@ class EventStream:
     past, which the caller gets from the journal. `wake` is set whenever an event is put.
     """
 
-    __slots__ = ("_events", "_open", "wake")
+    __slots__ = ("_events", "_open", "_wake")
 
     def __init__(self) -> None:
         self._events: collections.deque[RunEvent] = collections.deque()
         self._open = False
-        self.wake = asyncio.Event()
-        """Set when an event is put (whoever waits for the next event clears it)."""
+        self._wake: asyncio.Event | None = None
 
     def open(self) -> None:
         """Start keeping events for the caller (from the journal's current end)."""
@@ -123,7 +122,19 @@ class EventStream:
         """Keep `event` for the caller (recorded events come through `Recorder.record`)."""
         if self._open:
             self._events.append(event)
-            self.wake.set()
+            if self._wake is not None:
+                self._wake.set()
+
+    @property
+    def wake(self) -> asyncio.Event:
+        """Set when an event is put (whoever waits for the next event clears it).
+
+        Made on first use: a run whose loop never waits on it (no tool running while
+        events arrive) puts its events without setting anything.
+        """
+        if self._wake is None:
+            self._wake = asyncio.Event()
+        return self._wake
 
     def take(self) -> list[RunEvent]:
         """Every event put and not taken yet, oldest first."""
