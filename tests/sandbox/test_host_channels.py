@@ -508,13 +508,19 @@ asyncio.run(main())
 """
 
 
-def _unprivileged_python() -> str | None:
+def _unprivileged_python(src: str) -> str | None:
+    """A Python the unprivileged user may run that imports legato's sandbox from `src`.
+
+    None when there is none: no such interpreter, or a checkout the user may not read (a
+    clone inside a directory of mode 0700, for example).
+    """
+    probe_code = f"import sys; sys.path.insert(0, {src!r}); import legato.sandbox"
     for candidate in (sys.executable, shutil.which("python3"), "/usr/bin/python3"):
         if candidate is None:
             continue
         probe = subprocess.run(
             ["setpriv", f"--reuid={NOBODY}", f"--regid={NOBODY}", "--clear-groups", candidate]
-            + ["-c", "import asyncio, json"],
+            + ["-c", probe_code],
             capture_output=True,
             check=False,
         )
@@ -529,8 +535,12 @@ def test_as_an_unprivileged_user_the_layer_holds(scene: Scene) -> None:
     import legato
     from legato.sandbox import find_bwrap
 
-    if shutil.which("setpriv") is None or (python := _unprivileged_python()) is None:
-        pytest.skip("no setpriv, or no Python the unprivileged user may run")
+    src = str(Path(legato.__file__).parents[1])
+    if shutil.which("setpriv") is None or (python := _unprivileged_python(src)) is None:
+        pytest.skip(
+            "no setpriv, or the unprivileged user cannot run Python with legato from "
+            f"{src} (is a directory above the checkout unreadable to others?)"
+        )
     base = Path(tempfile.mkdtemp(prefix="legato-nobody-"))
     try:
         markers: dict[str, Path] = {}
@@ -541,7 +551,6 @@ def test_as_an_unprivileged_user_the_layer_holds(scene: Scene) -> None:
         for path in [base, *base.rglob("*")]:
             os.chown(path, NOBODY, NOBODY, follow_symlinks=False)
         plant = 'git config core.fsmonitor "touch $MARKER"'
-        src = str(Path(legato.__file__).parents[1])
         script = [python, "-I", "-c", UNPRIVILEGED, src, find_bwrap(), str(base)]
         results: dict[str, list[Any]] = {}
         for name in ("guarded", "open"):
