@@ -8,6 +8,7 @@ import logging
 import re
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import field, replace
+from types import FunctionType
 from typing import Any, Literal, TypeAlias, cast, get_args, get_type_hints, overload
 
 from legato._values import value_class
@@ -433,7 +434,11 @@ def _is_method_tool(t: Tool) -> bool:
 
 def _is_async(function: Callable[..., Any]) -> bool:
     target = getattr(function, "__func__", function)
-    return inspect.iscoroutinefunction(target) or inspect.iscoroutinefunction(
+    if inspect.iscoroutinefunction(target):
+        return True
+    if type(target) is FunctionType:  # a plain function's `__call__` is never a coroutine one
+        return False
+    return inspect.iscoroutinefunction(
         getattr(target, "__call__", None)  # noqa: B004 - callable objects with async __call__
     )
 
