@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import subprocess
 import sys
 import textwrap
 from collections.abc import Iterator
@@ -282,3 +283,23 @@ def test_a_client_opening_a_connection_per_request_is_counted(
     report = _load_report(peers, _framework(peers, script), 30)
     assert report["runs"] == 40
     assert report["connections"] == 40
+
+
+@pytest.mark.parametrize("framework", ["legato", "sdk_send"])
+def test_the_instruction_count_runs_verified_runs(
+    peers: dict[str, ModuleType], framework: str
+) -> None:
+    # What `instructions.py` puts under valgrind (its `--inner` process) makes the same runs
+    # the harness verifies: warm-up and counted runs, each with its tool call and answer.
+    script = PEERS / "instructions.py"
+    with peers["mock"].MockServer() as server:
+        done = subprocess.run(
+            [sys.executable, str(script), "--inner", framework, "async", "2", server.url],
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+        assert done.returncode == 0, done.stderr
+        counts = server.take("i")
+    assert len(counts) == 20 + 2  # the warm-up, then the counted runs
+    assert [c.problem() for c in counts.values()] == [None] * len(counts)
