@@ -11,6 +11,10 @@ outside valgrind, so only the client is counted. Needs valgrind (`apt-get instal
     python bench/peers/instructions.py                       # raw SDK, send path, legato, floor
     python bench/peers/instructions.py --src OLD/src --src NEW/src --only legato   # A/B trees
     python bench/peers/instructions.py --modes async,sync --runs 200
+    python bench/peers/instructions.py --only legato --src OLD/src --src NEW/src --timed 8
+
+`--timed K` measures CPU time instead, without valgrind: K rounds, each running every tree once
+(alternating), and prints the medians and the median of the paired ratios.
 
 Instructions are not time: C code (pydantic-core, the `json` module) does more per
 instruction than interpreted Python, so a ratio of instructions is not a ratio of CPU time.
@@ -24,9 +28,11 @@ import asyncio
 import os
 import re
 import shutil
+import statistics
 import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
 from typing import Any
 
@@ -38,7 +44,10 @@ ADAPTERS = {
     "sdk_send": ("fw_sdk_send", "SdkSend"),
     "legato": ("fw_legato", "Legato"),
     "legato_atool": ("fw_legato_atool", "LegatoAsyncTool"),
+    "legato_loop": ("fw_legato_atool", "LegatoAsyncTool"),  # its model: `_instant_model`
 }
+"""Framework -> (agent module, adapter class). `legato_loop` is legato's loop alone: the
+`async def` tool's agent on a model that answers at once in process (no HTTP, no provider)."""
 WARMUP = 20
 
 
@@ -52,20 +61,64 @@ def _inner(name: str, mode: str, runs: int, url: str) -> None:
     adapter = getattr(importlib.import_module(module), cls)()
     common.Counter.prefix = f"i{os.getpid()}/"  # the server keys its counts by the run's tag
     streamed = mode.startswith("stream")
-    model = adapter.model(url, streamed=streamed)
+    model = _instant_model() if name == "legato_loop" else adapter.model(url, streamed=streamed)
     agent = adapter.agent(model)
     method = getattr(adapter, common.METHOD[mode])
     if mode in ("sync", "stream_sync"):
-        for _ in range(WARMUP + runs):
+        for _ in range(WARMUP):
             method(agent, common.prompt())
-        return
+        started = time.process_time()
+        for _ in range(runs):
+            method(agent, common.prompt())
+        spent = time.process_time() - started
+    else:
 
-    async def main() -> None:
-        for _ in range(WARMUP + runs):
-            await method(agent, common.prompt())
-        await adapter.aclose(model)
+        async def main() -> float:
+            for _ in range(WARMUP):
+                await method(agent, common.prompt())
+            started = time.process_time()
+            for _ in range(runs):
+                await method(agent, common.prompt())
+            spent = time.process_time() - started
+            await adapter.aclose(model)
+            return spent
 
-    asyncio.run(main())
+        spent = asyncio.run(main())
+    print(f"CPU {spent / max(runs, 1) * 1e3:.4f}")  # ms per run (used by --timed)
+
+
+def _instant_model() -> Any:
+    """A legato model giving the mock server's two answers at once: the loop without a provider."""
+    from mockserver import ANSWER
+
+    from legato.messages import Message, ModelResponse, StopReason, TextPart, ToolCallPart, Usage
+    from legato.models import ModelProfile, ResponseCompleted
+
+    call = ToolCallPart.from_arguments(id="call_1", name="get_weather", arguments={"city": "Paris"})
+    first = ModelResponse(
+        message=Message(role="assistant", parts=(call,)),
+        usage=Usage(input_tokens=60, output_tokens=12, requests=1),
+        stop_reason=StopReason.TOOL_CALLS,
+    )
+    second = ModelResponse(
+        message=Message(role="assistant", parts=(TextPart(text=ANSWER),)),
+        usage=Usage(input_tokens=90, output_tokens=10, requests=1),
+        stop_reason=StopReason.END_TURN,
+    )
+
+    class Instant:
+        name = "bench:instant"
+        profile = ModelProfile()
+
+        async def stream(self, request: Any) -> Any:
+            yield ResponseCompleted(
+                response=first if request.messages[-1].role == "user" else second
+            )
+
+        async def aclose(self) -> None:
+            return None
+
+    return Instant()
 
 
 def _count(name: str, mode: str, runs: int, url: str, src: str | None) -> int:
@@ -89,6 +142,38 @@ def _count(name: str, mode: str, runs: int, url: str, src: str | None) -> int:
     return int(found.group(1).replace(",", ""))
 
 
+def _timed(name: str, mode: str, runs: int, url: str, src: str | None) -> float:
+    """CPU ms per run of one `_inner` process, without valgrind."""
+    env = dict(os.environ)
+    if src is not None:
+        env["PYTHONPATH"] = src + os.pathsep + env.get("PYTHONPATH", "")
+    command = [sys.executable, __file__, "--inner", name, mode, str(runs), url]
+    done = subprocess.run(command, env=env, capture_output=True, text=True, check=False)
+    found = re.search(r"^CPU ([\d.]+)$", done.stdout, re.MULTILINE)
+    if done.returncode != 0 or found is None:
+        raise SystemExit(f"{name} {mode} failed (exit {done.returncode}): {done.stderr[-2000:]}")
+    return float(found.group(1))
+
+
+def _print_timed(
+    rounds: int, names: list[str], modes: list[str], runs: int, url: str, sources: list[str | None]
+) -> None:
+    print("| mode | framework | tree | CPU ms per run (median) | ×first tree (paired median) |")
+    print("|---|---|---|---|---|")
+    for mode in modes:
+        for name in names:
+            trees = sources if name.startswith("legato") else [None]
+            figures: list[list[float]] = [[] for _ in trees]
+            for _ in range(rounds):
+                for index, src in enumerate(trees):
+                    figures[index].append(_timed(name, mode, runs, url, src))
+            for index, src in enumerate(trees):
+                paired = [b / a for a, b in zip(figures[0], figures[index], strict=True)]
+                median = statistics.median(figures[index])
+                ratio = f"{statistics.median(paired):.3f}" if index else "–"
+                print(f"| {mode} | {name} | {src or '–'} | {median:.3f} | {ratio} |", flush=True)
+
+
 def main() -> None:
     """Parse the options, count, print one table row per framework and tree."""
     if len(sys.argv) > 1 and sys.argv[1] == "--inner":
@@ -99,8 +184,9 @@ def main() -> None:
     parser.add_argument("--modes", default="async,sync")
     parser.add_argument("--runs", type=int, default=200)
     parser.add_argument("--src", action="append", help="legato source tree (repeat to compare)")
+    parser.add_argument("--timed", type=int, default=0, help="CPU time, K alternating rounds")
     options = parser.parse_args()
-    if shutil.which("valgrind") is None:
+    if not options.timed and shutil.which("valgrind") is None:
         raise SystemExit("valgrind is not installed (apt-get install valgrind)")
     names = options.only.split(",")
     unknown = [n for n in names if n not in ADAPTERS]
@@ -111,6 +197,10 @@ def main() -> None:
 
     sources: list[str | None] = list(options.src or [str(ROOT / "src")])
     with MockServer() as server:
+        if options.timed:
+            modes = options.modes.split(",")
+            _print_timed(options.timed, names, modes, options.runs, server.url, sources)
+            return
         print("| mode | framework | tree | instructions per run | ×raw |")
         print("|---|---|---|---|---|")
         for mode in options.modes.split(","):

@@ -63,6 +63,34 @@ def test_sync_runs_on_the_main_thread_run_there_on_one_loop() -> None:
     assert len({loop for _, loop in seen}) == 1
 
 
+@pytest.mark.parametrize("kept_out_of_the_task", [True, False])
+def test_run_sync_never_formats_the_result(
+    monkeypatch: pytest.MonkeyPatch, kept_out_of_the_task: bool
+) -> None:
+    # On the main thread the runner restores SIGINT after each call, and `signal` formats
+    # the handler it gets back, the task and its result with it: a whole `RunResult` (journal
+    # included) was turned into text at every `run_sync`, a cost that grew with the run.
+    from legato.run._result import RunResult
+    from legato.run._sync import _default_sigint_over, _owned_elsewhere
+
+    formatted: list[int] = []
+
+    def counted(self: object) -> str:
+        formatted.append(1)
+        return "RunResult(...)"
+
+    monkeypatch.setattr(RunResult, "__repr__", counted)
+    history = [Message.user(f"question {i}") for i in range(50)]
+    agent = Agent(ScriptedModel(["an answer"] * 2))
+    if kept_out_of_the_task:  # as `run_sync` runs it
+        result = agent.run_sync("go", message_history=history)
+    else:  # the twin: the run's coroutine handed to the runner as it is
+        with asyncio.Runner() as runner, _default_sigint_over(_owned_elsewhere):
+            result = runner.run(agent.run("go", message_history=history))
+    assert result.output == "an answer"
+    assert bool(formatted) is not kept_out_of_the_task
+
+
 def test_sync_runs_from_worker_threads_share_the_background_loop() -> None:
     seen: list[Where] = []
     _in_thread(lambda: _probe(seen).run_sync("go"))

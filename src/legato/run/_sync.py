@@ -136,9 +136,18 @@ class _MainLoop:
         """
         runner = self._get()
         replaced = signal.getsignal(signal.SIGINT)
+        kept: list[T] = []
+
+        async def keep() -> None:
+            # The task's result stays None: the runner, restoring SIGINT after the task,
+            # gets its own handler back, and `signal` turns that handler into a message with
+            # the task's repr in it, result included (a whole `RunResult`, journal and all).
+            kept.append(await coro)
+
         with _default_sigint_over(_owned_elsewhere):
             try:
-                return runner.run(coro, context=contextvars.copy_context())
+                runner.run(keep(), context=contextvars.copy_context())
+                return kept[0]
             except KeyboardInterrupt:
                 if sigint_handler_installed(replaced):
                     cancel_all_runs("interrupted (SIGINT)")
