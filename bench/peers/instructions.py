@@ -45,9 +45,11 @@ ADAPTERS = {
     "legato": ("fw_legato", "Legato"),
     "legato_atool": ("fw_legato_atool", "LegatoAsyncTool"),
     "legato_loop": ("fw_legato_atool", "LegatoAsyncTool"),  # its model: `_instant_model`
+    "legato_loop_def": ("fw_legato", "Legato"),  # the same with the `def` tool
 }
 """Framework -> (agent module, adapter class). `legato_loop` is legato's loop alone: the
-`async def` tool's agent on a model that answers at once in process (no HTTP, no provider)."""
+`async def` tool's agent on a model that answers at once in process (no HTTP, no provider);
+`legato_loop_def` the same with the plain `def` tool (run on a thread)."""
 WARMUP = 20
 
 
@@ -61,7 +63,8 @@ def _inner(name: str, mode: str, runs: int, url: str) -> None:
     adapter = getattr(importlib.import_module(module), cls)()
     common.Counter.prefix = f"i{os.getpid()}/"  # the server keys its counts by the run's tag
     streamed = mode.startswith("stream")
-    model = _instant_model() if name == "legato_loop" else adapter.model(url, streamed=streamed)
+    instant = name.startswith("legato_loop")
+    model = _instant_model() if instant else adapter.model(url, streamed=streamed)
     agent = adapter.agent(model)
     method = getattr(adapter, common.METHOD[mode])
     if mode in ("sync", "stream_sync"):
@@ -126,6 +129,7 @@ def _count(name: str, mode: str, runs: int, url: str, src: str | None) -> int:
     env = dict(os.environ)
     if src is not None:
         env["PYTHONPATH"] = src + os.pathsep + env.get("PYTHONPATH", "")
+    env["PYTHONHASHSEED"] = "0"  # the same dict and set layouts in every process
     with tempfile.TemporaryDirectory() as tmp:
         log = Path(tmp) / "log"
         command = ["valgrind", "--tool=cachegrind", "--cache-sim=no"]
