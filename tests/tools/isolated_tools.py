@@ -89,7 +89,8 @@ async def async_transfer(ledger: str, amount: int) -> str:
 
     def move() -> None:
         _wait_for(Path(ledger + ".gate"))
-        Path(ledger).write_text(str(amount))
+        Path(ledger + ".tmp").write_text(str(amount))
+        Path(ledger + ".tmp").replace(ledger)  # appears with its content
 
     mover = threading.Thread(target=move)
     mover.start()

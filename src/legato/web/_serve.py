@@ -88,15 +88,32 @@ def serve(
         )
 
     def run() -> None:
-        (announce or _announce)(url)
         # every open tab holds a notices stream that never ends by itself: on Ctrl-C they
         # get a few seconds, then they are cut (the runs are cancelled at shutdown either way)
         config = uvicorn.Config(
             app, log_level="warning", lifespan="on", timeout_graceful_shutdown=3
         )
-        asyncio.run(uvicorn.Server(config).serve(sockets=[sock]))
+        asyncio.run(_serve_then_announce(uvicorn.Server(config), sock, url, announce))
 
     _until_interrupted(run)
+
+
+async def _serve_then_announce(
+    server: Any, sock: socket.socket, url: str, announce: Callable[[str], None] | None
+) -> None:
+    """Serve on `sock`; give out the address once the server has started.
+
+    By then uvicorn handles Ctrl-C, so a Ctrl-C from someone who saw the address stops the
+    server cleanly. Before, the address came out first, and a Ctrl-C right after it could land
+    in uvicorn's logging setup (escaping as a `RuntimeError` from a handler lock) or in the
+    event loop's setup (leaving the loop unclosed): a traceback either way.
+    """
+    serving = asyncio.ensure_future(server.serve(sockets=[sock]))
+    while not server.started and not serving.done():
+        await asyncio.wait([serving], timeout=0.01)
+    if server.started:
+        (announce or _announce)(url)
+    await serving
 
 
 def _until_interrupted(run: Callable[[], None]) -> None:
