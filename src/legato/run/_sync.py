@@ -53,6 +53,7 @@ import atexit
 import concurrent.futures
 import contextlib
 import contextvars
+import inspect
 import os
 import queue
 import signal
@@ -152,6 +153,9 @@ class _MainLoop:
                 if sigint_handler_installed(replaced):
                     cancel_all_runs("interrupted (SIGINT)")
                 raise
+            finally:
+                if inspect.iscoroutine(coro) and inspect.getcoroutinestate(coro) == "CORO_CREATED":
+                    coro.close()  # a task cancelled before its first step never awaited it
 
     def iterate(self, iterator: AsyncIterator[T]) -> Iterator[T]:
         """One task drives the whole stream on the runner's loop (`MainStream`)."""
