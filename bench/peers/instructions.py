@@ -13,8 +13,9 @@ outside valgrind, so only the client is counted. Needs valgrind (`apt-get instal
     python bench/peers/instructions.py --modes async,sync --runs 200
     python bench/peers/instructions.py --only legato --src OLD/src --src NEW/src --timed 8
 
-`--timed K` measures CPU time instead, without valgrind: K rounds, each running every tree once
-(alternating), and prints the medians and the median of the paired ratios.
+`--timed K` measures CPU time instead, without valgrind: K rounds, each running every framework
+and tree once in turn, and prints the medians and the medians of the per-round ratios (to the
+first tree, and to the raw SDK when it is among `--only`).
 
 Instructions are not time: C code (pydantic-core, the `json` module) does more per
 instruction than interpreted Python, so a ratio of instructions is not a ratio of CPU time.
@@ -162,20 +163,40 @@ def _timed(name: str, mode: str, runs: int, url: str, src: str | None) -> float:
 def _print_timed(
     rounds: int, names: list[str], modes: list[str], runs: int, url: str, sources: list[str | None]
 ) -> None:
-    print("| mode | framework | tree | CPU ms per run (median) | ×first tree (paired median) |")
-    print("|---|---|---|---|---|")
+    """K rounds; each runs every framework (and every tree) once, in turn, in fresh processes.
+
+    Every ratio is the median of per-round ratios: both sides of a ratio ran minutes apart at
+    most, so a slow stretch of the machine moves both.
+    """
+    print(
+        "| mode | framework | tree | CPU ms per run (median) | ×first tree (paired) | ×raw (paired) |"
+    )
+    print("|---|---|---|---|---|---|")
     for mode in modes:
-        for name in names:
-            trees = sources if name.startswith("legato") else [None]
-            figures: list[list[float]] = [[] for _ in trees]
-            for _ in range(rounds):
-                for index, src in enumerate(trees):
-                    figures[index].append(_timed(name, mode, runs, url, src))
-            for index, src in enumerate(trees):
-                paired = [b / a for a, b in zip(figures[0], figures[index], strict=True)]
-                median = statistics.median(figures[index])
-                ratio = f"{statistics.median(paired):.3f}" if index else "–"
-                print(f"| {mode} | {name} | {src or '–'} | {median:.3f} | {ratio} |", flush=True)
+        cells = [(name, src) for name in names for src in (sources if _is_legato(name) else [None])]
+        figures: dict[tuple[str, str | None], list[float]] = {cell: [] for cell in cells}
+        for _ in range(rounds):
+            for cell in cells:
+                figures[cell].append(_timed(cell[0], mode, runs, url, cell[1]))
+        raw = figures.get(("raw", None))
+        for name, src in cells:
+            mine = figures[name, src]
+            first = figures[name, sources[0] if _is_legato(name) else None]
+            by_tree = _paired(first, mine) if src not in (None, sources[0]) else "–"
+            by_raw = _paired(raw, mine) if raw is not None and name != "raw" else "–"
+            median = statistics.median(mine)
+            row = f"| {mode} | {name} | {src or '–'} | {median:.3f} | {by_tree} | {by_raw} |"
+            print(row, flush=True)
+
+
+def _is_legato(name: str) -> bool:
+    return name.startswith("legato")
+
+
+def _paired(base: list[float], other: list[float]) -> str:
+    """The median of `other / base` per round, with the range."""
+    ratios = sorted(b / a for a, b in zip(base, other, strict=True))
+    return f"{statistics.median(ratios):.3f} ({ratios[0]:.2f}-{ratios[-1]:.2f})"
 
 
 def main() -> None:
@@ -188,7 +209,7 @@ def main() -> None:
     parser.add_argument("--modes", default="async,sync")
     parser.add_argument("--runs", type=int, default=200)
     parser.add_argument("--src", action="append", help="legato source tree (repeat to compare)")
-    parser.add_argument("--timed", type=int, default=0, help="CPU time, K alternating rounds")
+    parser.add_argument("--timed", type=int, default=0, help="CPU time, K interleaved rounds")
     options = parser.parse_args()
     if not options.timed and shutil.which("valgrind") is None:
         raise SystemExit("valgrind is not installed (apt-get install valgrind)")
@@ -217,7 +238,7 @@ def main() -> None:
         for mode in options.modes.split(","):
             raw: int | None = None
             for name in names:
-                trees = sources if name.startswith("legato") else [None]
+                trees = sources if _is_legato(name) else [None]
                 for src in trees:
                     empty = _count(name, mode, 0, server.url, src)
                     full = _count(name, mode, options.runs, server.url, src)

@@ -595,9 +595,11 @@ class Agent(Generic[OutputT]):
         self, prompt: Prompt | None = None, /, **options: Unpack[RunOptions]
     ) -> Iterator[RunEvent]:
         """`stream` for synchronous code; works inside a running event loop too."""
+        from legato.run._handle import HandleEvents
         from legato.run._sync import iterate_sync
 
-        return iterate_sync(self.stream(prompt, **options))
+        # `stream`'s events, with those already buffered taken as a batch (`HandleEvents`)
+        return iterate_sync(HandleEvents(lambda: self.start(prompt, **options)))
 
     @classmethod
     def from_file(

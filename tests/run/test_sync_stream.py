@@ -5,7 +5,9 @@ restored). Now one task pulls the stream for its whole life and the caller's `ne
 runs the loop until the next item. What must hold: the stream runs in one task and one copy
 of the caller's context; Ctrl-C (while the run works, or between items) interrupts the
 caller and cancels the run; leaving early closes the stream and records the run's end;
-errors surface at the caller's `next()`; nested sync calls between items still work.
+errors surface at the caller's `next()`; nested sync calls between items still work; the
+events a run has already produced come across as one batch (one run of the loop for several
+events, not one per event).
 """
 
 from __future__ import annotations
@@ -22,7 +24,8 @@ import pytest
 
 import legato.run._sync as facade
 from legato import Agent, tool
-from legato.events import RunFailed, RunFinished, ToolCallFinished, ToolCallStarted
+from legato.events import RunEvent, RunFailed, RunFinished, ToolCallFinished, ToolCallStarted
+from legato.run._handle import HandleEvents
 from legato.run._sync import iterate_sync
 from legato.store import SQLiteStore
 from legato.testing import ScriptedModel, call, reply
@@ -319,3 +322,77 @@ def test_shutdown_cancels_a_worker_threads_stream_in_legatos_terms(tmp_path: Pat
     _in_worker(read)
     assert len(outcome) == 1 and isinstance(outcome[0], RunCancelled), outcome
     assert store.list_runs()[0].status == "failed"
+
+
+# -- events the run already produced are taken as a batch ---------------------------------------
+
+
+def _loop_runs(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """Counts each time a loop is run (`run_forever`: one per batch handed to the caller)."""
+    runs: list[int] = []
+    run_forever = asyncio.BaseEventLoop.run_forever
+
+    def counted(self: asyncio.BaseEventLoop) -> None:
+        runs.append(1)
+        run_forever(self)
+
+    monkeypatch.setattr(asyncio.BaseEventLoop, "run_forever", counted)
+    return runs
+
+
+def _tool_agent(store: SQLiteStore | None = None) -> Agent:
+    @tool
+    def lookup(key: str) -> str:
+        """Look a key up.
+
+        Args:
+            key: The key.
+        """
+        return f"value of {key}"
+
+    model = ScriptedModel([reply(call("lookup", {"key": "a"})), "the value is known"])
+    return Agent(model, tools=[lookup], store=store)
+
+
+def _kinds_and_steps(events: list[RunEvent]) -> list[tuple[str, object]]:
+    return [(e.kind, getattr(e, "step", None)) for e in events]
+
+
+def test_events_already_produced_come_as_a_batch(monkeypatch: pytest.MonkeyPatch) -> None:
+    expected = _kinds_and_steps(asyncio.run(_collect(_tool_agent())))
+    _tool_agent().run_sync("warm up")  # the main loop exists before counting
+    runs = _loop_runs(monkeypatch)
+    events = list(_tool_agent().stream_sync("what is a?"))
+    assert _kinds_and_steps(events) == expected  # the same events, in the same order
+    assert isinstance(events[-1], RunFinished)
+    assert len(events) >= 10
+    assert len(runs) <= len(events) // 2, (len(runs), len(events))
+
+
+def test_twin_without_take_ready_the_loop_runs_once_per_event(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The same stream with the batch hidden: the caller runs the loop for every event."""
+    _tool_agent().run_sync("warm up")
+    monkeypatch.setattr(HandleEvents, "take_ready", None)
+    runs = _loop_runs(monkeypatch)
+    events = list(_tool_agent().stream_sync("what is a?"))
+    assert isinstance(events[-1], RunFinished)
+    assert len(runs) > len(events)
+
+
+def test_leaving_in_the_middle_of_a_batch_cancels_the_run_once(tmp_path: Path) -> None:
+    store = SQLiteStore(tmp_path / "runs.db")
+    stream = _tool_agent(store).stream_sync("go")
+    first = next(stream)
+    assert first.kind == "run_started"
+    cast("Generator[RunEvent, None, None]", stream).close()  # its batch is left unread
+    (info,) = store.list_runs()
+    events = store.load_run(info.run_id).events
+    assert isinstance(events[-1], RunFailed), events[-1]
+    assert "the stream was closed" in events[-1].message
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+
+
+async def _collect(agent: Agent) -> list[RunEvent]:
+    return [event async for event in agent.stream("what is a?")]

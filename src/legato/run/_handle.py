@@ -16,8 +16,8 @@ import asyncio
 import collections
 import contextlib
 import threading
-from collections.abc import AsyncIterator
-from typing import Generic, Literal
+from collections.abc import AsyncGenerator, AsyncIterator, Callable
+from typing import Generic, Literal, cast
 
 from typing_extensions import TypeVar
 
@@ -27,7 +27,7 @@ from legato.run._cancel import register, unregister
 from legato.run._loop import RunDriver
 from legato.run._result import RunResult
 
-__all__ = ["RunHandle"]
+__all__ = ["HandleEvents", "RunHandle"]
 
 _STOPPED = threading.Lock()
 """Guards a handle's end against another thread starting to wait for it."""
@@ -227,6 +227,12 @@ class RunHandle(Generic[OutputT]):
             raise self._error
         return self._driver.result()
 
+    def take_buffered(self) -> list[RunEvent]:
+        """The events buffered now, taken at once (for the one consumer; see `HandleEvents`)."""
+        events = list(self._buffer)
+        self._buffer.clear()
+        return events
+
     async def events(self) -> AsyncIterator[RunEvent]:
         """Every event of the run, in order (one consumer); raises at the end if the run failed.
 
@@ -245,3 +251,45 @@ class RunHandle(Generic[OutputT]):
                 await self._ready.wait()
         if self._error is not None:
             raise self._error
+
+
+class HandleEvents(Generic[OutputT]):
+    """A run's events as `Agent.stream` yields them, with what is buffered takeable at once.
+
+    The run starts at the first `__anext__`, on the loop that iterates. `take_ready` takes
+    the events the run has produced already (after the one just awaited), so a reader on
+    the loop's own thread (`stream_sync`, `legato.run._main_stream`) takes them as a batch
+    instead of running the loop once per event. `aclose` before the run's end cancels it
+    with the same fence as `cancel()`, and returns once the run has ended.
+    """
+
+    __slots__ = ("_events", "_handle", "_start")
+
+    def __init__(self, start: Callable[[], RunHandle[OutputT]]) -> None:
+        """Events of the run `start()` starts (called at the first `__anext__`)."""
+        self._start = start
+        self._handle: RunHandle[OutputT] | None = None
+        self._events: AsyncGenerator[RunEvent] | None = None
+
+    def __aiter__(self) -> HandleEvents[OutputT]:
+        return self
+
+    async def __anext__(self) -> RunEvent:
+        """The run's next event; raises at the end what ended a run that did not finish."""
+        if self._events is None:
+            self._handle = handle = self._start()
+            self._events = cast("AsyncGenerator[RunEvent]", handle.events())
+        return await anext(self._events)
+
+    def take_ready(self) -> list[RunEvent]:
+        """The events the run has produced and the reader has not taken, without waiting."""
+        return self._handle.take_buffered() if self._handle is not None else []
+
+    async def aclose(self) -> None:
+        """Stop reading; a run that has not ended is cancelled, and has ended on return."""
+        handle, events = self._handle, self._events
+        if events is not None:
+            await events.aclose()
+        if handle is not None and not handle.done:
+            handle.cancel("the stream was closed")
+            await handle.wait()

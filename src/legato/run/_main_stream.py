@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import asyncio
+import collections
 import contextvars
 import signal
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from typing import Any, Generic, TypeVar, cast
 
 __all__ = ["OPEN_STREAMS", "MainStream", "is_stream_handler"]
@@ -24,7 +25,10 @@ class MainStream(Generic[T]):
     """One task drives a whole stream on the main thread's loop, handing each item across.
 
     The task pulls an item, stops the loop and waits; the caller's `next()` resumes the
-    task and runs the loop until the next item (or the end). One task and one context for
+    task and runs the loop until the next item (or the end). An iterator with a
+    `take_ready()` method (`legato.run._handle.HandleEvents`) hands over, with each item it
+    was awaited for, the items it already holds: the caller takes them without running the
+    loop again (each run of the loop costs a turn of its own). One task and one context for
     the whole stream, and Ctrl-C handled by one SIGINT handler installed for the stream's
     lifetime, instead of an `asyncio.Runner.run` per item (each a new task and a handler
     installed and restored). Ctrl-C while the loop runs cancels the task (the run records
@@ -33,9 +37,8 @@ class MainStream(Generic[T]):
     """
 
     __slots__ = (
-        "_has_item",
         "_interrupted",
-        "_item",
+        "_items",
         "_loop",
         "_original",
         "_owns_sigint",
@@ -46,8 +49,8 @@ class MainStream(Generic[T]):
 
     def __init__(self, loop: asyncio.AbstractEventLoop, iterator: AsyncIterator[T]) -> None:
         self._loop = loop
-        self._item: T | None = None
-        self._has_item = False
+        self._items: collections.deque[T] = collections.deque()
+        """Items the task has handed over and the caller has not taken yet."""
         self._resume: asyncio.Future[bool] | None = None
         self._running = False
         self._interrupted = False
@@ -59,13 +62,16 @@ class MainStream(Generic[T]):
         task.add_done_callback(lambda _: self._hand_back())
 
     async def _drive(self, iterator: AsyncIterator[T]) -> None:
+        take_ready: Callable[[], list[T]] | None = getattr(iterator, "take_ready", None)
         try:
             while True:
                 try:
                     item = await anext(iterator)
                 except StopAsyncIteration:
                     return
-                self._item, self._has_item = item, True
+                self._items.append(item)
+                if take_ready is not None:
+                    self._items.extend(take_ready())
                 self._resume = resume = self._loop.create_future()
                 self._hand_back()
                 if not await resume:  # the caller left the stream
@@ -114,13 +120,13 @@ class MainStream(Generic[T]):
             signal.signal(signal.SIGINT, owners[-1]._on_sigint if owners else self._original)
 
     def _step(self) -> tuple[bool, T | None]:
-        resume, self._resume = self._resume, None
-        if resume is not None and not resume.done():
-            resume.set_result(True)
-        self._run()
-        if self._has_item:
-            item, self._item, self._has_item = self._item, None, False
-            return False, item
+        if not self._items:
+            resume, self._resume = self._resume, None
+            if resume is not None and not resume.done():
+                resume.set_result(True)
+            self._run()
+        if self._items:
+            return False, self._items.popleft()
         return True, self._outcome()
 
     def _run(self) -> None:
