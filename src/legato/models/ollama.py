@@ -16,7 +16,7 @@ import dataclasses
 import json
 import os
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterable
 from dataclasses import dataclass
 from typing import Any, cast
 
@@ -27,8 +27,10 @@ from legato.exceptions import (
     ModelTimeout,
     ProviderServerError,
     StreamInterrupted,
+    UnsupportedFeature,
 )
 from legato.messages import (
+    DocumentPart,
     ImagePart,
     Message,
     StopReason,
@@ -59,6 +61,7 @@ PROFILE = ModelProfile(
     supports_thinking=True,
 )
 DEFAULT_HOST = "http://127.0.0.1:11434"
+_PROVIDER = "ollama"
 
 
 class _HTTPError(Exception):
@@ -71,12 +74,31 @@ class _HTTPError(Exception):
         super().__init__(f"HTTP {status}")
 
 
-def _images(parts: tuple[Any, ...]) -> list[str]:
-    return [p.base64 or "" for p in parts if isinstance(p, ImagePart) and p.data is not None]
+def _images(parts: Iterable[Any]) -> list[str]:
+    """The images among `parts`, as the base64 text Ollama takes.
+
+    Ollama's chat API takes text and inline images only: an image by URL or a document
+    raises `UnsupportedFeature` here, before anything is sent (it was left out unseen).
+    """
+    images: list[str] = []
+    for part in parts:
+        if isinstance(part, DocumentPart):
+            what, why = f"a document ({part.media_type})", "its chat API takes text and images"
+            raise UnsupportedFeature(_PROVIDER, what, why)
+        if isinstance(part, ImagePart):
+            if part.base64 is None:
+                what, why = "an image by URL", "it takes an image's bytes: make the part with data="
+                raise UnsupportedFeature(_PROVIDER, what, why)
+            images.append(part.base64)
+    return images
 
 
 def ollama_messages(request: ModelRequest) -> list[Obj]:
-    """The neutral conversation as Ollama chat messages."""
+    """The neutral conversation as Ollama chat messages.
+
+    Images a tool returned follow its results in a user message of their own (a tool
+    message carries text only), as they do on Chat Completions.
+    """
     out: list[Obj] = []
     if request.instructions:
         out.append({"role": "system", "content": request.instructions})
@@ -87,10 +109,15 @@ def ollama_messages(request: ModelRequest) -> list[Obj]:
 
 def _message(message: Message) -> list[Obj]:
     if message.tool_results:
-        return [
+        out: list[Obj] = [
             {"role": "tool", "content": r.text, "tool_name": r.name, "tool_call_id": r.call_id}
             for r in message.tool_results
         ]
+        images = _images(p for r in message.tool_results for p in r.content)
+        if images:
+            text = f"[{len(images)} image(s) returned by the tools above]"
+            out.append({"role": "user", "content": text, "images": images})
+        return out
     if message.role in ("system", "user"):
         entry: Obj = {"role": message.role, "content": message.text}
         images = _images(message.parts)
