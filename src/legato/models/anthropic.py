@@ -40,16 +40,18 @@ from legato.exceptions import (
     StreamInterrupted,
 )
 from legato.messages import (
-    DocumentPart,
-    ImagePart,
     JsonValue,
-    Message,
     StopReason,
-    TextPart,
-    ThinkingPart,
-    ToolCallPart,
-    ToolResultPart,
     Usage,
+)
+from legato.models._anthropic_wire import (
+    BREAKPOINTS,
+    CITATIONS,
+    SERVER_BLOCKS,
+    anthropic_messages,
+    kept,
+    mark,
+    mark_history,
 )
 from legato.models._base import ModelProfile, ModelRequest, ModelStreamEvent, ResponseCompleted
 from legato.models._builtin_wire import ANTHROPIC_MCP_BETA, anthropic_builtin
@@ -104,135 +106,6 @@ _ERROR_STATUS = {
     "not_found_error": 404,
     "request_too_large": 413,
 }
-_SERVER_BLOCKS = "anthropic_server_blocks"
-"""`provider_details` key: the server-tool blocks of a turn, each with its place."""
-CITATIONS = "citations"
-"""`provider_details` key: the citations of the answer text, each with its text part's index."""
-_CACHE = {"type": "ephemeral"}
-_BREAKPOINTS = 4
-"""Anthropic accepts at most four `cache_control` breakpoints per request."""
-
-
-def _mark(block: Obj) -> Obj:
-    return {**block, "cache_control": _CACHE}
-
-
-def _mark_history(messages: list[Obj], budget: int) -> None:
-    """Put a breakpoint on the last block of the newest user turns (at most `budget`)."""
-    marked = 0
-    for message in reversed(messages):
-        if marked >= budget:
-            return
-        blocks = message["content"]
-        if message["role"] == "user" and blocks:
-            blocks[-1] = _mark(blocks[-1])
-            marked += 1
-
-
-# -- request translation ----------------------------------------------------------------------
-
-
-def _source(part: ImagePart | DocumentPart) -> Obj:
-    if part.url is not None:
-        return {"type": "url", "url": part.url}
-    if part.media_type.startswith("text/"):
-        return {"type": "text", "media_type": "text/plain", "data": (part.data or b"").decode()}
-    return {"type": "base64", "media_type": part.media_type, "data": part.base64}
-
-
-def _content(parts: tuple[Any, ...]) -> list[Obj]:
-    out: list[Obj] = []
-    for part in parts:
-        if isinstance(part, TextPart):
-            if part.text:
-                out.append({"type": "text", "text": part.text})
-        elif isinstance(part, ImagePart):
-            out.append({"type": "image", "source": _source(part)})
-        elif isinstance(part, DocumentPart):
-            doc: Obj = {"type": "document", "source": _source(part)}
-            if part.title:
-                doc["title"] = part.title
-            out.append(doc)
-    return out
-
-
-def _kept(block_type: str) -> bool:
-    """Whether a block legato cannot represent is kept to be sent back (server-tool blocks)."""
-    kept = ("server_tool_use", "mcp_tool_use", "container_upload", "compaction")
-    return block_type in kept or block_type.endswith("_tool_result")
-
-
-def _server_blocks(message: Message) -> dict[int, list[Obj]]:
-    """The kept server-tool blocks of an assistant turn, by the part index they precede."""
-    details = message.provider_details or {}
-    found: dict[int, list[Obj]] = {}
-    entries = details.get(_SERVER_BLOCKS)
-    for entry in entries if isinstance(entries, list) else []:
-        if isinstance(entry, dict) and isinstance(entry.get("block"), dict):
-            at = entry.get("at")
-            found.setdefault(at if isinstance(at, int) else 0, []).append(cast(Obj, entry["block"]))
-    return found
-
-
-def _assistant(message: Message) -> list[Obj]:
-    out: list[Obj] = []
-    server = _server_blocks(message)
-    for index, part in enumerate(message.parts):
-        out.extend(server.pop(index, []))
-        if isinstance(part, TextPart) and part.text:
-            out.append({"type": "text", "text": part.text})
-        elif isinstance(part, ThinkingPart) and part.provider == "anthropic" and part.signature:
-            if part.redacted:
-                out.append({"type": "redacted_thinking", "data": part.signature})
-            else:
-                out.append({"type": "thinking", "thinking": part.text, "signature": part.signature})
-        elif isinstance(part, ToolCallPart):
-            args = part.arguments if isinstance(part.arguments, dict) else {}
-            out.append({"type": "tool_use", "id": part.id, "name": part.name, "input": args})
-    for rest in sorted(server):  # blocks after the last part (or past a shortened message)
-        out.extend(server[rest])
-    return out
-
-
-def _result(result: ToolResultPart) -> Obj:
-    block: Obj = {"type": "tool_result", "tool_use_id": result.call_id}
-    content = _content(result.content)
-    if content:
-        block["content"] = content
-    if result.is_error:
-        block["is_error"] = True
-    return block
-
-
-def anthropic_messages(messages: tuple[Message, ...]) -> tuple[list[Obj], list[Obj]]:
-    """(system blocks, messages) for the Messages API; consecutive same-role turns merge.
-
-    System messages before the conversation starts go to the top-level `system`; one that
-    comes later is sent in its place (`{"role": "system", ...}`), where it applies from
-    that point on and leaves the cached prefix before it intact.
-    """
-    system: list[Obj] = []
-    out: list[Obj] = []
-    for message in messages:
-        if message.role == "system" and not out:
-            system.append({"type": "text", "text": message.text})
-            continue
-        if message.role == "system":
-            role, blocks = "system", [{"type": "text", "text": message.text}]
-        elif message.role == "assistant":
-            role, blocks = "assistant", _assistant(message)
-        elif message.tool_results:
-            role = "user"
-            blocks = [_result(r) for r in message.tool_results]
-        else:
-            role, blocks = "user", _content(message.parts)
-        if not blocks:
-            continue
-        if out and out[-1]["role"] == role:
-            out[-1]["content"].extend(blocks)
-        else:
-            out.append({"role": role, "content": blocks})
-    return system, out
 
 
 @dataclass(slots=True)
@@ -277,7 +150,7 @@ class _State:
         """Keep a server-tool block, in its place among the parts."""
         assembler.close_part()
         entry: dict[str, JsonValue] = {"at": assembler.part_count(), "block": block}
-        self.details.setdefault(_SERVER_BLOCKS, []).append(entry)
+        self.details.setdefault(SERVER_BLOCKS, []).append(entry)
 
     def cite(self, assembler: ResponseAssembler, citations: list[Obj]) -> None:
         """Attach citations to the text part just added."""
@@ -399,7 +272,7 @@ class AnthropicModel(ProviderModel):
         cache_tools = self.cache_tools if self.cache_tools is not None else on
         cache_history = self.cache_history if self.cache_history is not None else on
         if system and cache_system:
-            system[-1] = _mark(system[-1])
+            system[-1] = mark(system[-1])
         body: Obj = {
             "model": self.model,
             "messages": messages,
@@ -433,7 +306,7 @@ class AnthropicModel(ProviderModel):
             choice = {"type": "tool", "name": out.name}
         if tools:
             if cache_tools:
-                tools[-1] = _mark(tools[-1])
+                tools[-1] = mark(tools[-1])
             body["tools"] = tools
             choice = choice or {"type": "auto"}
             if s.parallel_tool_calls is False and choice["type"] != "none":
@@ -441,7 +314,7 @@ class AnthropicModel(ProviderModel):
             body["tool_choice"] = choice
         if cache_history:
             used = int(bool(system and cache_system)) + int(bool(tools and cache_tools))
-            _mark_history(messages, min(2, _BREAKPOINTS - used))
+            mark_history(messages, min(2, BREAKPOINTS - used))
         if s.thinking_budget:
             body["thinking"] = {"type": "enabled", "budget_tokens": s.thinking_budget}
         optional: dict[str, object] = {
@@ -568,7 +441,7 @@ class AnthropicModel(ProviderModel):
                 citations = _list(block.get("citations"))
                 if citations:  # usually `[]` here, the citations following as deltas
                     state.cites.setdefault(index, []).extend(map(_obj, citations))
-            elif _kept(str(block_type)):
+            elif kept(str(block_type)):
                 state.kinds[index] = "server"
                 state.opaque[index] = block
         elif kind == "content_block_delta":
@@ -675,7 +548,7 @@ class AnthropicModel(ProviderModel):
                             arguments=arguments,
                         )
                     )
-            elif _kept(str(kind)):
+            elif kept(str(kind)):
                 state.keep(assembler, block)
             assembler.close_part()
         return [e for e in out if e is not None]
