@@ -16,8 +16,8 @@ import asyncio
 import collections
 import contextlib
 import threading
-from collections.abc import AsyncGenerator, AsyncIterator, Callable
-from typing import Generic, Literal, cast
+from collections.abc import AsyncGenerator, Callable
+from typing import Generic, Literal
 
 from typing_extensions import TypeVar
 
@@ -233,7 +233,7 @@ class RunHandle(Generic[OutputT]):
         self._buffer.clear()
         return events
 
-    async def events(self) -> AsyncIterator[RunEvent]:
+    async def events(self) -> AsyncGenerator[RunEvent]:
         """Every event of the run, in order (one consumer); raises at the end if the run failed.
 
         Iterating a second time yields what the first left unread (nothing, once drained).
@@ -278,7 +278,7 @@ class HandleEvents(Generic[OutputT]):
         """The run's next event; raises at the end what ended a run that did not finish."""
         if self._events is None:
             self._handle = handle = self._start()
-            self._events = cast("AsyncGenerator[RunEvent]", handle.events())
+            self._events = handle.events()
         return await anext(self._events)
 
     def take_ready(self) -> list[RunEvent]:
